@@ -1,0 +1,1 @@
+//! tint-eval
