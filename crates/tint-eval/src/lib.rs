@@ -1,1 +1,13 @@
-//! tint-eval
+//! The evaluation suite of the paper, as a library: language-modelling perplexity of an auxiliary model
+//! under several adaptation methods (vanilla, dynamic evaluation, TinT simulator, TinT functional
+//! reference), with bootstrap confidence intervals and JSON / markdown reports.
+//!
+//! The command line (`cargo xtask eval …`) lives in `xtask`; this crate does not print. Long runs report
+//! progress through a callback.
+
+pub mod blocks;
+pub mod error;
+pub mod perplexity;
+pub mod report;
+
+pub use error::EvalError;

@@ -1,0 +1,46 @@
+//! Errors of the evaluation crate.
+
+/// Everything that can go wrong while setting up or running an evaluation.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// An evaluation setting is out of its valid range.
+    #[error("invalid setting {name} = {value}: {rule}")]
+    InvalidSetting {
+        /// The setting's name, as on the command line.
+        name: &'static str,
+        /// The offending value.
+        value: String,
+        /// The rule it violates.
+        rule: &'static str,
+    },
+    /// The corpus is too short for even one block.
+    #[error("the text has {tokens} tokens, fewer than one block of {block_size}")]
+    TextTooShort {
+        /// Number of tokens in the text.
+        tokens: usize,
+        /// The requested block size.
+        block_size: usize,
+    },
+    /// A method produced a non-finite loss.
+    #[error("method {method} produced a non-finite loss ({value}) on block {block}")]
+    NonFinite {
+        /// The method's name.
+        method: String,
+        /// The block index.
+        block: usize,
+        /// The value.
+        value: f64,
+    },
+    /// Error from the auxiliary model crate.
+    #[error(transparent)]
+    Aux(#[from] tint_aux::AuxError),
+    /// Writing a report failed.
+    #[error("cannot write {path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,44 @@
+//! The one place where a concrete burn backend is chosen, by cargo feature.
+//!
+//! Features are additive, so when several are enabled the fastest wins: `cuda` > `wgpu` > `flex`.
+//! `flex` (pure-Rust CPU) is the default; `cargo xtask --features cuda ...` or
+//! `cargo run -p xtask --no-default-features --features wgpu -- ...` select a GPU.
+
+#[cfg(feature = "cuda")]
+mod chosen {
+    /// Inference backend.
+    pub type Inner = burn::backend::Cuda;
+    /// Name printed in reports.
+    pub const NAME: &str = "cuda";
+}
+
+#[cfg(all(feature = "wgpu", not(feature = "cuda")))]
+mod chosen {
+    /// Inference backend.
+    pub type Inner = burn::backend::Wgpu;
+    /// Name printed in reports.
+    pub const NAME: &str = "wgpu";
+}
+
+#[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda"))))]
+mod chosen {
+    /// Inference backend.
+    pub type Inner = burn::backend::Flex;
+    /// Name printed in reports.
+    pub const NAME: &str = "flex";
+}
+
+#[cfg(not(any(feature = "flex", feature = "wgpu", feature = "cuda")))]
+compile_error!("xtask needs one backend feature: flex (default), wgpu or cuda");
+
+/// Backend for inference and constructed (untrained) models.
+pub type B = chosen::Inner;
+/// Backend with autodiff, for dynamic evaluation and training.
+pub type AB = burn::backend::Autodiff<B>;
+/// Human-readable backend name.
+pub const BACKEND_NAME: &str = chosen::NAME;
+
+/// The default device of the chosen backend.
+pub fn device() -> burn::tensor::Device<B> {
+    Default::default()
+}
