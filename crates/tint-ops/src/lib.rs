@@ -1,1 +1,64 @@
-//! tint-ops
+//! TinT primitives: the building blocks of the Trainable Transformer in Transformer construction
+//! (TINT_SPEC §1.2, §2, §3, §6; paper appendix C–G), as burn modules whose weights are
+//! **constructed** from the spec, never trained.
+//!
+//! A TinT "state" is a `[batch_size, n_rows, d_sim]` tensor with `n_rows = P + T`: rows `0..P` are the
+//! prefix rows (they hold one `D x D` weight + bias of the simulated auxiliary model, §2.5), rows
+//! `P..P+T` are the token rows (signal in dims `[0, D)`, stored activations in memory regions, §2.4).
+//! Every module here maps a state to a state (`[B, P+T, Ds] -> [B, P+T, Ds]`) by running the
+//! constructed TinT layers on the `Ds`-wide rows; the tests check each one against the plain math
+//! it simulates (`W x + b`, `Wᵀ dy`, `W - η Σ dy xᵀ`, LayerNorm, first-order backward, ...).
+//!
+//! # Crate map
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`error`] | [`TintOpsError`]: every invalid hyper-parameter / shape, naming the rule and values |
+//! | [`dims`] | [`TintDims`]: `(D, H, Ds, P, Hs, Tmax, T)` validated against §1.2, derived sizes (`S`, `nl`, `hd`, `Pd`) |
+//! | [`layout`] | memory-region indices (§2.4), row/position layout (§2.1–2.2), state surgery helpers |
+//! | [`context`] | [`SimContext`]: per-call inputs (row → one-hot position index, training-token mask, ICL mask) |
+//! | [`options`] | [`TintOptions`]: float dtype, gate mode, finite-difference scale / exact derivatives, LN ε, η, activation |
+//! | [`prefix`] | write a `D x D` weight + bias into `[P, Ds]` prefix rows (stacking, §2.5) and read it back |
+//! | [`hsplit`] | [`SplitWise`] (`nf` blocks, `nx x nx` each) and [`DimWise`] (`nx` coordinates, `nf x nf` each) ops (§3.2) |
+//! | [`gates`] | [`Gates`]: forward/backward and descent gates, exact 0/1 selections or tanh form (§3.3) |
+//! | [`group_norm`] | the group-norm over the first `D` dims (§3.4) |
+//! | [`attention`] | [`TintAttention`]: TinT multi-head attention (§3.1): q/k/v projections, one-hot position terms with per-head λ gates, linear or softmax scores, causal / custom masks, backward transpose, row restriction |
+//! | [`linear`] | [`LinearForward`], [`LinearBackward`], [`LinearDescent`], [`LinearDescentBackward`] (§6.1–6.4) |
+//! | [`layer_norm`] | [`LayerNormForward`], [`LayerNormBackward`], [`LayerNormDescentBackward`] (§6.5–6.7) |
+//! | [`activation`] | [`ActivationForward`], [`ActivationBackward`] (§6.8–6.9), `gelu_new` and `relu` |
+//! | [`self_attention`] | [`SelfAttentionForward`], [`SelfAttentionBackward`], [`SelfAttentionBackwardDescent`] (§6.10–6.12) |
+//! | [`param_count`] | closed forms of TINT_SPEC §11 (`G`, `Q1`, `LF`, `LB`, ...) |
+//!
+//! # How a module is built and applied
+//!
+//! ```text
+//! let dims = TintDims::new(d_model, n_heads_aux, d_sim, n_prefixes, n_heads_sim, max_seq_length, seq_length)?;
+//! let options = TintOptions::default().with_float_dtype(DType::F64);      // exact 0/1 gates by default
+//! let ctx = SimContext::new(&dims, train_mask /* [B, T] 0/1 */, &device)?;
+//! let lin = LinearForward::new(&dims, Some(dims.linear_memory_index()), &options, &device)?;
+//! let prefix = prefix::write_linear(weight /* [D, D] out x in */, bias /* [D] */, &dims)?;   // [P, Ds]
+//! let state = layout::with_prefix_rows(state, prefix.unsqueeze::<3>().repeat_dim(0, batch_size));
+//! let out = lin.forward(state, &ctx);   // token rows: [W x + b, 0.., x at memory], prefix rows kept
+//! ```
+//!
+//! * Constructors take the validated [`TintDims`], the [`TintOptions`] and a device, and return
+//!   `Result<_, TintOpsError>` (bad memory indices etc. are errors, never panics in a kernel).
+//! * `forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3>` for every state module;
+//!   descent-type modules return the state whose prefix rows hold the **updated** block.
+//!   [`SelfAttentionForward`] additionally takes the Q, K, V prefix blocks.
+//! * All weights exist as `Param`s with the shapes of the official code, so `Module::num_params()`
+//!   equals the §11 closed forms ([`param_count`]). The forward passes exploit the constructed
+//!   structure: one-hot positions are row gathers, split-wise ops are batched `[nf, nx, nx]` matmuls,
+//!   dimension-wise ops are batched `[nx, nf, nf]` matmuls, identity / all-zero / block-selection ops are
+//!   recognised at construction and applied as copies / selections (`forward_dense` runs the matmul
+//!   anyway; tests check both agree), linear prefix attention computes token queries x prefix keys
+//!   only, softmax attention computes token x token only (prefix columns are always masked), gates are
+//!   exact 0/1 selections (tanh form available via [`GateMode::Tanh`]).
+//! * f64 works end to end (construct with `DType::F64`, feed f64 states).
+#![warn(missing_docs)]
+
+pub mod dims;
+pub mod error;
+
+pub use dims::TintDims;
+pub use error::TintOpsError;
