@@ -47,7 +47,10 @@ impl TintDims {
         }
         // Rule 1.
         if d_model % n_prefixes != 0 {
-            return Err(TintOpsError::ModelNotMultipleOfPrefixes { d_model, n_prefixes });
+            return Err(TintOpsError::ModelNotMultipleOfPrefixes {
+                d_model,
+                n_prefixes,
+            });
         }
         let stack = d_model / n_prefixes;
         // Rule 2.
@@ -64,7 +67,10 @@ impl TintDims {
             return Err(TintOpsError::SimWidthTooSmallForMemory { d_sim, d_model });
         }
         if d_model % n_heads_aux != 0 {
-            return Err(TintOpsError::AuxHeadsDoNotDivideModel { d_model, n_heads_aux });
+            return Err(TintOpsError::AuxHeadsDoNotDivideModel {
+                d_model,
+                n_heads_aux,
+            });
         }
         // Rule 4.
         let head_layout_ok = d_sim % n_heads_sim == 0
@@ -110,7 +116,9 @@ impl TintDims {
     /// Rule 6 (`T <= Tmax`, `P + T <= 2048`) or `T == 0`.
     pub fn with_seq_length(self, seq_length: usize) -> Result<Self, TintOpsError> {
         if seq_length == 0 {
-            return Err(TintOpsError::ZeroSize { name: "T (seq_length)" });
+            return Err(TintOpsError::ZeroSize {
+                name: "T (seq_length)",
+            });
         }
         if seq_length > self.max_seq_length
             || self.n_prefixes + seq_length > MAX_POSITION_EMBEDDINGS
@@ -213,7 +221,10 @@ mod tests {
     fn each_rule_is_reported() {
         assert!(matches!(
             TintDims::new(10, 2, 40, 4, 4, 8, 8),
-            Err(TintOpsError::ModelNotMultipleOfPrefixes { d_model: 10, n_prefixes: 4 })
+            Err(TintOpsError::ModelNotMultipleOfPrefixes {
+                d_model: 10,
+                n_prefixes: 4
+            })
         ));
         // D = 8, P = 4, S = 2: needs Ds >= 24.
         assert!(matches!(
@@ -223,7 +234,10 @@ mod tests {
         // D = 8, P = 8, S = 1: Ds = 16 passes rule 2, fails rule 3.
         assert!(matches!(
             TintDims::new(8, 2, 16, 8, 2, 8, 8),
-            Err(TintOpsError::SimWidthTooSmallForMemory { d_sim: 16, d_model: 8 })
+            Err(TintOpsError::SimWidthTooSmallForMemory {
+                d_sim: 16,
+                d_model: 8
+            })
         ));
         // hd = 32/8 = 4 divides 8, npart = 2 does not divide H = 3 (and D % H fails first).
         assert!(matches!(
@@ -233,14 +247,21 @@ mod tests {
         // H = 4 > Hs = 2.
         assert!(matches!(
             TintDims::new(8, 4, 32, 4, 2, 8, 8),
-            Err(TintOpsError::HeadLayout { n_heads_sim: 2, n_heads_aux: 4, .. })
+            Err(TintOpsError::HeadLayout {
+                n_heads_sim: 2,
+                n_heads_aux: 4,
+                ..
+            })
         ));
         // T > Tmax.
         let err = TintDims::new(8, 2, 32, 4, 4, 8, 9).unwrap_err();
-        assert!(matches!(err, TintOpsError::SequenceTooLong { seq_length: 9, .. }));
+        assert!(matches!(
+            err,
+            TintOpsError::SequenceTooLong { seq_length: 9, .. }
+        ));
         assert!(err.to_string().contains("rule 6"));
         assert!(matches!(
-            TintDims::new(8, 2, 32, 4, 4, 4000, 2000),
+            TintDims::new(8, 2, 32, 4, 4, 4000, 2046),
             Err(TintOpsError::SequenceTooLong { .. })
         ));
         assert!(matches!(

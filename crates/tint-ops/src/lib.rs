@@ -57,8 +57,26 @@
 //! * f64 works end to end (construct with `DType::F64`, feed f64 states).
 #![warn(missing_docs)]
 
+pub mod attention;
+pub mod context;
 pub mod dims;
 pub mod error;
+pub mod gates;
+pub mod group_norm;
+mod host;
+pub mod hsplit;
+pub mod layout;
+pub mod linear;
+pub mod options;
+pub mod prefix;
+#[cfg(test)]
+mod testing;
 
+pub use attention::{AttentionMasks, AttentionRows, Scoring, TintAttention};
+pub use context::SimContext;
 pub use dims::TintDims;
 pub use error::TintOpsError;
+pub use gates::{GateKind, Gates};
+pub use hsplit::{DimWise, SplitWise};
+pub use linear::{LinearBackward, LinearDescent, LinearDescentBackward, LinearForward};
+pub use options::{ActivationKind, Derivative, GateMode, TintOptions};

@@ -1,0 +1,378 @@
+//! TinT multi-head attention (TINT_SPEC §3.1, paper Definition C.1).
+//!
+//! `nh` heads of size `d = Ds/nh` on `Ds`-wide rows. q/k/v are content projections (a
+//! dimension-wise op followed by a split-wise op, either of them the identity) plus one-hot
+//! position terms gated per head by `λ_q, λ_k, λ_v`; scores are linear (`q·k`) or softmax
+//! (`softmax(scale · q·k)`); causal and custom multiplicative/additive masks; an optional transpose
+//! of the score matrix (backward attention); a dimension-wise `c_proj`.
+//!
+//! Query and key rows are given as row ranges, so the `restrict_prefixes` fast path is
+//! "queries = token rows, keys = prefix rows", and softmax modules use "token rows × token rows".
+
+use core::ops::Range;
+
+use burn::{
+    module::{Module, Param},
+    tensor::{activation::softmax, backend::Backend, DType, Int, Tensor},
+};
+
+use crate::{
+    host::tensor_from_f64,
+    hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+};
+
+/// Additive value used for masked softmax scores. Finite (like `finfo.min` in the official code) so a
+/// row with every key masked cannot produce NaN; large enough that `exp` underflows to exactly 0.
+pub const MASKED_SCORE: f64 = -1.0e30;
+
+/// How attention scores are turned into weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scoring {
+    /// `a = q·k` (masked entries are 0).
+    Linear,
+    /// `a = softmax_keys(scale · q·k)` (masked entries get [`MASKED_SCORE`]).
+    Softmax {
+        /// Score scale (`1/sqrt(h_a)` in the self-attention modules).
+        scale: f64,
+    },
+}
+
+/// A content projection: dimension-wise op, then split-wise op (`q = q_attn(q_attn_head(e))`).
+#[derive(Module, Debug)]
+pub struct ContentProjection<B: Backend> {
+    /// Dimension-wise op (`*_attn_head`).
+    pub dim_wise: DimWise<B>,
+    /// Split-wise op (`*_attn`).
+    pub split_wise: SplitWise<B>,
+}
+
+impl<B: Backend> ContentProjection<B> {
+    /// Builds the projection from host builders.
+    pub fn new(
+        dim_wise: DimWiseBuilder,
+        split_wise: SplitWiseBuilder,
+        dtype: DType,
+        device: &B::Device,
+    ) -> Self {
+        Self {
+            dim_wise: dim_wise.build(dtype, device),
+            split_wise: split_wise.build(dtype, device),
+        }
+    }
+
+    /// Identity projection with blocks of `block_size` (the official default init).
+    pub fn identity(d_sim: usize, block_size: usize, dtype: DType, device: &B::Device) -> Self {
+        let nf = d_sim / block_size;
+        Self::new(
+            DimWiseBuilder::identity(nf, block_size),
+            SplitWiseBuilder::identity(nf, block_size),
+            dtype,
+            device,
+        )
+    }
+
+    /// Zero projection (content not used).
+    pub fn zeros(d_sim: usize, block_size: usize, dtype: DType, device: &B::Device) -> Self {
+        let nf = d_sim / block_size;
+        Self::new(
+            DimWiseBuilder::identity(nf, block_size),
+            SplitWiseBuilder::zeros(nf, block_size),
+            dtype,
+            device,
+        )
+    }
+
+    /// # Shapes
+    /// * `x`: `[batch_size, n_rows, d_sim]` → `[batch_size, n_rows, d_sim]`
+    pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.split_wise.forward(self.dim_wise.forward(x))
+    }
+
+    /// Same map with dense matmuls (no structure shortcuts).
+    ///
+    /// # Shapes
+    /// * `x`: `[batch_size, n_rows, d_sim]` → `[batch_size, n_rows, d_sim]`
+    pub fn forward_dense(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.split_wise
+            .forward_dense(self.dim_wise.forward_dense(x))
+    }
+}
+
+/// Host-side builder of [`PositionProjection`].
+#[derive(Debug, Clone)]
+pub struct PositionProjectionBuilder {
+    position_dim: usize,
+    head_dim: usize,
+    n_heads: usize,
+    /// `[Pd, 3d]`: columns `[0,d)` = `Wq^p`, `[d,2d)` = `Wk^p`, `[2d,3d)` = `Wv^p` (row = position).
+    weight: Vec<f64>,
+    /// `[3, nh]`: `λ_q, λ_k, λ_v`.
+    lambda: Vec<f64>,
+}
+
+/// Which of q / k / v a position term feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Qkv {
+    /// Query.
+    Query = 0,
+    /// Key.
+    Key = 1,
+    /// Value.
+    Value = 2,
+}
+
+impl PositionProjectionBuilder {
+    /// All-zero position weights and λ.
+    pub fn zeros(position_dim: usize, head_dim: usize, n_heads: usize) -> Self {
+        Self {
+            position_dim,
+            head_dim,
+            n_heads,
+            weight: vec![0.0; position_dim * 3 * head_dim],
+            lambda: vec![0.0; 3 * n_heads],
+        }
+    }
+
+    /// Sets `W^p_{which}[coord, position]` (the term added for one-hot position `position`).
+    pub fn set(&mut self, which: Qkv, position: usize, coord: usize, value: f64) {
+        let d = self.head_dim;
+        self.weight[position * 3 * d + which as usize * d + coord] = value;
+    }
+
+    /// Sets `λ_{which}[head]`.
+    pub fn set_lambda(&mut self, which: Qkv, head: usize, value: f64) {
+        self.lambda[which as usize * self.n_heads + head] = value;
+    }
+
+    /// Builds the module.
+    pub fn build<B: Backend>(self, dtype: DType, device: &B::Device) -> PositionProjection<B> {
+        let (pd, d, nh) = (self.position_dim, self.head_dim, self.n_heads);
+        let active = [0, 1, 2].map(|w| self.lambda[w * nh..(w + 1) * nh].iter().any(|&l| l != 0.0));
+        PositionProjection {
+            weight: Param::from_tensor(tensor_from_f64(self.weight, [pd, 3 * d], dtype, device)),
+            bias: Param::from_tensor(Tensor::zeros([3 * d], (device, dtype))),
+            lambda: Param::from_tensor(tensor_from_f64(self.lambda, [3, nh], dtype, device)),
+            lambda_bias: Param::from_tensor(Tensor::zeros([nh], (device, dtype))),
+            active,
+        }
+    }
+}
+
+/// One-hot position terms (`p_attn`, `Pd·3d + 3d` parameters) and per-head gates (`p_expand`,
+/// `λ_q, λ_k, λ_v` + an unused zero bias, `4 nh` parameters).
+#[derive(Module, Debug)]
+pub struct PositionProjection<B: Backend> {
+    /// `[Pd, 3d]` (row = one-hot position).
+    pub weight: Param<Tensor<B, 2>>,
+    /// `[3d]`, zero.
+    pub bias: Param<Tensor<B, 1>>,
+    /// `[3, nh]`: `λ_q, λ_k, λ_v`.
+    pub lambda: Param<Tensor<B, 2>>,
+    /// `[nh]`, zero (the official `position_conv` bias; zero in the whole construction).
+    pub lambda_bias: Param<Tensor<B, 1>>,
+    /// Whether `λ_q`, `λ_k`, `λ_v` have a non-zero entry (detected at construction).
+    #[module(skip)]
+    pub active: [bool; 3],
+}
+
+impl<B: Backend> PositionProjection<B> {
+    /// The position term `λ[h] · W^p pos` of q, k or v for the given rows, or `None` if `λ = 0`.
+    ///
+    /// # Shapes
+    /// * `position_index`: `[n_rows]` → `[1, n_rows, nh * d]`
+    pub fn term(&self, which: Qkv, position_index: Tensor<B, 1, Int>) -> Option<Tensor<B, 3>> {
+        if !self.active[which as usize] {
+            return None;
+        }
+        let [_, three_d] = self.weight.dims();
+        let d = three_d / 3;
+        let [_, nh] = self.lambda.dims();
+        let n_rows = position_index.dims()[0];
+        // One-hot position times W^p is a row gather.
+        let pos = self
+            .weight
+            .val()
+            .select(0, position_index)
+            .narrow(1, which as usize * d, d)
+            + self.bias.val().narrow(0, which as usize * d, d).unsqueeze(); // [n_rows, d]
+        let lambda = self
+            .lambda
+            .val()
+            .narrow(0, which as usize, 1)
+            .reshape([1, nh, 1]);
+        Some((pos.unsqueeze_dim::<3>(1) * lambda).reshape([1, n_rows, nh * d]))
+    }
+}
+
+/// Masks and score options of one attention call.
+#[derive(Debug, Clone)]
+pub struct AttentionMasks<B: Backend> {
+    /// Causal mask on absolute row indices (key row `<=` query row).
+    pub causal: bool,
+    /// Transpose the score matrix after the softmax (backward attention; needs equal row ranges).
+    pub transpose_scores: bool,
+    /// Multiplicative mask applied after softmax / transpose, `[batch_size, n_queries, n_keys]`.
+    pub multiplicative: Option<Tensor<B, 3>>,
+    /// Additive mask applied to the scores before softmax, `[batch_size, n_queries, n_keys]`.
+    pub additive: Option<Tensor<B, 3>>,
+}
+
+impl<B: Backend> AttentionMasks<B> {
+    /// No masks.
+    pub fn none() -> Self {
+        Self {
+            causal: false,
+            transpose_scores: false,
+            multiplicative: None,
+            additive: None,
+        }
+    }
+
+    /// Causal only.
+    pub fn causal() -> Self {
+        Self {
+            causal: true,
+            ..Self::none()
+        }
+    }
+}
+
+/// Which rows act as queries and which as keys/values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttentionRows {
+    /// Query rows (absolute row indices).
+    pub queries: Range<usize>,
+    /// Key/value rows (absolute row indices).
+    pub keys: Range<usize>,
+}
+
+/// TinT multi-head attention with constructed weights.
+#[derive(Module, Debug)]
+pub struct TintAttention<B: Backend> {
+    /// Query content projection.
+    pub query: ContentProjection<B>,
+    /// Key content projection.
+    pub key: ContentProjection<B>,
+    /// Value content projection.
+    pub value: ContentProjection<B>,
+    /// Position terms and λ gates.
+    pub positions: PositionProjection<B>,
+    /// Output projection (dimension-wise over the heads).
+    pub c_proj: DimWise<B>,
+    /// `nh`.
+    pub n_heads: usize,
+    /// Scoring.
+    #[module(skip)]
+    pub scoring: Scoring,
+}
+
+impl<B: Backend> TintAttention<B> {
+    /// Runs the attention for `rows.queries` against `rows.keys`.
+    ///
+    /// # Shapes
+    /// * `hidden`: `[batch_size, n_rows, d_sim]`
+    /// * `position_index`: `[n_rows]` (one-hot index of each row)
+    /// * masks: `[batch_size, n_queries, n_keys]`
+    /// * output: `[batch_size, n_queries, d_sim]` (after `c_proj`)
+    pub fn forward(
+        &self,
+        hidden: Tensor<B, 3>,
+        position_index: Tensor<B, 1, Int>,
+        rows: AttentionRows,
+        masks: AttentionMasks<B>,
+    ) -> Tensor<B, 3> {
+        self.forward_impl(hidden, position_index, rows, masks, false)
+    }
+
+    /// [`TintAttention::forward`] with every H-split op applied as a dense matmul.
+    ///
+    /// # Shapes
+    /// As [`TintAttention::forward`].
+    pub fn forward_dense(
+        &self,
+        hidden: Tensor<B, 3>,
+        position_index: Tensor<B, 1, Int>,
+        rows: AttentionRows,
+        masks: AttentionMasks<B>,
+    ) -> Tensor<B, 3> {
+        self.forward_impl(hidden, position_index, rows, masks, true)
+    }
+
+    fn forward_impl(
+        &self,
+        hidden: Tensor<B, 3>,
+        position_index: Tensor<B, 1, Int>,
+        rows: AttentionRows,
+        masks: AttentionMasks<B>,
+        dense: bool,
+    ) -> Tensor<B, 3> {
+        let [batch_size, _, d_sim] = hidden.dims();
+        let nh = self.n_heads;
+        let d = d_sim / nh;
+        let (q_start, n_q) = (rows.queries.start, rows.queries.len());
+        let (k_start, n_k) = (rows.keys.start, rows.keys.len());
+        let project = |proj: &ContentProjection<B>, which: Qkv, start: usize, len: usize| {
+            let x = hidden.clone().narrow(1, start, len);
+            let content = if dense {
+                proj.forward_dense(x)
+            } else {
+                proj.forward(x)
+            };
+            let index = position_index.clone().narrow(0, start, len);
+            let out = match self.positions.term(which, index) {
+                Some(term) => content + term,
+                None => content,
+            };
+            out.reshape([batch_size, len, nh, d]).swap_dims(1, 2) // [batch_size, nh, len, d]
+        };
+        let q = project(&self.query, Qkv::Query, q_start, n_q);
+        let k = project(&self.key, Qkv::Key, k_start, n_k);
+        let v = project(&self.value, Qkv::Value, k_start, n_k);
+        let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch_size, nh, n_q, n_k]
+        let device = scores.device();
+        let dtype = scores.dtype();
+        let causal = masks.causal.then(|| {
+            let allowed: Vec<f64> = (0..n_q)
+                .flat_map(|i| {
+                    (0..n_k).map(move |j| if k_start + j <= q_start + i { 1.0 } else { 0.0 })
+                })
+                .collect();
+            tensor_from_f64::<B, 2>(allowed, [n_q, n_k], dtype, &device).reshape([1, 1, n_q, n_k])
+        });
+        match self.scoring {
+            Scoring::Linear => {
+                if let Some(allowed) = causal {
+                    scores = scores * allowed;
+                }
+                if let Some(additive) = masks.additive {
+                    scores = scores + additive.unsqueeze_dim(1);
+                }
+            }
+            Scoring::Softmax { scale } => {
+                scores = scores * scale;
+                if let Some(allowed) = causal {
+                    scores = scores + (allowed - 1.0) * (-MASKED_SCORE);
+                }
+                if let Some(additive) = masks.additive {
+                    scores = scores + additive.unsqueeze_dim(1);
+                }
+                scores = softmax(scores, 3);
+            }
+        }
+        if masks.transpose_scores {
+            scores = scores.swap_dims(2, 3);
+        }
+        if let Some(multiplicative) = masks.multiplicative {
+            scores = scores * multiplicative.unsqueeze_dim(1);
+        }
+        let out = scores
+            .matmul(v) // [batch_size, nh, n_q, d]
+            .swap_dims(1, 2)
+            .reshape([batch_size, n_q, d_sim]);
+        if dense {
+            self.c_proj.forward_dense(out)
+        } else {
+            self.c_proj.forward(out)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Row layout (§2.1), one-hot positions (§2.2) and memory regions (§2.4) of a TinT state, plus the
+//! state surgery the simulator does between modules (overwrite prefix rows / token memory).
+
+use burn::tensor::{backend::Backend, Tensor};
+
+/// One-hot index of each of the `P + T` rows: prefix row `p` → `Tmax + p`, token row `P + t` → `t`.
+pub fn position_indices(n_prefixes: usize, seq_length: usize, max_seq_length: usize) -> Vec<usize> {
+    (0..n_prefixes)
+        .map(|p| max_seq_length + p)
+        .chain(0..seq_length)
+        .collect()
+}
+
+/// The prefix rows of a state.
+///
+/// # Shapes
+/// * `state`: `[batch_size, P + T, d_sim]` → `[batch_size, P, d_sim]`
+pub fn prefix_rows<B: Backend>(state: Tensor<B, 3>, n_prefixes: usize) -> Tensor<B, 3> {
+    state.narrow(1, 0, n_prefixes)
+}
+
+/// The token rows of a state.
+///
+/// # Shapes
+/// * `state`: `[batch_size, P + T, d_sim]` → `[batch_size, T, d_sim]`
+pub fn token_rows<B: Backend>(state: Tensor<B, 3>, n_prefixes: usize) -> Tensor<B, 3> {
+    let [_, n_rows, _] = state.dims();
+    state.narrow(1, n_prefixes, n_rows - n_prefixes)
+}
+
+/// Replaces the prefix rows of a state (before every module, §4).
+///
+/// # Shapes
+/// * `state`: `[batch_size, P + T, d_sim]`, `prefix`: `[batch_size, P, d_sim]` → `[batch_size, P + T, d_sim]`
+pub fn with_prefix_rows<B: Backend>(state: Tensor<B, 3>, prefix: Tensor<B, 3>) -> Tensor<B, 3> {
+    let [_, n_prefixes, _] = prefix.dims();
+    Tensor::cat(vec![prefix, token_rows(state, n_prefixes)], 1)
+}
+
+/// Joins prefix rows and token rows into a state.
+///
+/// # Shapes
+/// * `prefix`: `[batch_size, P, d_sim]`, `tokens`: `[batch_size, T, d_sim]` → `[batch_size, P + T, d_sim]`
+pub fn join_rows<B: Backend>(prefix: Tensor<B, 3>, tokens: Tensor<B, 3>) -> Tensor<B, 3> {
+    Tensor::cat(vec![prefix, tokens], 1)
+}
+
+/// Token-row dims `[memory_index, d_sim)` (a stored activation, §5.2).
+///
+/// # Shapes
+/// * `state`: `[batch_size, P + T, d_sim]` → `[batch_size, T, d_sim - memory_index]`
+pub fn token_memory<B: Backend>(
+    state: Tensor<B, 3>,
+    n_prefixes: usize,
+    memory_index: usize,
+) -> Tensor<B, 3> {
+    let [_, _, d_sim] = state.dims();
+    token_rows(state, n_prefixes).narrow(2, memory_index, d_sim - memory_index)
+}
+
+/// Overwrites token-row dims `[memory_index, d_sim)` with a stored activation (before every
+/// backward module, §8); prefix rows are untouched.
+///
+/// # Shapes
+/// * `state`: `[batch_size, P + T, d_sim]`, `stored`: `[batch_size, T, d_sim - memory_index]`
+///   → `[batch_size, P + T, d_sim]`
+pub fn with_token_memory<B: Backend>(
+    state: Tensor<B, 3>,
+    n_prefixes: usize,
+    memory_index: usize,
+    stored: Tensor<B, 3>,
+) -> Tensor<B, 3> {
+    let [batch_size, n_rows, d_sim] = state.dims();
+    state.slice_assign(
+        [0..batch_size, n_prefixes..n_rows, memory_index..d_sim],
+        stored,
+    )
+}

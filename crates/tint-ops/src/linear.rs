@@ -1,0 +1,770 @@
+//! The linear modules of TINT_SPEC §6.1–6.4: a `D x D` map `y = W x + b` whose `W, b` live in the
+//! prefix rows (§2.5), simulated with linear attention over heads of size `P`
+//! (`nl = Ds/P` heads: `U = S·S` weight heads, `E = S` bias heads).
+//!
+//! All four modules compute token queries × prefix keys (or prefix queries × token keys) only; the
+//! official `restrict_prefixes=False` path gives the same result (the extra score terms multiply
+//! all-zero values, §5.3), so it is not implemented separately.
+
+use burn::{
+    module::Module,
+    tensor::{backend::Backend, Tensor},
+};
+
+use crate::{
+    attention::{
+        AttentionMasks, AttentionRows, ContentProjection, PositionProjectionBuilder, Qkv, Scoring,
+        TintAttention,
+    },
+    context::SimContext,
+    dims::TintDims,
+    error::TintOpsError,
+    gates::{GateKind, Gates},
+    hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+    options::TintOptions,
+};
+
+/// Checks that `[memory_index, memory_index + width)` fits in `Ds` and is aligned to `head_size`.
+pub(crate) fn check_memory_index(
+    memory_index: usize,
+    width: usize,
+    head_size: usize,
+    dims: &TintDims,
+) -> Result<(), TintOpsError> {
+    if memory_index + width > dims.d_sim() || memory_index % head_size != 0 {
+        return Err(TintOpsError::BadMemoryIndex {
+            memory_index,
+            width,
+            d_sim: dims.d_sim(),
+            head_size,
+        });
+    }
+    Ok(())
+}
+
+/// Query scatter used by LinearBackward (query) and LinearDescent (key): a dimension-wise op over
+/// blocks of `D` replicating `dy = [0, D)` into every block, then a split-wise op so that head
+/// `s*S + j`, coordinate `p` holds `dy[p*S + s]` (blocks `>= S` zero).
+fn gradient_scatter<B: Backend>(
+    dims: &TintDims,
+    options: &TintOptions,
+    device: &B::Device,
+) -> ContentProjection<B> {
+    let (d, p, s, ds) = (
+        dims.d_model(),
+        dims.n_prefixes(),
+        dims.stack(),
+        dims.d_sim(),
+    );
+    let n_blocks = ds / d;
+    let mut replicate = DimWiseBuilder::zeros(n_blocks, d);
+    for block in 0..n_blocks {
+        replicate.set_all_coords(block, 0, 1.0);
+    }
+    let mut scatter = SplitWiseBuilder::zeros(n_blocks, d);
+    for slot in 0..s {
+        for j in 0..s {
+            for prefix in 0..p {
+                scatter.set(slot, j * p + prefix, prefix * s + slot, 1.0);
+            }
+        }
+    }
+    ContentProjection::new(replicate, scatter, options.float_dtype, device)
+}
+
+/// Position projection of the linear modules (`Pd x 3P`, `λ` over `nl` heads).
+fn linear_positions(dims: &TintDims) -> PositionProjectionBuilder {
+    PositionProjectionBuilder::zeros(
+        dims.position_dim(),
+        dims.n_prefixes(),
+        dims.n_linear_heads(),
+    )
+}
+
+/// LinearForward (§6.1): token rows `y = W x + b` in dims `[0, D)`, the input `x` copied to
+/// `[mem, mem + D)`, prefix rows unchanged.
+#[derive(Module, Debug)]
+pub struct LinearForward<B: Backend> {
+    /// Linear attention over `nl` heads of size `P` (weight heads + bias heads).
+    pub attention: TintAttention<B>,
+    /// `permutation_conv`: split-wise over blocks of `D`, un-interleaves `W x`, keeps the bias block.
+    pub permutation: SplitWise<B>,
+    /// `bias_add_conv`: dimension-wise over blocks of `D`, block 0 ← block 0 + block 1.
+    pub bias_add: DimWise<B>,
+    /// Forward gate.
+    pub gates: Gates<B>,
+    /// `D`.
+    pub d_model: usize,
+    /// Where the input is stored (`None` = not stored).
+    pub memory_index: Option<usize>,
+}
+
+impl<B: Backend> LinearForward<B> {
+    /// Constructs the module.
+    ///
+    /// # Errors
+    /// [`TintOpsError::BadMemoryIndex`] if the memory does not fit or is not a multiple of `P`;
+    /// invalid options.
+    pub fn new(
+        dims: &TintDims,
+        memory_index: Option<usize>,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        options.validate()?;
+        let (d, p, s, ds) = (
+            dims.d_model(),
+            dims.n_prefixes(),
+            dims.stack(),
+            dims.d_sim(),
+        );
+        if let Some(mem) = memory_index {
+            check_memory_index(mem, d, p, dims)?;
+        }
+        let nl = dims.n_linear_heads();
+        let weight_heads = s * s;
+        let dtype = options.float_dtype;
+        // Query: input block j copied into heads s*S + j.
+        let mut query_heads = DimWiseBuilder::zeros(nl, p);
+        for slot in 0..s {
+            for j in 0..s {
+                query_heads.set_all_coords(slot * s + j, j, 1.0);
+            }
+        }
+        let query = ContentProjection::new(
+            query_heads,
+            SplitWiseBuilder::identity(nl, p),
+            dtype,
+            device,
+        );
+        // Key: the stacked weight rows (heads < U) of the prefix rows.
+        let mut key_split = SplitWiseBuilder::identity(nl, p);
+        // Value: the bias chunks (heads U..U+S) of the prefix rows.
+        let mut value_split = SplitWiseBuilder::identity(nl, p);
+        for head in 0..nl {
+            if head >= weight_heads {
+                key_split.zero_block(head);
+            }
+            if !(weight_heads..weight_heads + s).contains(&head) {
+                value_split.zero_block(head);
+            }
+        }
+        let key = ContentProjection::new(DimWiseBuilder::identity(nl, p), key_split, dtype, device);
+        let value =
+            ContentProjection::new(DimWiseBuilder::identity(nl, p), value_split, dtype, device);
+        let mut positions = linear_positions(dims);
+        let tmax = dims.max_seq_length();
+        for t in 0..tmax {
+            positions.set(Qkv::Query, t, 0, 1.0);
+        }
+        for prefix in 0..p {
+            positions.set(Qkv::Key, tmax + prefix, prefix, 1.0);
+            positions.set(Qkv::Value, tmax + prefix, prefix, 1.0);
+        }
+        for head in 0..nl {
+            if head < weight_heads {
+                positions.set_lambda(Qkv::Value, head, 1.0);
+            } else if head < weight_heads + s {
+                positions.set_lambda(Qkv::Query, head, 1.0);
+                positions.set_lambda(Qkv::Key, head, 1.0);
+            }
+        }
+        // c_proj: out head s = Σ_j head (s*S + j); out head S + e = bias head U + e.
+        let mut c_proj = DimWiseBuilder::zeros(nl, p);
+        for slot in 0..s {
+            for j in 0..s {
+                c_proj.set_all_coords(slot, slot * s + j, 1.0);
+            }
+            c_proj.set_all_coords(s + slot, weight_heads + slot, 1.0);
+        }
+        let attention = TintAttention {
+            query,
+            key,
+            value,
+            positions: positions.build(dtype, device),
+            c_proj: c_proj.build(dtype, device),
+            n_heads: nl,
+            scoring: Scoring::Linear,
+        };
+        let n_blocks = ds / d;
+        let mut permutation = SplitWiseBuilder::identity(n_blocks, d);
+        permutation.zero_block(0);
+        for i in 0..d {
+            permutation.set(0, i, (i % s) * p + i / s, 1.0);
+        }
+        for block in 2..n_blocks {
+            permutation.zero_block(block);
+        }
+        let mut bias_add = DimWiseBuilder::zeros(n_blocks, d);
+        bias_add.set_all_coords(0, 0, 1.0);
+        bias_add.set_all_coords(0, 1, 1.0);
+        Ok(Self {
+            attention,
+            permutation: permutation.build(dtype, device),
+            bias_add: bias_add.build(dtype, device),
+            gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
+            d_model: d,
+            memory_index,
+        })
+    }
+
+    /// Token rows: `[W x + b, 0, …, x at memory]` with `(W, b)` read from the prefix rows.
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let tokens = self.forward_tokens(state.clone(), ctx, false);
+        self.gate(state, tokens, ctx)
+    }
+
+    /// [`LinearForward::forward`] with every H-split op run as a dense matmul (no structure shortcuts).
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward_dense(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let tokens = self.forward_tokens(state.clone(), ctx, true);
+        self.gate(state, tokens, ctx)
+    }
+
+    fn gate(&self, state: Tensor<B, 3>, tokens: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, _, ds] = state.dims();
+        let prefix = Tensor::zeros(
+            [batch_size, ctx.n_prefixes, ds],
+            (&state.device(), state.dtype()),
+        );
+        self.gates
+            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+    }
+
+    /// The token-row output before the gate.
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, T, Ds]`
+    pub fn forward_tokens(
+        &self,
+        state: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+        dense: bool,
+    ) -> Tensor<B, 3> {
+        let [_, n_rows, _] = state.dims();
+        let p = ctx.n_prefixes;
+        let rows = AttentionRows {
+            queries: p..n_rows,
+            keys: 0..p,
+        };
+        let heads = if dense {
+            self.attention.forward_dense(
+                state.clone(),
+                ctx.position_index.clone(),
+                rows,
+                AttentionMasks::none(),
+            )
+        } else {
+            self.attention.forward(
+                state.clone(),
+                ctx.position_index.clone(),
+                rows,
+                AttentionMasks::none(),
+            )
+        }; // [batch_size, T, Ds]
+        let y = if dense {
+            self.bias_add
+                .forward_dense(self.permutation.forward_dense(heads))
+        } else {
+            self.bias_add.forward(self.permutation.forward(heads))
+        };
+        match self.memory_index {
+            Some(mem) => {
+                let [batch_size, t, _] = y.dims();
+                let x = state.narrow(1, p, t).narrow(2, 0, self.d_model);
+                y.slice_assign([0..batch_size, 0..t, mem..mem + self.d_model], x)
+            }
+            None => y,
+        }
+    }
+}
+
+/// LinearBackward (§6.2): token rows `Wᵀ dy` in dims `[0, D)` (`dy` = dims `[0, D)` of the input),
+/// dims `[mem, Ds)` passed through, rest 0; prefix rows unchanged.
+#[derive(Module, Debug)]
+pub struct LinearBackward<B: Backend> {
+    /// Linear attention: query = scattered `dy`, key = prefix position, value = prefix rows.
+    pub attention: TintAttention<B>,
+    /// Forward/backward gate.
+    pub gates: Gates<B>,
+    /// Token dims from here on are passed through (`None`: nothing passes).
+    pub memory_index: Option<usize>,
+}
+
+impl<B: Backend> LinearBackward<B> {
+    /// Constructs the module.
+    ///
+    /// # Errors
+    /// [`TintOpsError::BadMemoryIndex`]; invalid options.
+    pub fn new(
+        dims: &TintDims,
+        memory_index: Option<usize>,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        options.validate()?;
+        let (d, p, s) = (dims.d_model(), dims.n_prefixes(), dims.stack());
+        if let Some(mem) = memory_index {
+            check_memory_index(mem, 0, p, dims)?;
+            if mem < d {
+                return Err(TintOpsError::BadMemoryIndex {
+                    memory_index: mem,
+                    width: 0,
+                    d_sim: dims.d_sim(),
+                    head_size: p,
+                });
+            }
+        }
+        let nl = dims.n_linear_heads();
+        let dtype = options.float_dtype;
+        let mut positions = linear_positions(dims);
+        for prefix in 0..p {
+            positions.set(Qkv::Key, dims.max_seq_length() + prefix, prefix, 1.0);
+        }
+        for head in 0..nl {
+            positions.set_lambda(Qkv::Key, head, 1.0);
+        }
+        // c_proj: out head j = Σ_s head (s*S + j).
+        let mut c_proj = DimWiseBuilder::zeros(nl, p);
+        for slot in 0..s {
+            for j in 0..s {
+                c_proj.set_all_coords(j, slot * s + j, 1.0);
+            }
+        }
+        let attention = TintAttention {
+            query: gradient_scatter(dims, options, device),
+            key: ContentProjection::zeros(dims.d_sim(), p, dtype, device),
+            value: ContentProjection::identity(dims.d_sim(), p, dtype, device),
+            positions: positions.build(dtype, device),
+            c_proj: c_proj.build(dtype, device),
+            n_heads: nl,
+            scoring: Scoring::Linear,
+        };
+        Ok(Self {
+            attention,
+            gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
+            memory_index,
+        })
+    }
+
+    /// Token rows `[Wᵀ dy, 0, …, input memory]`.
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let tokens = self.forward_tokens(state.clone(), ctx);
+        let [batch_size, _, ds] = state.dims();
+        let prefix = Tensor::zeros(
+            [batch_size, ctx.n_prefixes, ds],
+            (&state.device(), state.dtype()),
+        );
+        self.gates
+            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+    }
+
+    /// The token-row output before the gate.
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, T, Ds]`
+    pub fn forward_tokens(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, n_rows, ds] = state.dims();
+        let p = ctx.n_prefixes;
+        let rows = AttentionRows {
+            queries: p..n_rows,
+            keys: 0..p,
+        };
+        let out = self.attention.forward(
+            state.clone(),
+            ctx.position_index.clone(),
+            rows,
+            AttentionMasks::none(),
+        );
+        match self.memory_index {
+            Some(mem) => out.slice_assign(
+                [0..batch_size, 0..n_rows - p, mem..ds],
+                state.narrow(1, p, n_rows - p).narrow(2, mem, ds - mem),
+            ),
+            None => out,
+        }
+    }
+}
+
+/// LinearDescent (§6.3): prefix rows `W ← W - η Σ_{t train} dy_t x_tᵀ`, `b ← b - η Σ_{t train} dy_t`
+/// (prefix 0's bias copy), with `dy_t` = token dims `[0, D)` and `x_t` = token dims `[mem, mem + D)`.
+/// Token rows are 0 (the official module leaves garbage there, discarded by §6.4).
+#[derive(Module, Debug)]
+pub struct LinearDescent<B: Backend> {
+    /// Linear attention: prefix queries (position), token keys (scattered `dy`), values `-η x`, `-η dy`.
+    pub attention: TintAttention<B>,
+    /// Descent gate.
+    pub gates: Gates<B>,
+}
+
+impl<B: Backend> LinearDescent<B> {
+    /// Constructs the module; `update_bias_only` (LayerNorm descent) zeroes the weight update.
+    ///
+    /// # Errors
+    /// [`TintOpsError::BadMemoryIndex`]; invalid options.
+    pub fn new(
+        dims: &TintDims,
+        memory_index: usize,
+        update_bias_only: bool,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        options.validate()?;
+        let (d, p, s) = (dims.d_model(), dims.n_prefixes(), dims.stack());
+        check_memory_index(memory_index, d, p, dims)?;
+        let nl = dims.n_linear_heads();
+        let weight_heads = s * s;
+        let dtype = options.float_dtype;
+        let eta = options.inner_lr;
+        let tmax = dims.max_seq_length();
+        let mut positions = linear_positions(dims);
+        for prefix in 0..p {
+            positions.set(Qkv::Query, tmax + prefix, prefix, 1.0);
+        }
+        for t in 0..tmax {
+            positions.set(Qkv::Key, t, 0, 1.0);
+        }
+        for head in 0..weight_heads + s {
+            positions.set_lambda(Qkv::Query, head, 1.0);
+        }
+        for head in weight_heads..weight_heads + s {
+            positions.set_lambda(Qkv::Key, head, 1.0);
+        }
+        // Value: heads s*S + j ← -η memory block j; bias head U + e ← -η dy block e.
+        let mut value_heads = DimWiseBuilder::zeros(nl, p);
+        if !update_bias_only {
+            for slot in 0..s {
+                for j in 0..s {
+                    value_heads.set_all_coords(slot * s + j, memory_index / p + j, -eta);
+                }
+            }
+        }
+        for e in 0..s {
+            value_heads.set_all_coords(weight_heads + e, e, -eta);
+        }
+        let mut c_proj = DimWiseBuilder::zeros(nl, p);
+        for head in 0..weight_heads + s {
+            c_proj.set_all_coords(head, head, 1.0);
+        }
+        let attention = TintAttention {
+            query: ContentProjection::zeros(dims.d_sim(), p, dtype, device),
+            key: gradient_scatter(dims, options, device),
+            value: ContentProjection::new(
+                value_heads,
+                SplitWiseBuilder::identity(nl, p),
+                dtype,
+                device,
+            ),
+            positions: positions.build(dtype, device),
+            c_proj: c_proj.build(dtype, device),
+            n_heads: nl,
+            scoring: Scoring::Linear,
+        };
+        Ok(Self {
+            attention,
+            gates: Gates::new(GateKind::Descent, dims, options, device),
+        })
+    }
+
+    /// Prefix rows updated by one descent step; token rows 0.
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let update = self.prefix_update(state.clone(), ctx);
+        let [batch_size, n_rows, ds] = state.dims();
+        let tokens = Tensor::zeros(
+            [batch_size, n_rows - ctx.n_prefixes, ds],
+            (&state.device(), state.dtype()),
+        );
+        self.gates
+            .forward(state, Tensor::cat(vec![update, tokens], 1), ctx)
+    }
+
+    /// The additive prefix-row update (module output on the prefix rows, before the gate).
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P, Ds]`
+    pub fn prefix_update(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [_, n_rows, _] = state.dims();
+        let p = ctx.n_prefixes;
+        let rows = AttentionRows {
+            queries: 0..p,
+            keys: p..n_rows,
+        };
+        // Prefix rows read the training tokens only (attention_mask, prefix x prefix block zeroed).
+        let masks = AttentionMasks {
+            multiplicative: Some(
+                ctx.train_mask
+                    .clone()
+                    .unsqueeze_dim::<3>(1)
+                    .repeat_dim(1, p),
+            ),
+            ..AttentionMasks::none()
+        };
+        self.attention
+            .forward(state, ctx.position_index.clone(), rows, masks)
+    }
+}
+
+/// Linear_Descent_Backward (§6.4): [`LinearBackward`] and [`LinearDescent`] on the same input; prefix
+/// rows from the descent (updated `W, b`), token rows from the backward (`Wᵀ dy` with the old `W`).
+#[derive(Module, Debug)]
+pub struct LinearDescentBackward<B: Backend> {
+    /// Backward part.
+    pub backward: LinearBackward<B>,
+    /// Descent part.
+    pub descent: LinearDescent<B>,
+}
+
+impl<B: Backend> LinearDescentBackward<B> {
+    /// Constructs the pair: the backward passes `[memory_index, Ds)` through, the descent reads `x`
+    /// from `[memory_index, memory_index + D)`.
+    ///
+    /// # Errors
+    /// [`TintOpsError::BadMemoryIndex`]; invalid options.
+    pub fn new(
+        dims: &TintDims,
+        memory_index: usize,
+        update_bias_only: bool,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        Ok(Self {
+            backward: LinearBackward::new(dims, Some(memory_index), options, device)?,
+            descent: LinearDescent::new(dims, memory_index, update_bias_only, options, device)?,
+        })
+    }
+
+    /// Prefix rows: updated block; token rows: `[Wᵀ dy, 0, …, memory]`.
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let p = ctx.n_prefixes;
+        let [_, n_rows, _] = state.dims();
+        let backward = self.backward.forward(state.clone(), ctx);
+        let descent = self.descent.forward(state, ctx);
+        Tensor::cat(
+            vec![descent.narrow(1, 0, p), backward.narrow(1, p, n_rows - p)],
+            1,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        prefix,
+        testing::{
+            context, f64_options, max_abs_diff, random, state_with_linear, test_dims, TestBackend,
+        },
+    };
+
+    /// f64 with O(1) random values and sums of at most `D` products: round-off ~1e-14;
+    /// 1e-10 leaves room while still catching any construction error (which is O(1)).
+    const F64_TOL: f64 = 1e-10;
+    const BATCH: usize = 2;
+
+    fn tokens(state: Tensor<TestBackend, 3>, p: usize) -> Tensor<TestBackend, 3> {
+        crate::layout::token_rows(state, p)
+    }
+
+    #[test]
+    fn linear_forward_computes_w_x_plus_b_and_stores_x() {
+        let device = Default::default();
+        for dims in test_dims() {
+            let (d, p, ds, t) = (
+                dims.d_model(),
+                dims.n_prefixes(),
+                dims.d_sim(),
+                dims.seq_length(),
+            );
+            let mem = dims.linear_memory_index();
+            let module =
+                LinearForward::<TestBackend>::new(&dims, Some(mem), &f64_options(), &device)
+                    .unwrap();
+            let ctx = context(&dims, BATCH);
+            let weight = random([BATCH, d, d], 1.0);
+            let bias = random([BATCH, d], 1.0);
+            let state = state_with_linear(&dims, weight.clone(), bias.clone());
+            let out = module.forward(state.clone(), &ctx);
+            let x = tokens(state.clone(), p).narrow(2, 0, d); // [B, T, D]
+            let expected = x.clone().matmul(weight.swap_dims(1, 2)) + bias.unsqueeze_dim(1);
+            let out_tokens = tokens(out.clone(), p);
+            let err = max_abs_diff(out_tokens.clone().narrow(2, 0, d), expected);
+            assert!(
+                err < F64_TOL,
+                "S = {}: |y - (W x + b)| = {err}",
+                dims.stack()
+            );
+            assert_eq!(
+                max_abs_diff(out_tokens.clone().narrow(2, mem, d), x),
+                0.0,
+                "memory = x"
+            );
+            let zeros = out_tokens
+                .clone()
+                .narrow(2, d, mem - d)
+                .abs()
+                .max()
+                .into_scalar();
+            assert_eq!(zeros, 0.0, "dims between signal and memory are 0");
+            assert_eq!(
+                max_abs_diff(out.clone().narrow(1, 0, p), state.clone().narrow(1, 0, p)),
+                0.0
+            );
+            let dense = module.forward_dense(state, &ctx);
+            assert!(max_abs_diff(dense, out) < F64_TOL);
+            let _ = (ds, t);
+        }
+    }
+
+    #[test]
+    fn linear_backward_computes_w_transpose_dy() {
+        let device = Default::default();
+        for dims in test_dims() {
+            let (d, p, ds) = (dims.d_model(), dims.n_prefixes(), dims.d_sim());
+            let mem = dims.linear_memory_index();
+            let module =
+                LinearBackward::<TestBackend>::new(&dims, Some(mem), &f64_options(), &device)
+                    .unwrap();
+            let ctx = context(&dims, BATCH);
+            let weight = random([BATCH, d, d], 1.0);
+            let state = state_with_linear(&dims, weight.clone(), random([BATCH, d], 1.0));
+            let out = module.forward(state.clone(), &ctx);
+            let dy = tokens(state.clone(), p).narrow(2, 0, d);
+            let expected = dy.matmul(weight); // (Wᵀ dy)ᵀ = dyᵀ W
+            let out_tokens = tokens(out.clone(), p);
+            let err = max_abs_diff(out_tokens.clone().narrow(2, 0, d), expected);
+            assert!(err < F64_TOL, "S = {}: |dx - Wᵀ dy| = {err}", dims.stack());
+            assert_eq!(
+                out_tokens
+                    .clone()
+                    .narrow(2, d, mem - d)
+                    .abs()
+                    .max()
+                    .into_scalar(),
+                0.0
+            );
+            assert_eq!(
+                max_abs_diff(
+                    out_tokens.narrow(2, mem, ds - mem),
+                    tokens(state.clone(), p).narrow(2, mem, ds - mem)
+                ),
+                0.0,
+                "memory passes through"
+            );
+            assert_eq!(
+                max_abs_diff(out.narrow(1, 0, p), state.narrow(1, 0, p)),
+                0.0
+            );
+        }
+    }
+
+    /// `W - η Σ_t m_t dy_t x_tᵀ`, `b - η Σ_t m_t dy_t` with the plain math.
+    fn descent_reference(
+        weight: Tensor<TestBackend, 3>,
+        bias: Tensor<TestBackend, 2>,
+        dy: Tensor<TestBackend, 3>,
+        x: Tensor<TestBackend, 3>,
+        mask: Tensor<TestBackend, 2>,
+        eta: f64,
+        bias_only: bool,
+    ) -> (Tensor<TestBackend, 3>, Tensor<TestBackend, 2>) {
+        let masked_dy = dy * mask.unsqueeze_dim(2); // [B, T, D]
+        let grad_w = masked_dy.clone().swap_dims(1, 2).matmul(x); // [B, D, D] = Σ dy xᵀ
+        let grad_b = masked_dy.sum_dim(1).squeeze_dim(1);
+        let new_weight = if bias_only {
+            weight
+        } else {
+            weight - grad_w * eta
+        };
+        (new_weight, bias - grad_b * eta)
+    }
+
+    #[test]
+    fn linear_descent_backward_updates_prefix_and_backpropagates_with_old_weights() {
+        let device = Default::default();
+        let eta = 0.1;
+        for bias_only in [false, true] {
+            for dims in test_dims() {
+                let (d, p) = (dims.d_model(), dims.n_prefixes());
+                let mem = dims.linear_memory_index();
+                let options = f64_options().with_inner_lr(eta);
+                let module = LinearDescentBackward::<TestBackend>::new(
+                    &dims, mem, bias_only, &options, &device,
+                )
+                .unwrap();
+                let ctx = context(&dims, BATCH);
+                let weight = random([BATCH, d, d], 1.0);
+                let bias = random([BATCH, d], 1.0);
+                let state = state_with_linear(&dims, weight.clone(), bias.clone());
+                let out = module.forward(state.clone(), &ctx);
+                let token_in = tokens(state.clone(), p);
+                let dy = token_in.clone().narrow(2, 0, d);
+                let x = token_in.narrow(2, mem, d);
+                let (new_weight, new_bias) = descent_reference(
+                    weight.clone(),
+                    bias.clone(),
+                    dy.clone(),
+                    x,
+                    ctx.train_mask.clone(),
+                    eta,
+                    bias_only,
+                );
+                let (got_weight, got_bias) =
+                    prefix::read_linear(out.clone().narrow(1, 0, p), &dims).unwrap();
+                let err_w = max_abs_diff(got_weight, new_weight.clone());
+                let err_b = max_abs_diff(got_bias, new_bias.clone());
+                assert!(
+                    err_w < F64_TOL && err_b < F64_TOL,
+                    "S = {}: W err {err_w}, b err {err_b}",
+                    dims.stack()
+                );
+                // The rest of the prefix rows: bias copies of prefixes >= 1 unchanged, other dims 0.
+                let expected_prefix = prefix::write_linear(new_weight, bias, &dims).unwrap();
+                let got_prefix = out.clone().narrow(1, 0, p);
+                let rest_err = max_abs_diff(
+                    got_prefix.narrow(1, 1, p - 1),
+                    expected_prefix.narrow(1, 1, p - 1),
+                );
+                assert!(rest_err < F64_TOL, "prefixes >= 1: {rest_err}");
+                // Token rows: Wᵀ dy with the old weights.
+                let err = max_abs_diff(tokens(out, p).narrow(2, 0, d), dy.matmul(weight));
+                assert!(err < F64_TOL);
+                let _ = new_bias;
+            }
+        }
+    }
+
+    #[test]
+    fn bad_memory_index_is_an_error() {
+        let dims = test_dims()[1];
+        let device = Default::default();
+        let err = LinearForward::<TestBackend>::new(
+            &dims,
+            Some(dims.d_sim() - 2),
+            &f64_options(),
+            &device,
+        );
+        assert!(matches!(err, Err(TintOpsError::BadMemoryIndex { .. })));
+        let err = LinearDescent::<TestBackend>::new(&dims, 3, false, &f64_options(), &device);
+        assert!(matches!(
+            err,
+            Err(TintOpsError::BadMemoryIndex {
+                memory_index: 3,
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,76 @@
+//! Test helpers: random f64 states and the shapes the module tests run on.
+
+use burn::tensor::{backend::Backend, DType, Distribution, Tensor};
+
+use crate::{context::SimContext, dims::TintDims, options::TintOptions, prefix};
+
+pub(crate) type TestBackend = burn::backend::Flex;
+
+/// Small valid shapes: S = 1, 2, 3, 4 (D, H, Ds, P, Hs, Tmax, T).
+pub(crate) fn test_dims() -> Vec<TintDims> {
+    [
+        (8, 2, 32, 8, 4, 10, 5),  // S = 1
+        (8, 2, 32, 4, 4, 10, 6),  // S = 2
+        (12, 3, 48, 4, 4, 10, 6), // S = 3, Ds = (S+1) D
+        (16, 4, 80, 4, 5, 9, 7),  // S = 4
+    ]
+    .into_iter()
+    .map(|(d, h, ds, p, hs, tmax, t)| TintDims::new(d, h, ds, p, hs, tmax, t).unwrap())
+    .collect()
+}
+
+pub(crate) fn f64_options() -> TintOptions {
+    TintOptions::default().with_float_dtype(DType::F64)
+}
+
+pub(crate) fn random<const D: usize>(shape: [usize; D], std: f64) -> Tensor<TestBackend, D> {
+    Tensor::<TestBackend, D>::random(shape, Distribution::Normal(0.0, std), &Default::default())
+        .cast(DType::F64)
+}
+
+/// Training mask with the first `n_train` tokens of every sequence marked (plus one extra in
+/// sequence 1 so sequences differ).
+pub(crate) fn train_mask(
+    batch_size: usize,
+    seq_length: usize,
+    n_train: usize,
+) -> Tensor<TestBackend, 2> {
+    let mut values = vec![0.0f64; batch_size * seq_length];
+    for b in 0..batch_size {
+        let n = (n_train + b).min(seq_length);
+        for t in 0..n {
+            values[b * seq_length + t] = 1.0;
+        }
+    }
+    crate::host::tensor_from_f64(
+        values,
+        [batch_size, seq_length],
+        DType::F64,
+        &Default::default(),
+    )
+}
+
+pub(crate) fn context(dims: &TintDims, batch_size: usize) -> SimContext<TestBackend> {
+    let mask = train_mask(batch_size, dims.seq_length(), dims.seq_length() / 2);
+    SimContext::new(dims, mask, &Default::default()).unwrap()
+}
+
+/// A state whose prefix rows hold `(weight, bias)` and whose token rows are random everywhere
+/// (signal, memory and the junk between them).
+pub(crate) fn state_with_linear(
+    dims: &TintDims,
+    weight: Tensor<TestBackend, 3>,
+    bias: Tensor<TestBackend, 2>,
+) -> Tensor<TestBackend, 3> {
+    let [batch_size, _, _] = weight.dims();
+    let prefix = prefix::write_linear(weight, bias, dims).unwrap();
+    let tokens = random([batch_size, dims.seq_length(), dims.d_sim()], 1.0);
+    Tensor::cat(vec![prefix, tokens], 1)
+}
+
+/// Max |a - b|.
+pub(crate) fn max_abs_diff<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> f64 {
+    (a - b).abs().max().into_scalar().elem::<f64>()
+}
+
+use burn::tensor::ElementConversion;
