@@ -57,6 +57,7 @@
 //! * f64 works end to end (construct with `DType::F64`, feed f64 states).
 #![warn(missing_docs)]
 
+pub mod activation;
 pub mod attention;
 pub mod context;
 pub mod dims;
@@ -65,6 +66,7 @@ pub mod gates;
 pub mod group_norm;
 mod host;
 pub mod hsplit;
+pub mod layer_norm;
 pub mod layout;
 pub mod linear;
 pub mod options;
@@ -72,11 +74,13 @@ pub mod prefix;
 #[cfg(test)]
 mod testing;
 
+pub use activation::{ActivationBackward, ActivationForward};
 pub use attention::{AttentionMasks, AttentionRows, Scoring, TintAttention};
 pub use context::SimContext;
 pub use dims::TintDims;
 pub use error::TintOpsError;
 pub use gates::{GateKind, Gates};
 pub use hsplit::{DimWise, SplitWise};
+pub use layer_norm::{LayerNormBackward, LayerNormDescentBackward, LayerNormForward};
 pub use linear::{LinearBackward, LinearDescent, LinearDescentBackward, LinearForward};
 pub use options::{ActivationKind, Derivative, GateMode, TintOptions};

@@ -1,0 +1,291 @@
+//! Activation modules (TINT_SPEC §6.8–6.9) and the activation functions themselves.
+
+use burn::{
+    module::Module,
+    tensor::{backend::Backend, Tensor},
+};
+
+use crate::{
+    context::SimContext,
+    dims::TintDims,
+    error::TintOpsError,
+    gates::{GateKind, Gates},
+    hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+    options::{ActivationKind, Derivative, TintOptions},
+};
+
+/// `sqrt(2/π)`, the constant of `gelu_new`.
+const GELU_SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+/// The cubic coefficient of `gelu_new`.
+const GELU_CUBIC: f64 = 0.044715;
+
+/// Applies the activation elementwise.
+///
+/// # Shapes
+/// * `x`: any `[..]` → same
+pub fn activate<B: Backend, const D: usize>(kind: ActivationKind, x: Tensor<B, D>) -> Tensor<B, D> {
+    match kind {
+        ActivationKind::GeluNew => {
+            let inner = (x.clone() + x.clone().powi_scalar(3) * GELU_CUBIC) * GELU_SQRT_2_OVER_PI;
+            x * 0.5 * (inner.tanh() + 1.0)
+        }
+        ActivationKind::Relu => x.clamp_min(0.0),
+    }
+}
+
+/// The exact derivative of the activation, elementwise.
+///
+/// # Shapes
+/// * `x`: any `[..]` → same
+pub fn activate_derivative<B: Backend, const D: usize>(
+    kind: ActivationKind,
+    x: Tensor<B, D>,
+) -> Tensor<B, D> {
+    match kind {
+        ActivationKind::GeluNew => {
+            let inner = (x.clone() + x.clone().powi_scalar(3) * GELU_CUBIC) * GELU_SQRT_2_OVER_PI;
+            let th = inner.tanh();
+            let d_inner =
+                (x.clone().powi_scalar(2) * (3.0 * GELU_CUBIC) + 1.0) * GELU_SQRT_2_OVER_PI;
+            (th.clone() + 1.0) * 0.5 + x * 0.5 * (th.powi_scalar(2).neg() + 1.0) * d_inner
+        }
+        ActivationKind::Relu => {
+            let dtype = x.dtype();
+            x.greater_elem(0.0).float().cast(dtype)
+        }
+    }
+}
+
+/// ActivationForward (§6.8): token rows `act(e)` on dims below the memory, the input `x` (dims
+/// `[0, D)`) stored at `[Ds - D, Ds)`; prefix rows unchanged.
+#[derive(Module, Debug)]
+pub struct ActivationForward<B: Backend> {
+    /// `c_fc`: identity dimension-wise op over `Hs` heads.
+    pub c_fc: DimWise<B>,
+    /// `c_proj`: split-wise identity on heads below the memory, 0 above.
+    pub c_proj: SplitWise<B>,
+    /// Forward gate.
+    pub gates: Gates<B>,
+    /// Activation.
+    #[module(skip)]
+    pub activation: ActivationKind,
+    /// `D`.
+    pub d_model: usize,
+    /// `Ds - D`.
+    pub memory_index: usize,
+}
+
+impl<B: Backend> ActivationForward<B> {
+    /// Constructs the module.
+    ///
+    /// # Errors
+    /// Invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        options.validate()?;
+        let (hs, hd) = (dims.n_heads_sim(), dims.head_dim_sim());
+        let mem = dims.linear_memory_index();
+        let mut c_proj = SplitWiseBuilder::identity(hs, hd);
+        for head in mem / hd..hs {
+            c_proj.zero_block(head);
+        }
+        Ok(Self {
+            c_fc: DimWiseBuilder::identity(hs, hd).build(options.float_dtype, device),
+            c_proj: c_proj.build(options.float_dtype, device),
+            gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
+            activation: options.activation,
+            d_model: dims.d_model(),
+            memory_index: mem,
+        })
+    }
+
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, n_rows, ds] = state.dims();
+        let p = ctx.n_prefixes;
+        let tokens = state.clone().narrow(1, p, n_rows - p);
+        let out = self
+            .c_proj
+            .forward(activate(self.activation, self.c_fc.forward(tokens.clone())));
+        let mem = self.memory_index;
+        let out = out.slice_assign(
+            [0..batch_size, 0..n_rows - p, mem..mem + self.d_model],
+            tokens.narrow(2, 0, self.d_model),
+        );
+        let prefix = Tensor::zeros([batch_size, p, ds], (&state.device(), state.dtype()));
+        self.gates
+            .forward(state, Tensor::cat(vec![prefix, out], 1), ctx)
+    }
+}
+
+/// ActivationBackward (§6.9): dims `[0, D)` = `s (act(u + dy/s) - act(u))` (or `act'(u) dy` with
+/// [`Derivative::Exact`]), `u` = stored pre-activation at `[Ds - D, Ds)`, all other dims 0. No gate:
+/// prefix rows are transformed too (junk, as in the official code).
+#[derive(Module, Debug)]
+pub struct ActivationBackward<B: Backend> {
+    /// Heads `< D/hd` ← `signal/s + memory` (memory heads kept).
+    pub shift_in: DimWise<B>,
+    /// Heads `< D/hd` ← `s·h - s·h_memory`, others 0.
+    pub shift_out: DimWise<B>,
+    /// Activation.
+    #[module(skip)]
+    pub activation: ActivationKind,
+    /// Finite differences or exact.
+    #[module(skip)]
+    pub derivative: Derivative,
+    /// `D`.
+    pub d_model: usize,
+    /// `Ds - D`.
+    pub memory_index: usize,
+}
+
+impl<B: Backend> ActivationBackward<B> {
+    /// Constructs the module.
+    ///
+    /// # Errors
+    /// Invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        options.validate()?;
+        let (hs, hd, d) = (dims.n_heads_sim(), dims.head_dim_sim(), dims.d_model());
+        let mem = dims.linear_memory_index();
+        let scale = match options.derivative {
+            Derivative::FiniteDifference { scale } => scale,
+            Derivative::Exact => 1.0,
+        };
+        let (mem_head, signal_heads) = (mem / hd, d / hd);
+        let mut shift_in = DimWiseBuilder::zeros(hs, hd);
+        let mut shift_out = DimWiseBuilder::zeros(hs, hd);
+        for i in 0..signal_heads {
+            shift_in.set_all_coords(i, i, 1.0 / scale);
+            shift_in.set_all_coords(i, mem_head + i, 1.0);
+            shift_in.set_all_coords(mem_head + i, mem_head + i, 1.0);
+            shift_out.set_all_coords(i, i, scale);
+            shift_out.set_all_coords(i, mem_head + i, -scale);
+        }
+        Ok(Self {
+            shift_in: shift_in.build(options.float_dtype, device),
+            shift_out: shift_out.build(options.float_dtype, device),
+            activation: options.activation,
+            derivative: options.derivative,
+            d_model: d,
+            memory_index: mem,
+        })
+    }
+
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, _ctx: &SimContext<B>) -> Tensor<B, 3> {
+        match self.derivative {
+            Derivative::FiniteDifference { .. } => self
+                .shift_out
+                .forward(activate(self.activation, self.shift_in.forward(state))),
+            Derivative::Exact => {
+                let [_, _, ds] = state.dims();
+                let d = self.d_model;
+                let dy = state.clone().narrow(2, 0, d);
+                let u = state.clone().narrow(2, self.memory_index, d);
+                let dx = activate_derivative(self.activation, u) * dy;
+                let zeros = state.zeros_like().narrow(2, d, ds - d);
+                Tensor::cat(vec![dx, zeros], 2)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{context, f64_options, max_abs_diff, random, test_dims, TestBackend};
+
+    /// f64, values O(1): the finite difference `s (act(u + dy/s) - act(u))` loses ~log10(s) digits
+    /// of the 1e-16 round-off, so 1e-10 is loose for s = 1000 and tight against construction errors.
+    const F64_TOL: f64 = 1e-10;
+
+    #[test]
+    fn activation_forward_and_backward_match_the_math() {
+        let device = Default::default();
+        for kind in [ActivationKind::GeluNew, ActivationKind::Relu] {
+            for dims in test_dims() {
+                let (d, p, mem, ds) = (
+                    dims.d_model(),
+                    dims.n_prefixes(),
+                    dims.linear_memory_index(),
+                    dims.d_sim(),
+                );
+                let ctx = context(&dims, 2);
+                let options = f64_options().with_activation(kind);
+                // Forward: token dims [D, mem) are 0 in a LinearForward output; emulate that.
+                let state = random([2, dims.n_rows(), ds], 1.0);
+                let state = state.clone().slice_assign(
+                    [0..2, p..dims.n_rows(), d..ds],
+                    Tensor::zeros([2, dims.seq_length(), ds - d], (&device, state.dtype())),
+                );
+                let fwd = ActivationForward::<TestBackend>::new(&dims, &options, &device).unwrap();
+                let out = fwd.forward(state.clone(), &ctx);
+                let x = state
+                    .clone()
+                    .narrow(1, p, dims.seq_length())
+                    .narrow(2, 0, d);
+                let out_tok = out.clone().narrow(1, p, dims.seq_length());
+                assert!(
+                    max_abs_diff(out_tok.clone().narrow(2, 0, d), activate(kind, x.clone()))
+                        < F64_TOL
+                );
+                assert_eq!(max_abs_diff(out_tok.clone().narrow(2, mem, d), x), 0.0);
+                assert_eq!(out_tok.narrow(2, d, mem - d).abs().max().into_scalar(), 0.0);
+                assert_eq!(
+                    max_abs_diff(out.narrow(1, 0, p), state.narrow(1, 0, p)),
+                    0.0
+                );
+
+                // Backward, finite differences and exact.
+                let scale = 1000.0;
+                let state = random([2, dims.n_rows(), ds], 1.0);
+                let dy = state.clone().narrow(2, 0, d);
+                let u = state.clone().narrow(2, mem, d);
+                for (derivative, expected) in [
+                    (
+                        Derivative::FiniteDifference { scale },
+                        (activate(kind, u.clone() + dy.clone() / scale)
+                            - activate(kind, u.clone()))
+                            * scale,
+                    ),
+                    (
+                        Derivative::Exact,
+                        activate_derivative(kind, u.clone()) * dy.clone(),
+                    ),
+                ] {
+                    let bwd = ActivationBackward::<TestBackend>::new(
+                        &dims,
+                        &options.with_derivative(derivative),
+                        &device,
+                    )
+                    .unwrap();
+                    let out = bwd.forward(state.clone(), &ctx);
+                    let err = max_abs_diff(out.clone().narrow(2, 0, d), expected);
+                    assert!(err < F64_TOL, "{kind:?} {derivative:?}: {err}");
+                    assert_eq!(out.narrow(2, d, ds - d).abs().max().into_scalar(), 0.0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gelu_derivative_matches_central_difference() {
+        let x: Tensor<TestBackend, 1> = random([50], 2.0);
+        let h = 1e-5;
+        let numeric = (activate(ActivationKind::GeluNew, x.clone() + h)
+            - activate(ActivationKind::GeluNew, x.clone() - h))
+            / (2.0 * h);
+        // Central difference error O(h²) ≈ 1e-10 plus round-off 1e-16/h ≈ 1e-11.
+        assert!(max_abs_diff(numeric, activate_derivative(ActivationKind::GeluNew, x)) < 1e-8);
+    }
+}

@@ -1,0 +1,360 @@
+//! LayerNorm modules (TINT_SPEC §6.5–6.7): forward, first-order backward, bias-only descent.
+
+use burn::{
+    module::Module,
+    tensor::{backend::Backend, Tensor},
+};
+
+use crate::{
+    context::SimContext,
+    dims::TintDims,
+    error::TintOpsError,
+    gates::{GateKind, Gates},
+    group_norm::{group_norm_first, layer_norm_plain},
+    hsplit::{DimWise, DimWiseBuilder},
+    linear::{LinearBackward, LinearDescent, LinearForward},
+    options::{Derivative, TintOptions},
+};
+
+/// LayerNormForward (§6.5): token rows `gamma ⊙ f(x) + beta` in dims `[0, D)`, memory
+/// `[mem, mem + D) = f(x)`, `[mem + D, mem + 2D) = x` (`mem = Ds - 2D`); prefix rows unchanged.
+/// The prefix rows hold `(diag(gamma), beta)` ([`crate::prefix::write_layer_norm`]).
+#[derive(Module, Debug)]
+pub struct LayerNormForward<B: Backend> {
+    /// Gate of the group-norm stage (prefix rows bypass the normalisation).
+    pub norm_gates: Gates<B>,
+    /// `(diag(gamma), beta)` applied to `f(x)`, storing `f(x)` at the memory.
+    pub linear: LinearForward<B>,
+    /// LN epsilon.
+    pub epsilon: f64,
+    /// Group-norm weight value (`tanh(g10)`, 1 for exact gates).
+    pub gate_value: f64,
+    /// `D`.
+    pub d_model: usize,
+    /// `Ds - 2D`.
+    pub memory_index: usize,
+}
+
+impl<B: Backend> LayerNormForward<B> {
+    /// Constructs the module.
+    ///
+    /// # Errors
+    /// Invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        let mem = dims.ln_memory_index();
+        Ok(Self {
+            norm_gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
+            linear: LinearForward::new(dims, Some(mem), options, device)?,
+            epsilon: options.ln_epsilon,
+            gate_value: options.gate_on_value(),
+            d_model: dims.d_model(),
+            memory_index: mem,
+        })
+    }
+
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, n_rows, _] = state.dims();
+        let p = ctx.n_prefixes;
+        let d = self.d_model;
+        let normed = group_norm_first(state.clone(), d, self.epsilon, self.gate_value);
+        let normed = self.norm_gates.forward(state.clone(), normed, ctx);
+        let out = self.linear.forward(normed, ctx);
+        let mem = self.memory_index + d;
+        out.slice_assign(
+            [0..batch_size, p..n_rows, mem..mem + d],
+            state.narrow(1, p, n_rows - p).narrow(2, 0, d),
+        )
+    }
+}
+
+/// LayerNormBackward (§6.6), first order: `dz = gamma ⊙ dy`, then
+/// `dx = s (f(x + dz/s) - zhat)` (or the exact `J_f(x) dz`), `x`, `zhat` read from the memory
+/// written by [`LayerNormForward`]; memory passes through; prefix rows unchanged.
+#[derive(Module, Debug)]
+pub struct LayerNormBackward<B: Backend> {
+    /// `dz = gamma ⊙ dy` (LinearBackward with `diag(gamma)`).
+    pub linear: LinearBackward<B>,
+    /// Heads `< D/hd` ← `signal/s + x` (dimension-wise over `Hs` heads).
+    pub shift_in: DimWise<B>,
+    /// Heads `< D/hd` ← `s·signal - s·zhat`.
+    pub shift_out: DimWise<B>,
+    /// Forward/backward gate.
+    pub gates: Gates<B>,
+    /// Finite differences or exact.
+    #[module(skip)]
+    pub derivative: Derivative,
+    /// LN epsilon.
+    pub epsilon: f64,
+    /// Group-norm weight value.
+    pub gate_value: f64,
+    /// `D`.
+    pub d_model: usize,
+    /// `Ds - 2D`.
+    pub memory_index: usize,
+}
+
+impl<B: Backend> LayerNormBackward<B> {
+    /// Constructs the module.
+    ///
+    /// # Errors
+    /// Invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        let (hs, hd, d) = (dims.n_heads_sim(), dims.head_dim_sim(), dims.d_model());
+        let mem = dims.ln_memory_index();
+        let scale = match options.derivative {
+            Derivative::FiniteDifference { scale } => scale,
+            Derivative::Exact => 1.0,
+        };
+        let (zhat_head, x_head, signal_heads) = (mem / hd, (mem + d) / hd, d / hd);
+        let mut shift_in = DimWiseBuilder::identity(hs, hd);
+        let mut shift_out = DimWiseBuilder::identity(hs, hd);
+        for i in 0..signal_heads {
+            shift_in.set_all_coords(i, i, 1.0 / scale);
+            shift_in.set_all_coords(i, x_head + i, 1.0);
+            shift_out.set_all_coords(i, i, scale);
+            shift_out.set_all_coords(i, zhat_head + i, -scale);
+        }
+        Ok(Self {
+            linear: LinearBackward::new(dims, Some(mem), options, device)?,
+            shift_in: shift_in.build(options.float_dtype, device),
+            shift_out: shift_out.build(options.float_dtype, device),
+            gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
+            derivative: options.derivative,
+            epsilon: options.ln_epsilon,
+            gate_value: options.gate_on_value(),
+            d_model: d,
+            memory_index: mem,
+        })
+    }
+
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, _, ds] = state.dims();
+        let d = self.d_model;
+        let dz = self.linear.forward_tokens(state.clone(), ctx); // [B, T, Ds]
+        let tokens = match self.derivative {
+            Derivative::FiniteDifference { .. } => {
+                let shifted = self.shift_in.forward(dz);
+                let normed = group_norm_first(shifted, d, self.epsilon, self.gate_value);
+                self.shift_out.forward(normed)
+            }
+            Derivative::Exact => {
+                let x = dz.clone().narrow(2, self.memory_index + d, d);
+                let grad = dz.clone().narrow(2, 0, d);
+                let z = layer_norm_plain(x.clone(), self.epsilon, 1.0);
+                let centered = x.clone() - x.mean_dim(2);
+                let sigma = (centered.powi_scalar(2).mean_dim(2) + self.epsilon).sqrt();
+                let dx =
+                    (grad.clone() - grad.clone().mean_dim(2) - z.clone() * (grad * z).mean_dim(2))
+                        / sigma;
+                dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
+            }
+        };
+        let prefix = Tensor::zeros(
+            [batch_size, ctx.n_prefixes, ds],
+            (&state.device(), state.dtype()),
+        );
+        self.gates
+            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+    }
+}
+
+/// LayerNormDescent_Backward (§6.6 + §6.7): token rows from [`LayerNormBackward`] (old gamma),
+/// prefix rows with `beta ← beta - η Σ_{t train} dy_t` (gamma not updated).
+#[derive(Module, Debug)]
+pub struct LayerNormDescentBackward<B: Backend> {
+    /// Backward part.
+    pub backward: LayerNormBackward<B>,
+    /// Bias-only descent.
+    pub descent: LinearDescent<B>,
+}
+
+impl<B: Backend> LayerNormDescentBackward<B> {
+    /// Constructs the pair.
+    ///
+    /// # Errors
+    /// Invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        Ok(Self {
+            backward: LayerNormBackward::new(dims, options, device)?,
+            descent: LinearDescent::new(dims, dims.ln_memory_index(), true, options, device)?,
+        })
+    }
+
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let p = ctx.n_prefixes;
+        let [_, n_rows, _] = state.dims();
+        let backward = self.backward.forward(state.clone(), ctx);
+        let descent = self.descent.forward(state, ctx);
+        Tensor::cat(
+            vec![descent.narrow(1, 0, p), backward.narrow(1, p, n_rows - p)],
+            1,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        layout, prefix,
+        testing::{context, f64_options, max_abs_diff, random, test_dims, TestBackend},
+    };
+
+    /// f64, O(1) values; the finite difference multiplies round-off (1e-16) by s = 1000.
+    const F64_TOL: f64 = 1e-9;
+    const BATCH: usize = 2;
+
+    fn ln_state(
+        dims: &TintDims,
+        gamma: Tensor<TestBackend, 2>,
+        beta: Tensor<TestBackend, 2>,
+    ) -> Tensor<TestBackend, 3> {
+        let prefix = prefix::write_layer_norm(gamma, beta, dims).unwrap();
+        let tokens = random([BATCH, dims.seq_length(), dims.d_sim()], 1.0) * 2.0 + 0.5;
+        Tensor::cat(vec![prefix, tokens], 1)
+    }
+
+    #[test]
+    fn layer_norm_forward_matches_the_math() {
+        let device = Default::default();
+        for dims in test_dims() {
+            let (d, p, mem) = (dims.d_model(), dims.n_prefixes(), dims.ln_memory_index());
+            let module =
+                LayerNormForward::<TestBackend>::new(&dims, &f64_options(), &device).unwrap();
+            let ctx = context(&dims, BATCH);
+            let gamma = random([BATCH, d], 1.0);
+            let beta = random([BATCH, d], 1.0);
+            let state = ln_state(&dims, gamma.clone(), beta.clone());
+            let out = module.forward(state.clone(), &ctx);
+            let x = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+            let z = layer_norm_plain(x.clone(), 1e-5, 1.0);
+            let expected = z.clone() * gamma.unsqueeze_dim(1) + beta.unsqueeze_dim(1);
+            let out_tok = layout::token_rows(out.clone(), p);
+            assert!(max_abs_diff(out_tok.clone().narrow(2, 0, d), expected) < F64_TOL);
+            assert!(max_abs_diff(out_tok.clone().narrow(2, mem, d), z) < F64_TOL);
+            assert_eq!(max_abs_diff(out_tok.narrow(2, mem + d, d), x), 0.0);
+            assert_eq!(
+                max_abs_diff(out.narrow(1, 0, p), state.narrow(1, 0, p)),
+                0.0
+            );
+        }
+    }
+
+    /// Runs LayerNormForward then LayerNormDescent_Backward on the stored memory.
+    fn backward_case(
+        dims: &TintDims,
+        options: &TintOptions,
+    ) -> (
+        Tensor<TestBackend, 3>,
+        Tensor<TestBackend, 3>,
+        Tensor<TestBackend, 2>,
+        Tensor<TestBackend, 3>,
+    ) {
+        let device = Default::default();
+        let (d, p, mem) = (dims.d_model(), dims.n_prefixes(), dims.ln_memory_index());
+        let ctx = context(dims, BATCH);
+        let gamma = random([BATCH, d], 1.0);
+        let beta = random([BATCH, d], 1.0);
+        let state = ln_state(dims, gamma.clone(), beta);
+        let forward = LayerNormForward::<TestBackend>::new(dims, options, &device).unwrap();
+        let stored = layout::token_memory(forward.forward(state.clone(), &ctx), p, mem);
+        let dy = random([BATCH, dims.seq_length(), d], 1.0);
+        let tokens = layout::token_rows(state.clone(), p)
+            .slice_assign([0..BATCH, 0..dims.seq_length(), 0..d], dy.clone());
+        let bwd_state = layout::with_token_memory(
+            layout::join_rows(state.narrow(1, 0, p), tokens),
+            p,
+            mem,
+            stored,
+        );
+        let module = LayerNormDescentBackward::<TestBackend>::new(dims, options, &device).unwrap();
+        let out = module.forward(bwd_state.clone(), &ctx);
+        (bwd_state, out, gamma, dy)
+    }
+
+    #[test]
+    fn layer_norm_backward_is_the_first_order_formula_and_descent_updates_beta_only() {
+        let eta = 0.05;
+        for dims in test_dims() {
+            let (d, p, mem) = (dims.d_model(), dims.n_prefixes(), dims.ln_memory_index());
+            let scale = 1000.0;
+            let options = f64_options().with_inner_lr(eta);
+            let (state, out, gamma, dy) = backward_case(&dims, &options);
+            let x = layout::token_rows(state.clone(), p).narrow(2, mem + d, d);
+            let dz = dy.clone() * gamma.clone().unsqueeze_dim(1);
+            let f = |v: Tensor<TestBackend, 3>| layer_norm_plain(v, 1e-5, 1.0);
+            let expected = (f(x.clone() + dz / scale) - f(x)) * scale;
+            let out_tok = layout::token_rows(out.clone(), p);
+            let err = max_abs_diff(out_tok.clone().narrow(2, 0, d), expected);
+            assert!(err < F64_TOL, "S = {}: {err}", dims.stack());
+            let ds = dims.d_sim();
+            assert_eq!(
+                max_abs_diff(
+                    out_tok.narrow(2, mem, ds - mem),
+                    layout::token_memory(state.clone(), p, mem)
+                ),
+                0.0
+            );
+            let ctx = context(&dims, BATCH);
+            let (w_old, b_old) = prefix::read_linear(state.narrow(1, 0, p), &dims).unwrap();
+            let (w_new, b_new) = prefix::read_linear(out.narrow(1, 0, p), &dims).unwrap();
+            assert_eq!(max_abs_diff(w_new, w_old), 0.0, "gamma is not updated");
+            let grad_b = (dy * ctx.train_mask.unsqueeze_dim(2))
+                .sum_dim(1)
+                .squeeze_dim(1);
+            assert!(max_abs_diff(b_new, b_old - grad_b * eta) < F64_TOL);
+        }
+    }
+
+    #[test]
+    fn theorem_f1_first_order_error_shrinks_linearly_in_epsilon() {
+        let dims = test_dims()[2];
+        let d = dims.d_model();
+        let p = dims.n_prefixes();
+        let device = Default::default();
+        let exact = f64_options().with_derivative(Derivative::Exact);
+        let (state, out_exact, _, _) = backward_case(&dims, &exact);
+        let ctx = context(&dims, BATCH);
+        let mut errors = Vec::new();
+        for scale in [10.0, 100.0, 1000.0] {
+            let options = f64_options().with_derivative(Derivative::FiniteDifference { scale });
+            let module = LayerNormBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let out = module.forward(state.clone(), &ctx);
+            let err = max_abs_diff(
+                layout::token_rows(out, p).narrow(2, 0, d),
+                layout::token_rows(out_exact.clone(), p).narrow(2, 0, d),
+            );
+            println!(
+                "Theorem F.1: epsilon = 1/s = {:.0e}: max |dx_fd - dx| = {err:.3e}",
+                1.0 / scale
+            );
+            errors.push(err);
+        }
+        for pair in errors.windows(2) {
+            let ratio = pair[0] / pair[1];
+            // O(ε): a 10x smaller step gives ~10x smaller error (second-order terms shift it a bit).
+            assert!(
+                (6.0..16.0).contains(&ratio),
+                "error ratio {ratio} not ~10: {errors:?}"
+            );
+        }
+    }
+}
