@@ -7,7 +7,12 @@
 
 pub mod blocks;
 pub mod error;
+pub mod lm;
 pub mod perplexity;
 pub mod report;
+
+pub use perplexity::{BlockNll, Perplexity};
+pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
+pub use report::{LmReport, MethodResult};
 
 pub use error::EvalError;
