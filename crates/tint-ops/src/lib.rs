@@ -71,6 +71,7 @@ pub mod layout;
 pub mod linear;
 pub mod options;
 pub mod prefix;
+pub mod self_attention;
 #[cfg(test)]
 mod testing;
 
@@ -84,3 +85,6 @@ pub use hsplit::{DimWise, SplitWise};
 pub use layer_norm::{LayerNormBackward, LayerNormDescentBackward, LayerNormForward};
 pub use linear::{LinearBackward, LinearDescent, LinearDescentBackward, LinearForward};
 pub use options::{ActivationKind, Derivative, GateMode, TintOptions};
+pub use self_attention::{
+    QkvPrefixes, SelfAttentionBackward, SelfAttentionBackwardDescent, SelfAttentionForward,
+};
