@@ -2,6 +2,37 @@
 //! dynamic evaluation (explicit SGD on a prefix with burn autodiff).
 //!
 //! Library crate: generic over `B: Backend`, errors are [`AuxError`], nothing is printed.
+//!
+//! Crate map:
+//! - [`config`]: serde mirrors of HF `config.json`, architecture detection.
+//! - [`loader`]: [`load_model`] from a local directory (`config.json` + `model.safetensors`).
+//! - [`model`]: [`AuxModel`], the common entry point (`forward`, `forward_traced`).
+//! - [`gpt2`], [`opt`]: the architectures; [`block`], [`attention`], [`layer_norm`], [`activation`]:
+//!   their shared layers (linear weights are `[d_input, d_output]`, `y = x W + b`).
+//! - [`trace`]: per-layer intermediate activations.
+//! - [`params`]: named parameters and a visitor over them.
+//! - [`tokenizer`]: byte-level BPE tokenizers from `tokenizer.json` or `vocab.json` + `merges.txt`.
+//! - [`loss`]: next-token negative log-likelihoods; [`dyn_eval`]: dynamic evaluation.
 
+pub mod activation;
+pub mod attention;
+pub mod block;
+mod checkpoint;
+pub mod config;
 pub mod error;
+pub mod gguf;
+pub mod gpt2;
+pub mod layer_norm;
+pub mod llama;
+pub mod loader;
+pub mod model;
+pub mod opt;
+pub mod params;
+pub mod trace;
+
+pub use checkpoint::linear;
+pub use config::AuxConfig;
 pub use error::AuxError;
+pub use loader::load_model;
+pub use model::{AuxModel, CausalLm};
+pub use trace::{ForwardTrace, LayerTrace};

@@ -1,0 +1,89 @@
+//! Causal multi-head self-attention with separate query, key, value and output projections.
+
+use burn::module::Module;
+use burn::nn::Linear;
+use burn::tensor::{activation::softmax, backend::Backend, Bool, Tensor};
+
+/// Score given to masked (future) positions before the softmax; `exp` of it underflows to exactly 0
+/// in f32 and f64, as HF's `finfo.min` does.
+const MASKED_SCORE: f64 = -1e30;
+
+/// Causal self-attention: `softmax(q k^T / sqrt(d_k) + causal mask) v`, heads concatenated, then the
+/// output projection. All weights are `[d_input, d_output]` (`y = x W + b`).
+#[derive(Module, Debug)]
+pub struct CausalSelfAttention<B: Backend> {
+    /// Query projection `W_Q`, `[d_model, d_model]` (GPT-2: `c_attn` columns `0..D`).
+    pub query: Linear<B>,
+    /// Key projection `W_K`, `[d_model, d_model]` (GPT-2: `c_attn` columns `D..2D`).
+    pub key: Linear<B>,
+    /// Value projection `W_V`, `[d_model, d_model]` (GPT-2: `c_attn` columns `2D..3D`).
+    pub value: Linear<B>,
+    /// Output projection `W_O`, `[d_model, d_model]` (GPT-2 `attn.c_proj`, OPT `out_proj`).
+    pub output: Linear<B>,
+    /// Number of heads `n_heads`; `d_k = d_model / n_heads`.
+    pub n_heads: usize,
+}
+
+/// Everything one attention call computes.
+#[derive(Debug, Clone)]
+pub struct AttentionTrace<B: Backend> {
+    /// Attention probabilities per head, `[batch_size, n_heads, seq_length, seq_length]`
+    /// (query position, key position); zero above the diagonal.
+    pub probs: Tensor<B, 4>,
+    /// Heads concatenated before the output projection, `[batch_size, seq_length, d_model]`.
+    pub context: Tensor<B, 3>,
+    /// After the output projection, `[batch_size, seq_length, d_model]`.
+    pub output: Tensor<B, 3>,
+}
+
+impl<B: Backend> CausalSelfAttention<B> {
+    /// Runs attention and keeps the probabilities and the pre-projection context.
+    ///
+    /// # Shapes
+    ///
+    /// - input: `[batch_size, seq_length, d_model]`
+    /// - output: see [`AttentionTrace`]
+    pub fn forward_traced(&self, input: Tensor<B, 3>) -> AttentionTrace<B> {
+        let [batch_size, seq_length, d_model] = input.dims();
+        let n_heads = self.n_heads;
+        let d_k = d_model / n_heads;
+        let split_heads = |x: Tensor<B, 3>| {
+            // [batch_size, n_heads, seq_length, d_k]
+            x.reshape([batch_size, seq_length, n_heads, d_k])
+                .swap_dims(1, 2)
+        };
+        let q = split_heads(self.query.forward(input.clone()));
+        let k = split_heads(self.key.forward(input.clone()));
+        let v = split_heads(self.value.forward(input));
+
+        // [batch_size, n_heads, seq_length, seq_length]
+        let scores = q.matmul(k.swap_dims(2, 3)) / (d_k as f64).sqrt();
+        let future = Tensor::<B, 2, Bool>::tril_mask([seq_length, seq_length], 0, &scores.device())
+            .unsqueeze::<4>()
+            .expand([batch_size, n_heads, seq_length, seq_length]);
+        let probs = softmax(scores.mask_fill(future, MASKED_SCORE), 3);
+
+        // [batch_size, seq_length, d_model]
+        let context = probs
+            .clone()
+            .matmul(v)
+            .swap_dims(1, 2)
+            .reshape([batch_size, seq_length, d_model]);
+        let output = self.output.forward(context.clone());
+        AttentionTrace {
+            probs,
+            context,
+            output,
+        }
+    }
+
+    /// Runs attention.
+    ///
+    /// # Shapes
+    ///
+    /// - input: `[batch_size, seq_length, d_model]`
+    /// - output: `[batch_size, seq_length, d_model]`
+    pub fn forward(&self, input: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.forward_traced(input).output
+    }
+}

@@ -1,0 +1,157 @@
+//! Reading tensors out of a `model.safetensors` file: name lookup over accepted spellings, shape check
+//! against the config, and conversion of F32/F16/BF16 to float32.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::Param;
+use burn::nn::Linear;
+use burn::tensor::{backend::Backend, Tensor, TensorData};
+use safetensors::{Dtype, SafeTensors};
+
+use crate::config::io_error;
+use crate::layer_norm::LayerNorm;
+use crate::AuxError;
+
+/// Reads a whole checkpoint file into memory.
+pub(crate) fn read_checkpoint_bytes(path: &Path) -> Result<Vec<u8>, AuxError> {
+    std::fs::read(path).map_err(|source| io_error(path, "model weights (safetensors)", source))
+}
+
+/// A parsed safetensors file.
+pub(crate) struct Checkpoint<'a> {
+    path: PathBuf,
+    tensors: SafeTensors<'a>,
+}
+
+impl<'a> Checkpoint<'a> {
+    /// Parses the safetensors header of `bytes` (read from `path`).
+    pub(crate) fn parse(path: &Path, bytes: &'a [u8]) -> Result<Self, AuxError> {
+        let tensors = SafeTensors::deserialize(bytes).map_err(|source| AuxError::Safetensors {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            tensors,
+        })
+    }
+
+    /// Whether the file holds a tensor called `name`.
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.tensors.tensor(name).is_ok()
+    }
+
+    /// Reads tensor `name`, checks that its shape is `expected`, converts it to float32.
+    pub(crate) fn tensor<B: Backend, const D: usize>(
+        &self,
+        name: &str,
+        expected: [usize; D],
+        device: &B::Device,
+    ) -> Result<Tensor<B, D>, AuxError> {
+        let view = self
+            .tensors
+            .tensor(name)
+            .map_err(|_| AuxError::MissingTensor {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+            })?;
+        if view.shape() != expected.as_slice() {
+            return Err(AuxError::TensorShape {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+                expected: expected.to_vec(),
+                found: view.shape().to_vec(),
+            });
+        }
+        let bytes = view.data();
+        let values: Vec<f32> = match view.dtype() {
+            Dtype::F32 => bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+            Dtype::F16 => bytes
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            Dtype::BF16 => bytes
+                .chunks_exact(2)
+                .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+                .collect(),
+            other => {
+                return Err(AuxError::TensorDtype {
+                    path: self.path.clone(),
+                    tensor: name.to_string(),
+                    dtype: format!("{other:?}"),
+                })
+            }
+        };
+        Ok(Tensor::from_data(TensorData::new(values, expected), device))
+    }
+
+    /// Reads a linear layer stored `[d_input, d_output]` (HF `Conv1D`): no transpose.
+    pub(crate) fn linear_in_out<B: Backend>(
+        &self,
+        prefix: &str,
+        d_input: usize,
+        d_output: usize,
+        bias: bool,
+        device: &B::Device,
+    ) -> Result<Linear<B>, AuxError> {
+        let weight = self.tensor(&format!("{prefix}.weight"), [d_input, d_output], device)?;
+        let bias = if bias {
+            Some(self.tensor(&format!("{prefix}.bias"), [d_output], device)?)
+        } else {
+            None
+        };
+        Ok(linear(weight, bias))
+    }
+
+    /// Reads a linear layer stored `[d_output, d_input]` (PyTorch `nn.Linear`) and transposes it to
+    /// `[d_input, d_output]`.
+    pub(crate) fn linear_out_in<B: Backend>(
+        &self,
+        prefix: &str,
+        d_input: usize,
+        d_output: usize,
+        bias: bool,
+        device: &B::Device,
+    ) -> Result<Linear<B>, AuxError> {
+        let weight: Tensor<B, 2> =
+            self.tensor(&format!("{prefix}.weight"), [d_output, d_input], device)?;
+        let bias = if bias {
+            Some(self.tensor(&format!("{prefix}.bias"), [d_output], device)?)
+        } else {
+            None
+        };
+        Ok(linear(weight.transpose(), bias))
+    }
+
+    /// Reads a LayerNorm (`weight` = gamma, `bias` = beta); with `affine = false` builds gamma 1, beta 0.
+    pub(crate) fn layer_norm<B: Backend>(
+        &self,
+        prefix: &str,
+        d_model: usize,
+        epsilon: f64,
+        affine: bool,
+        device: &B::Device,
+    ) -> Result<LayerNorm<B>, AuxError> {
+        if !affine {
+            return Ok(LayerNorm::new(
+                Tensor::ones([d_model], device),
+                Tensor::zeros([d_model], device),
+                epsilon,
+            ));
+        }
+        let gamma = self.tensor(&format!("{prefix}.weight"), [d_model], device)?;
+        let beta = self.tensor(&format!("{prefix}.bias"), [d_model], device)?;
+        Ok(LayerNorm::new(gamma, beta, epsilon))
+    }
+}
+
+/// Builds a burn [`Linear`] from a `[d_input, d_output]` weight and an optional bias.
+pub fn linear<B: Backend>(weight: Tensor<B, 2>, bias: Option<Tensor<B, 1>>) -> Linear<B> {
+    Linear {
+        weight: Param::from_tensor(weight),
+        bias: bias.map(Param::from_tensor),
+    }
+}

@@ -1,0 +1,283 @@
+//! Serde mirrors of Hugging Face `config.json` files and architecture detection.
+//!
+//! Field names follow HF exactly (they are the JSON keys); everything else in this crate uses the
+//! burn-nn vocabulary (`d_model`, `n_heads`, `d_ff`, `n_layers`).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::AuxError;
+
+/// The `model_type` values [`AuxConfig::from_json_str`] understands.
+pub const SUPPORTED_MODEL_TYPES: &str = "gpt2, opt";
+
+/// HF `GPT2Config` (the fields the forward pass uses).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Gpt2Config {
+    /// Model width `d_model`.
+    pub n_embd: usize,
+    /// Number of transformer blocks.
+    pub n_layer: usize,
+    /// Number of attention heads.
+    pub n_head: usize,
+    /// Length of the learned position table.
+    pub n_positions: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// LayerNorm epsilon. Default: 1e-5.
+    #[serde(default = "default_ln_eps")]
+    pub layer_norm_epsilon: f64,
+    /// MLP activation; only `gelu_new` (tanh approximation) is implemented. Default: `gelu_new`.
+    #[serde(default = "default_gelu_new")]
+    pub activation_function: String,
+    /// MLP hidden width; `null` means `4 * n_embd`.
+    #[serde(default)]
+    pub n_inner: Option<usize>,
+}
+
+impl Gpt2Config {
+    /// MLP hidden width `d_ff` (`n_inner`, or `4 * n_embd` when unset).
+    pub fn d_ff(&self) -> usize {
+        self.n_inner.unwrap_or(4 * self.n_embd)
+    }
+}
+
+/// HF `OPTConfig` (the fields the forward pass uses).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OptConfig {
+    /// Model width `d_model`.
+    pub hidden_size: usize,
+    /// Number of transformer blocks.
+    pub num_hidden_layers: usize,
+    /// MLP hidden width `d_ff`.
+    pub ffn_dim: usize,
+    /// Number of attention heads.
+    pub num_attention_heads: usize,
+    /// Longest sequence; the position table has `max_position_embeddings + 2` rows (offset 2).
+    pub max_position_embeddings: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Pre-LN (`true`, as in opt-125m) or post-LN (`false`, as in opt-350m). Default: true.
+    #[serde(default = "default_true")]
+    pub do_layer_norm_before: bool,
+    /// Width of the token embedding; when it differs from `hidden_size` the model has
+    /// `project_in`/`project_out`. `null` means `hidden_size`.
+    #[serde(default)]
+    pub word_embed_proj_dim: Option<usize>,
+    /// MLP activation; only `relu` is implemented. Default: `relu`.
+    #[serde(default = "default_relu")]
+    pub activation_function: String,
+    /// Whether linear layers have biases. Default: true.
+    #[serde(default = "default_true")]
+    pub enable_bias: bool,
+    /// Whether LayerNorms have a gain and bias. Default: true.
+    #[serde(default = "default_true")]
+    pub layer_norm_elementwise_affine: bool,
+    /// HF's switch that drops the final LayerNorm of pre-LN models. Default: false.
+    #[serde(default, rename = "_remove_final_layer_norm")]
+    pub remove_final_layer_norm: bool,
+}
+
+impl OptConfig {
+    /// Width of the token embedding (`word_embed_proj_dim`, or `hidden_size` when unset).
+    pub fn d_embed(&self) -> usize {
+        self.word_embed_proj_dim.unwrap_or(self.hidden_size)
+    }
+
+    /// Whether the model has a final LayerNorm (pre-LN and not removed, as in HF).
+    pub fn has_final_layer_norm(&self) -> bool {
+        self.do_layer_norm_before && !self.remove_final_layer_norm
+    }
+
+    /// Whether the model has `project_in`/`project_out`.
+    pub fn has_projections(&self) -> bool {
+        self.d_embed() != self.hidden_size
+    }
+}
+
+/// LayerNorm epsilon of OPT (PyTorch `nn.LayerNorm` default; OPT configs do not store it).
+pub const OPT_LAYER_NORM_EPS: f64 = 1e-5;
+
+/// Number of unused rows at the start of OPT's learned position table.
+pub const OPT_POSITION_OFFSET: usize = 2;
+
+/// A parsed `config.json` of a supported architecture.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuxConfig {
+    /// `model_type: "gpt2"`.
+    Gpt2(Gpt2Config),
+    /// `model_type: "opt"`.
+    Opt(OptConfig),
+}
+
+#[derive(Deserialize)]
+struct ModelTypeProbe {
+    #[serde(default)]
+    model_type: String,
+}
+
+impl AuxConfig {
+    /// Parses a `config.json` text; `path` is only used in error messages.
+    ///
+    /// Detects the architecture from `model_type` and validates the sizes.
+    pub fn from_json_str(text: &str, path: &Path) -> Result<Self, AuxError> {
+        let json_err = |source| AuxError::Json {
+            path: path.to_path_buf(),
+            source,
+        };
+        let probe: ModelTypeProbe = serde_json::from_str(text).map_err(json_err)?;
+        let config = match probe.model_type.as_str() {
+            "gpt2" => AuxConfig::Gpt2(serde_json::from_str(text).map_err(json_err)?),
+            "opt" => AuxConfig::Opt(serde_json::from_str(text).map_err(json_err)?),
+            other => {
+                return Err(AuxError::UnknownArchitecture {
+                    path: path.to_path_buf(),
+                    model_type: other.to_string(),
+                    supported: SUPPORTED_MODEL_TYPES,
+                })
+            }
+        };
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Reads and parses `path` (a `config.json`).
+    pub fn from_file(path: &Path) -> Result<Self, AuxError> {
+        let text = read_text(path, "model config")?;
+        Self::from_json_str(&text, path)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), AuxError> {
+        let invalid = |reason: String| AuxError::InvalidConfig {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let (d_model, n_heads, n_layers, vocab, positions, activation, expected_act) = match self {
+            AuxConfig::Gpt2(c) => (
+                c.n_embd,
+                c.n_head,
+                c.n_layer,
+                c.vocab_size,
+                c.n_positions,
+                &c.activation_function,
+                "gelu_new",
+            ),
+            AuxConfig::Opt(c) => (
+                c.hidden_size,
+                c.num_attention_heads,
+                c.num_hidden_layers,
+                c.vocab_size,
+                c.max_position_embeddings,
+                &c.activation_function,
+                "relu",
+            ),
+        };
+        if d_model == 0 || n_heads == 0 || vocab == 0 || positions == 0 {
+            return Err(invalid(format!(
+                "sizes must be positive (d_model {d_model}, n_heads {n_heads}, vocab {vocab}, positions {positions})"
+            )));
+        }
+        if !d_model.is_multiple_of(n_heads) {
+            return Err(invalid(format!(
+                "d_model {d_model} is not divisible by n_heads {n_heads}"
+            )));
+        }
+        if n_layers == 0 {
+            return Err(invalid("n_layers must be positive".to_string()));
+        }
+        if activation != expected_act {
+            return Err(invalid(format!(
+                "activation_function {activation:?} is not implemented (expected {expected_act:?})"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Reads a UTF-8 file, mapping a missing file to [`AuxError::MissingFile`].
+pub(crate) fn read_text(path: &Path, what: &'static str) -> Result<String, AuxError> {
+    std::fs::read_to_string(path).map_err(|source| io_error(path, what, source))
+}
+
+/// Maps an IO error to [`AuxError::MissingFile`] (not found) or [`AuxError::Io`].
+pub(crate) fn io_error(path: &Path, what: &'static str, source: std::io::Error) -> AuxError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        AuxError::MissingFile {
+            path: path.to_path_buf(),
+            what,
+        }
+    } else {
+        AuxError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+fn default_ln_eps() -> f64 {
+    1e-5
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_gelu_new() -> String {
+    "gelu_new".to_string()
+}
+
+fn default_relu() -> String {
+    "relu".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_gpt2_and_opt() {
+        let gpt2 = r#"{"model_type":"gpt2","n_embd":32,"n_layer":2,"n_head":4,"n_positions":64,"vocab_size":100}"#;
+        let parsed = AuxConfig::from_json_str(gpt2, Path::new("c.json")).unwrap();
+        let AuxConfig::Gpt2(c) = parsed else {
+            panic!("expected gpt2, got {parsed:?}")
+        };
+        assert_eq!(c.d_ff(), 128);
+        assert_eq!(c.activation_function, "gelu_new");
+
+        let opt = r#"{"model_type":"opt","hidden_size":32,"num_hidden_layers":2,"ffn_dim":64,
+            "num_attention_heads":4,"max_position_embeddings":64,"vocab_size":100,
+            "do_layer_norm_before":false,"word_embed_proj_dim":16}"#;
+        let parsed = AuxConfig::from_json_str(opt, Path::new("c.json")).unwrap();
+        let AuxConfig::Opt(c) = parsed else {
+            panic!("expected opt, got {parsed:?}")
+        };
+        assert!(c.has_projections());
+        assert!(!c.has_final_layer_norm());
+    }
+
+    #[test]
+    fn unknown_architecture_is_a_typed_error() {
+        let text = r#"{"model_type":"bert","hidden_size":32}"#;
+        let err = AuxConfig::from_json_str(text, Path::new("x/config.json")).unwrap_err();
+        assert!(
+            matches!(&err, AuxError::UnknownArchitecture { model_type, .. } if model_type == "bert"),
+            "{err}"
+        );
+        let err = AuxConfig::from_json_str("{}", Path::new("x/config.json")).unwrap_err();
+        assert!(matches!(err, AuxError::UnknownArchitecture { .. }), "{err}");
+    }
+
+    #[test]
+    fn invalid_sizes_and_activation_are_rejected() {
+        let heads = r#"{"model_type":"gpt2","n_embd":30,"n_layer":2,"n_head":4,"n_positions":64,"vocab_size":100}"#;
+        let err = AuxConfig::from_json_str(heads, Path::new("c.json")).unwrap_err();
+        assert!(matches!(err, AuxError::InvalidConfig { .. }), "{err}");
+        let act = r#"{"model_type":"gpt2","n_embd":32,"n_layer":2,"n_head":4,"n_positions":64,"vocab_size":100,"activation_function":"relu"}"#;
+        let err = AuxConfig::from_json_str(act, Path::new("c.json")).unwrap_err();
+        assert!(matches!(err, AuxError::InvalidConfig { .. }), "{err}");
+        let missing = r#"{"model_type":"gpt2","n_embd":32}"#;
+        let err = AuxConfig::from_json_str(missing, Path::new("c.json")).unwrap_err();
+        assert!(matches!(err, AuxError::Json { .. }), "{err}");
+    }
+}

@@ -1,0 +1,54 @@
+//! Loading an auxiliary model from a local HF-style directory: `config.json` (architecture from
+//! `model_type`) and `model.safetensors` (F32, F16 or BF16, converted to float32).
+//!
+//! The per-architecture key mappings are documented in `gpt2/loader.rs` and `opt/loader.rs`.
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::backend::Backend;
+
+use crate::checkpoint::{read_checkpoint_bytes, Checkpoint};
+use crate::config::AuxConfig;
+use crate::model::AuxModel;
+use crate::AuxError;
+
+/// File name of the HF config in a model directory.
+pub const CONFIG_FILE: &str = "config.json";
+/// File name of the weights in a model directory.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+
+/// Paths of the files of a model directory.
+pub fn model_files(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join(CONFIG_FILE), dir.join(WEIGHTS_FILE))
+}
+
+/// Loads `dir/config.json` and `dir/model.safetensors`.
+///
+/// # Errors
+///
+/// [`AuxError::MissingFile`] for an absent file, [`AuxError::UnknownArchitecture`],
+/// [`AuxError::InvalidConfig`], [`AuxError::MissingTensor`], [`AuxError::TensorShape`],
+/// [`AuxError::TensorDtype`] (each naming the file and tensor).
+pub fn load_model<B: Backend>(dir: &Path, device: &B::Device) -> Result<AuxModel<B>, AuxError> {
+    let (config_path, weights_path) = model_files(dir);
+    let config = AuxConfig::from_file(&config_path)?;
+    let bytes = read_checkpoint_bytes(&weights_path)?;
+    let checkpoint = Checkpoint::parse(&weights_path, &bytes)?;
+    load_model_from(&config, &checkpoint, device)
+}
+
+/// Builds a model of `config`'s architecture from a parsed checkpoint.
+pub(crate) fn load_model_from<B: Backend>(
+    config: &AuxConfig,
+    checkpoint: &Checkpoint<'_>,
+    device: &B::Device,
+) -> Result<AuxModel<B>, AuxError> {
+    Ok(match config {
+        AuxConfig::Gpt2(c) => AuxModel::Gpt2(crate::gpt2::load_gpt2_from_checkpoint(
+            c, checkpoint, device,
+        )?),
+        AuxConfig::Opt(c) => {
+            AuxModel::Opt(crate::opt::load_opt_from_checkpoint(c, checkpoint, device)?)
+        }
+    })
+}
