@@ -70,6 +70,7 @@ pub mod layer_norm;
 pub mod layout;
 pub mod linear;
 pub mod options;
+pub mod param_count;
 pub mod prefix;
 pub mod self_attention;
 #[cfg(test)]
