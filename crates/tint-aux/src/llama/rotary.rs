@@ -1,0 +1,97 @@
+//! Rotary position embeddings (Su et al. 2021) in HF's `rotate_half` convention.
+//!
+//! For a head vector `x = [x₁, x₂]` (two halves of `head_dim / 2`) at position `p`,
+//! `RoPE(x) = x·cos(pθ) + [−x₂, x₁]·sin(pθ)`, with `θ_i = base^(−2i / head_dim)` repeated for both halves.
+//! llama.cpp pairs adjacent elements instead; its GGUF converter permutes the rows of `W_q`/`W_k` so that
+//! the two conventions agree, and the GGUF loader undoes that permutation
+//! ([`unpermute_rotary_rows`](super::loader::unpermute_rotary_rows)).
+
+use burn::tensor::{backend::Backend, Tensor, TensorData};
+
+/// `cos` and `sin` tables of shape `[seq_length, head_dim]` for positions `0..seq_length`.
+///
+/// Angles are computed in f64 and rounded once to the backend's float type.
+pub fn rotary_tables<B: Backend>(
+    seq_length: usize,
+    head_dim: usize,
+    theta: f64,
+    device: &B::Device,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let half = head_dim / 2;
+    let mut cos = Vec::with_capacity(seq_length * head_dim);
+    let mut sin = Vec::with_capacity(seq_length * head_dim);
+    for p in 0..seq_length {
+        for j in 0..head_dim {
+            let i = j % half;
+            let inv_freq = theta.powf(-((2 * i) as f64) / head_dim as f64);
+            let angle = p as f64 * inv_freq;
+            cos.push(angle.cos());
+            sin.push(angle.sin());
+        }
+    }
+    let cos = Tensor::from_data(TensorData::new(cos, [seq_length, head_dim]), device);
+    let sin = Tensor::from_data(TensorData::new(sin, [seq_length, head_dim]), device);
+    (cos, sin)
+}
+
+/// `[−x₂, x₁]` over the last dimension.
+fn rotate_half<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
+    let [b, h, s, d] = x.dims();
+    let x1 = x.clone().slice([0..b, 0..h, 0..s, 0..d / 2]);
+    let x2 = x.slice([0..b, 0..h, 0..s, d / 2..d]);
+    Tensor::cat(vec![x2.neg(), x1], 3)
+}
+
+/// Applies RoPE to queries or keys.
+///
+/// # Shapes
+/// - x: `[batch_size, n_heads, seq_length, head_dim]`
+/// - cos, sin: `[seq_length, head_dim]`
+/// - output: `[batch_size, n_heads, seq_length, head_dim]`
+pub fn apply_rotary<B: Backend>(
+    x: Tensor<B, 4>,
+    cos: Tensor<B, 2>,
+    sin: Tensor<B, 2>,
+) -> Tensor<B, 4> {
+    let cos = cos.unsqueeze::<4>(); // [1, 1, seq_length, head_dim]
+    let sin = sin.unsqueeze::<4>();
+    x.clone() * cos + rotate_half(x) * sin
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Distribution, Tolerance};
+
+    type TestBackend = burn::backend::Flex;
+
+    #[test]
+    fn rotates_each_pair_by_its_angle_and_preserves_norms() {
+        let device = Default::default();
+        let (s, d, theta) = (5, 8, 100.0);
+        let x =
+            Tensor::<TestBackend, 4>::random([1, 2, s, d], Distribution::Normal(0.0, 1.0), &device);
+        let (cos, sin) = rotary_tables::<TestBackend>(s, d, theta, &device);
+        let y = apply_rotary(x.clone(), cos, sin);
+        let xs = x.to_data().to_vec::<f32>().unwrap();
+        let mut expected = vec![0f32; xs.len()];
+        for head in 0..2 {
+            for p in 0..s {
+                let base = (head * s + p) * d;
+                for i in 0..d / 2 {
+                    // The pair (x_i, x_{i+d/2}) is rotated by p·θ^(−2i/d).
+                    let angle = p as f64 * theta.powf(-(2.0 * i as f64) / d as f64);
+                    let (a, b) = (xs[base + i] as f64, xs[base + i + d / 2] as f64);
+                    expected[base + i] = (a * angle.cos() - b * angle.sin()) as f32;
+                    expected[base + i + d / 2] = (b * angle.cos() + a * angle.sin()) as f32;
+                }
+            }
+        }
+        // One f32 multiply-add per element on values of order 1.
+        const ROPE_TOL: f32 = 1e-5;
+        y.to_data().assert_approx_eq::<f32>(
+            &TensorData::new(expected, [1, 2, s, d]),
+            Tolerance::absolute(ROPE_TOL),
+        );
+    }
+}
