@@ -1,0 +1,187 @@
+//! The TinT hyper-parameters ([`TintConfig`]) and their validation against an auxiliary model.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SimError;
+use crate::params::AuxParams;
+
+/// How the gradient of the language-modelling loss with respect to the final hidden state is
+/// approximated (TINT_SPEC §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LossGradientKind {
+    /// `E^T softmax(E h) - e_next`: the exact cross-entropy gradient (official default,
+    /// `use_prediction_loss`).
+    #[default]
+    Prediction,
+    /// `E^T (E h) - e_next` (official `use_quad`).
+    Quadratic,
+    /// `mean_rows(E) - e_next` (official: neither flag set).
+    MeanEmbedding,
+}
+
+/// How LayerNorm and activation backward passes are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DerivativeMode {
+    /// First-order finite differences with step `1/s` (what TinT computes, TINT_SPEC §6.6, §6.9).
+    #[default]
+    FiniteDifference,
+    /// Exact Jacobian-vector products (functional reference only; TinT cannot express them).
+    Exact,
+}
+
+/// Hyper-parameters of a TinT simulator (names follow TINT_SPEC §1.1).
+///
+/// Defaults follow the official code except `hidden_size`, `num_prefixes` and `num_heads`, which
+/// must always be chosen for the auxiliary model (see [`TintConfig::for_model`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TintConfig {
+    /// TinT width `Ds`; the README rule is `Ds = D (S + 1)` with `S = D / P`.
+    pub hidden_size: usize,
+    /// Number of prefix tokens `P`.
+    pub num_prefixes: usize,
+    /// Number of heads `Hs` of TinT's softmax modules (head size `Ds / Hs`).
+    pub num_heads: usize,
+    /// Number of top auxiliary layers that are back-propagated and updated; `None` means all.
+    pub n_simulation_layers: Option<usize>,
+    /// Number of simulated SGD steps. Default: 1.
+    pub n_forward_backward: usize,
+    /// Inner learning rate `eta` of the descent on the **summed** loss. Default: 1e-6.
+    pub inner_lr: f64,
+    /// Finite-difference factor `s` of the LayerNorm and activation backward passes. Default: 1000.
+    pub scale_embeddings: f64,
+    /// LayerNorm epsilon used by TinT (also by the functional reference). Default: 1e-5.
+    pub epsilon: f64,
+    /// The final forward pass reuses the first-pass forward modules (fewer parameters, same result).
+    pub reuse_forward_blocks: bool,
+    /// Steps 2.. reuse the step-1 backward modules (fewer parameters, same result).
+    pub reuse_backward_blocks: bool,
+    /// Linear attention only between token queries and prefix keys (a speed-up, same result).
+    pub restrict_prefixes: bool,
+    /// Which loss gradient is fed to the backward pass. Default: [`LossGradientKind::Prediction`].
+    pub loss_gradient: LossGradientKind,
+    /// Reproduce the official code's quirks (TINT_SPEC §12 bugs 1 and 2): the MLP output bias takes
+    /// a step of `(n_inner / D) * eta`, and the loss gradient at the last position is not masked.
+    /// Off by default (the paper's math).
+    pub official_compat: bool,
+    /// Finite differences (TinT) or exact derivatives (functional reference only).
+    pub derivatives: DerivativeMode,
+}
+
+impl TintConfig {
+    /// The README setting for an auxiliary model of width `d_model`: `P` prefixes, `Ds = D (D/P + 1)`,
+    /// `Hs = Ds / head_size` heads with the given softmax head size; every other field at its default.
+    pub fn for_model(d_model: usize, num_prefixes: usize, head_size: usize) -> Self {
+        let stack = d_model / num_prefixes.max(1);
+        let hidden_size = d_model * (stack + 1);
+        Self {
+            hidden_size,
+            num_prefixes,
+            num_heads: hidden_size / head_size.max(1),
+            n_simulation_layers: None,
+            n_forward_backward: 1,
+            inner_lr: 1e-6,
+            scale_embeddings: 1000.0,
+            epsilon: 1e-5,
+            reuse_forward_blocks: false,
+            reuse_backward_blocks: false,
+            restrict_prefixes: false,
+            loss_gradient: LossGradientKind::Prediction,
+            official_compat: false,
+            derivatives: DerivativeMode::FiniteDifference,
+        }
+    }
+
+    /// Number of updated layers for an auxiliary model with `n_layers` layers.
+    pub fn simulated_layers(&self, n_layers: usize) -> usize {
+        self.n_simulation_layers.unwrap_or(n_layers).min(n_layers)
+    }
+
+    /// Checks the hyper-parameters that the functional reference needs (finite, positive values).
+    pub fn validate_reference(&self, n_layers: usize) -> Result<(), SimError> {
+        let bad = |msg: String| Err(SimError::InvalidConfig(msg));
+        if let Some(n) = self.n_simulation_layers {
+            if n == 0 || n > n_layers {
+                return bad(format!(
+                    "n_simulation_layers = {n} must be in 1..={n_layers} (the auxiliary model has {n_layers} layers)"
+                ));
+            }
+        }
+        if self.n_forward_backward == 0 {
+            return bad("n_forward_backward must be at least 1".into());
+        }
+        if !self.inner_lr.is_finite() {
+            return bad(format!("inner_lr = {} is not finite", self.inner_lr));
+        }
+        if !(self.scale_embeddings.is_finite() && self.scale_embeddings > 0.0) {
+            return bad(format!(
+                "scale_embeddings = {} must be finite and > 0",
+                self.scale_embeddings
+            ));
+        }
+        if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
+            return bad(format!("epsilon = {} must be finite and > 0", self.epsilon));
+        }
+        Ok(())
+    }
+
+    /// Checks every construction constraint of TINT_SPEC §1.2 for the given auxiliary model.
+    pub fn validate<B: burn::tensor::backend::Backend>(
+        &self,
+        aux: &AuxParams<B>,
+    ) -> Result<(), SimError> {
+        let dims = aux.dims();
+        self.validate_reference(dims.n_layers)?;
+        let bad = |msg: String| Err(SimError::InvalidConfig(msg));
+        let (d, p, ds, hs) = (
+            dims.d_model,
+            self.num_prefixes,
+            self.hidden_size,
+            self.num_heads,
+        );
+        if p == 0 || d % p != 0 {
+            return bad(format!(
+                "the model width D = {d} must be a multiple of num_prefixes P = {p}"
+            ));
+        }
+        let stack = d / p;
+        if ds % p != 0 || ds < d * (stack + 1) {
+            return bad(format!(
+                "hidden_size Ds = {ds} must be a multiple of P = {p} and at least D (D/P + 1) = {}",
+                d * (stack + 1)
+            ));
+        }
+        if ds < 4 * d {
+            return bad(format!(
+                "hidden_size Ds = {ds} must be at least 4 D = {} (memory layout)",
+                4 * d
+            ));
+        }
+        if hs == 0 || ds % hs != 0 {
+            return bad(format!(
+                "num_heads Hs = {hs} must divide hidden_size Ds = {ds}"
+            ));
+        }
+        let head = ds / hs;
+        if d % head != 0 {
+            return bad(format!(
+                "the softmax head size Ds/Hs = {head} must divide D = {d}"
+            ));
+        }
+        let npart = d / head;
+        if dims.n_heads % npart != 0 || dims.n_heads > hs {
+            return bad(format!(
+                "the auxiliary heads H = {} must be a multiple of D/(Ds/Hs) = {npart} and at most Hs = {hs}",
+                dims.n_heads
+            ));
+        }
+        if dims.d_inner % d != 0 {
+            return bad(format!(
+                "the MLP inner size {} must be a multiple of D = {d}",
+                dims.d_inner
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! Conversion of a loaded [`tint_aux::AuxModel`] into the simulator's [`AuxParams`].
+
+use burn::nn::Linear;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+use tint_aux::block::DecoderBlock;
+use tint_aux::layer_norm::LayerNorm;
+use tint_aux::AuxModel;
+
+use crate::error::SimError;
+use crate::params::{Activation, AuxParams, LayerNormParams, LayerParams};
+
+/// OPT's learned positions start at row 2 of the table.
+const OPT_POSITION_OFFSET: usize = 2;
+
+fn ln_params<B: Backend>(ln: &LayerNorm<B>) -> LayerNormParams<B> {
+    LayerNormParams {
+        gamma: ln.gamma.val().unsqueeze_dims(&[0, 1]),
+        beta: ln.beta.val().unsqueeze_dims(&[0, 1]),
+    }
+}
+
+/// `[in, out]` weight and `[1, 1, out]` bias (zeros when the layer has none).
+fn linear_params<B: Backend>(linear: &Linear<B>) -> (Tensor<B, 3>, Tensor<B, 3>) {
+    let weight = linear.weight.val();
+    let [_, d_out] = weight.dims();
+    let bias = match &linear.bias {
+        Some(b) => b.val(),
+        None => Tensor::zeros([d_out], (&weight.device(), weight.dtype())),
+    };
+    (weight.unsqueeze_dim(0), bias.unsqueeze_dims(&[0, 1]))
+}
+
+fn layer_params<B: Backend>(block: &DecoderBlock<B>) -> LayerParams<B> {
+    let (w_q, b_q) = linear_params(&block.attn.query);
+    let (w_k, b_k) = linear_params(&block.attn.key);
+    let (w_v, b_v) = linear_params(&block.attn.value);
+    let (w_o, b_o) = linear_params(&block.attn.output);
+    let (w_fc, b_fc) = linear_params(&block.fc);
+    let (w_proj, b_proj) = linear_params(&block.proj);
+    LayerParams {
+        ln_1: ln_params(&block.ln1),
+        w_q,
+        b_q,
+        w_k,
+        b_k,
+        w_v,
+        b_v,
+        w_o,
+        b_o,
+        ln_2: ln_params(&block.ln2),
+        w_fc,
+        b_fc,
+        w_proj,
+        b_proj,
+    }
+}
+
+impl<B: Backend> AuxParams<B> {
+    /// Reads the weights of a loaded auxiliary model.
+    ///
+    /// # Errors
+    /// [`SimError::UnsupportedModel`] for what TinT cannot simulate (TINT_SPEC §12): post-LN OPT,
+    /// OPT with `project_in`/`project_out`, a model without a final LayerNorm, an unknown activation.
+    pub fn from_aux(model: &AuxModel<B>) -> Result<Self, SimError> {
+        let unsupported = |msg: &str| Err(SimError::UnsupportedModel(msg.to_string()));
+        let params = match model {
+            AuxModel::Gpt2(m) => {
+                let activation = match m.config.activation_function.as_str() {
+                    "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluNew,
+                    other => {
+                        return Err(SimError::UnsupportedModel(format!(
+                            "GPT-2 activation {other:?}"
+                        )))
+                    }
+                };
+                AuxParams {
+                    token_embedding: m.wte.val(),
+                    position_embedding: m.wpe.val(),
+                    position_offset: 0,
+                    layers: m.blocks.iter().map(layer_params).collect(),
+                    ln_f: ln_params(&m.ln_f),
+                    n_heads: m.config.n_head,
+                    activation,
+                }
+            }
+            AuxModel::Opt(m) => {
+                if !m.config.do_layer_norm_before {
+                    return unsupported(
+                        "post-LayerNorm OPT (opt-350m) cannot be simulated by TinT",
+                    );
+                }
+                if m.project_in.is_some() || m.project_out.is_some() {
+                    return unsupported(
+                        "OPT with project_in/project_out (word_embed_proj_dim != hidden_size)",
+                    );
+                }
+                let Some(ln_f) = &m.ln_f else {
+                    return unsupported("OPT without a final LayerNorm");
+                };
+                if m.config.activation_function != "relu" {
+                    return Err(SimError::UnsupportedModel(format!(
+                        "OPT activation {:?}",
+                        m.config.activation_function
+                    )));
+                }
+                AuxParams {
+                    token_embedding: m.wte.val(),
+                    position_embedding: m.wpe.val(),
+                    position_offset: OPT_POSITION_OFFSET,
+                    layers: m.blocks.iter().map(layer_params).collect(),
+                    ln_f: ln_params(ln_f),
+                    n_heads: m.config.num_attention_heads,
+                    activation: Activation::Relu,
+                }
+            }
+        };
+        params.check_shapes()?;
+        Ok(params)
+    }
+}

@@ -1,0 +1,109 @@
+//! The loss gradient fed to the simulated backward pass (TINT_SPEC §7) and the evaluation loss.
+
+use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor};
+
+use crate::config::LossGradientKind;
+
+/// `dL/dh` of the summed next-token loss at the final hidden state `hf`, approximated by `kind`:
+/// `pred_t - E[id_{t+1}]`, multiplied by `next_target` (1 where target `t + 1` is a training token).
+///
+/// # Shapes
+/// `hf`: `[batch_size, seq_length, d_model]`, `token_embedding` `E`: `[vocab_size, d_model]`,
+/// `input_ids`: `[batch_size, seq_length]`, `next_target`: `[batch_size, seq_length, 1]`
+/// → `[batch_size, seq_length, d_model]`.
+pub fn loss_gradient<B: Backend>(
+    hf: Tensor<B, 3>,
+    token_embedding: &Tensor<B, 2>,
+    input_ids: &Tensor<B, 2, Int>,
+    next_target: &Tensor<B, 3>,
+    kind: LossGradientKind,
+) -> Tensor<B, 3> {
+    let [batch_size, seq_length, d_model] = hf.dims();
+    let embedding = token_embedding.clone().unsqueeze_dim::<3>(0); // [1, vocab_size, d_model]
+    let pred = match kind {
+        LossGradientKind::Prediction => {
+            softmax(hf.matmul(embedding.clone().swap_dims(1, 2)), 2).matmul(embedding)
+        }
+        LossGradientKind::Quadratic => hf
+            .matmul(embedding.clone().swap_dims(1, 2))
+            .matmul(embedding),
+        LossGradientKind::MeanEmbedding => embedding
+            .mean_dim(1)
+            .expand([batch_size, seq_length, d_model]),
+    };
+    // Target of position t is token t + 1; the last position has none (target 0).
+    let next_ids = input_ids
+        .clone()
+        .slice([0..batch_size, 1..seq_length])
+        .reshape([batch_size * (seq_length - 1)]);
+    let next_embedding =
+        token_embedding
+            .clone()
+            .select(0, next_ids)
+            .reshape([batch_size, seq_length - 1, d_model]);
+    let target = Tensor::cat(
+        vec![
+            next_embedding,
+            Tensor::zeros([batch_size, 1, d_model], (&pred.device(), pred.dtype())),
+        ],
+        1,
+    );
+    (pred - target) * next_target.clone()
+}
+
+/// Next-token cross-entropy on the evaluation part of each sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalLoss {
+    /// Summed negative log-likelihood per sequence.
+    pub nll_sum: Vec<f64>,
+    /// Number of scored targets per sequence.
+    pub n_targets: Vec<usize>,
+}
+
+impl EvalLoss {
+    /// Mean negative log-likelihood over all scored targets of the batch (NaN if there are none).
+    pub fn mean(&self) -> f64 {
+        let n: usize = self.n_targets.iter().sum();
+        self.nll_sum.iter().sum::<f64>() / n as f64
+    }
+}
+
+/// Cross-entropy of the logits at position `t` against token `t + 1`, scored where `scored[b][t]`.
+///
+/// # Shapes
+/// `logits`: `[batch_size, seq_length, vocab_size]`, `input_ids`: `[batch_size, seq_length]`;
+/// `scored`: `batch_size` rows of `seq_length - 1` flags.
+pub fn eval_loss<B: Backend>(
+    logits: Tensor<B, 3>,
+    input_ids: &Tensor<B, 2, Int>,
+    scored: &[Vec<bool>],
+) -> EvalLoss {
+    let [batch_size, seq_length, vocab_size] = logits.dims();
+    let log_probs = log_softmax(
+        logits.slice([0..batch_size, 0..seq_length - 1, 0..vocab_size]),
+        2,
+    );
+    let targets = input_ids
+        .clone()
+        .slice([0..batch_size, 1..seq_length])
+        .unsqueeze_dim::<3>(2);
+    let picked: Vec<f64> = log_probs
+        .gather(2, targets)
+        .into_data()
+        .convert::<f64>()
+        .to_vec()
+        .unwrap_or_default();
+    let mut nll_sum = vec![0.0; batch_size];
+    let mut n_targets = vec![0; batch_size];
+    for b in 0..batch_size {
+        for t in 0..seq_length - 1 {
+            if scored[b][t] {
+                nll_sum[b] -= picked[b * (seq_length - 1) + t];
+                n_targets[b] += 1;
+            }
+        }
+    }
+    EvalLoss { nll_sum, n_targets }
+}

@@ -1,0 +1,179 @@
+//! Plain-tensor building blocks shared by the functional reference and the simulator: LayerNorm
+//! without affine, activations, and their first-order (finite-difference) or exact backward passes.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+
+use crate::config::DerivativeMode;
+use crate::params::Activation;
+
+/// `sqrt(2 / pi)`, the constant of `gelu_new`.
+const GELU_C: f64 = 0.797_884_560_802_865_4;
+/// Cubic coefficient of `gelu_new`.
+const GELU_A: f64 = 0.044_715;
+
+/// `f(x) = (x - mean) / sqrt(var + eps)` over the last dimension (biased variance, no affine).
+///
+/// # Shapes
+/// `x`: `[batch_size, seq_length, d_model]` → same.
+pub fn normalize<B: Backend>(x: Tensor<B, 3>, eps: f64) -> Tensor<B, 3> {
+    let (var, mean) = x.clone().var_mean_bias(2);
+    (x - mean) / var.add_scalar(eps).sqrt()
+}
+
+/// The auxiliary MLP non-linearity, element-wise.
+pub fn activate<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    activation: Activation,
+) -> Tensor<B, D> {
+    match activation {
+        Activation::GeluNew => {
+            let cube = x.clone() * x.clone() * x.clone();
+            let inner = (x.clone() + cube.mul_scalar(GELU_A)).mul_scalar(GELU_C);
+            x.mul_scalar(0.5) * inner.tanh().add_scalar(1.0)
+        }
+        Activation::Relu => x.clamp_min(0.0),
+    }
+}
+
+/// Derivative of [`activate`], element-wise.
+fn activation_derivative<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    activation: Activation,
+) -> Tensor<B, D> {
+    match activation {
+        Activation::GeluNew => {
+            let x2 = x.clone() * x.clone();
+            let t = (x.clone() + x2.clone() * x.clone().mul_scalar(GELU_A))
+                .mul_scalar(GELU_C)
+                .tanh();
+            let dinner = x2
+                .mul_scalar(3.0 * GELU_A)
+                .add_scalar(1.0)
+                .mul_scalar(GELU_C);
+            // d/dx 0.5 x (1 + t) = 0.5 (1 + t) + 0.5 x (1 - t^2) d(inner)/dx.
+            t.clone().add_scalar(1.0).mul_scalar(0.5)
+                + x.mul_scalar(0.5) * (t.clone() * t).neg().add_scalar(1.0) * dinner
+        }
+        Activation::Relu => {
+            let dtype = x.dtype();
+            x.greater_elem(0.0).float().cast(dtype)
+        }
+    }
+}
+
+/// Backward of the activation at pre-activation `u` for the output gradient `dy`:
+/// `s (act(u + dy/s) - act(u))` (TINT_SPEC §6.9) or `act'(u) dy`.
+///
+/// # Shapes
+/// `u`, `dy`: `[batch_size, seq_length, d_inner]` → same.
+pub fn activation_backward<B: Backend>(
+    u: Tensor<B, 3>,
+    dy: Tensor<B, 3>,
+    activation: Activation,
+    mode: DerivativeMode,
+    scale: f64,
+) -> Tensor<B, 3> {
+    match mode {
+        DerivativeMode::FiniteDifference => {
+            let shifted = activate(u.clone() + dy.div_scalar(scale), activation);
+            (shifted - activate(u, activation)).mul_scalar(scale)
+        }
+        DerivativeMode::Exact => activation_derivative(u, activation) * dy,
+    }
+}
+
+/// Backward of a LayerNorm with gain `gamma` at input `x` for the output gradient `dy`:
+/// `s (f(x + gamma dy / s) - f(x))` (TINT_SPEC §6.6) or the exact `J_f(x) (gamma dy)`.
+///
+/// # Shapes
+/// `x`, `dy`: `[batch_size, seq_length, d_model]`; `gamma`: `[copies, 1, d_model]` → `[batch_size, seq_length, d_model]`.
+pub fn layer_norm_backward<B: Backend>(
+    x: Tensor<B, 3>,
+    gamma: Tensor<B, 3>,
+    dy: Tensor<B, 3>,
+    eps: f64,
+    mode: DerivativeMode,
+    scale: f64,
+) -> Tensor<B, 3> {
+    let dz = dy * gamma;
+    match mode {
+        DerivativeMode::FiniteDifference => {
+            let shifted = normalize(x.clone() + dz.div_scalar(scale), eps);
+            (shifted - normalize(x, eps)).mul_scalar(scale)
+        }
+        DerivativeMode::Exact => {
+            let (var, mean) = x.clone().var_mean_bias(2);
+            let inv_sigma = var.add_scalar(eps).sqrt().recip();
+            let z = (x - mean) * inv_sigma.clone();
+            // J v = (v - mean(v) - z mean(z v)) / sigma.
+            let zv_mean = (z.clone() * dz.clone()).mean_dim(2);
+            (dz.clone() - dz.mean_dim(2) - z * zv_mean) * inv_sigma
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::{Distribution, Tolerance};
+
+    type TestBackend = burn::backend::Flex;
+
+    /// Finite differences with s = 1e6 in f64 agree with the exact derivative to O(1/s) plus
+    /// round-off ~1e-16 * s; 1e-5 is far above both and far below the O(1) values.
+    const FD_VS_EXACT_TOL: f64 = 1e-5;
+
+    #[test]
+    fn finite_differences_converge_to_exact_derivatives() {
+        let device = Default::default();
+        let x =
+            Tensor::<TestBackend, 3>::random([2, 3, 8], Distribution::Normal(0.0, 1.0), &device)
+                .cast(burn::tensor::DType::F64);
+        let dy =
+            Tensor::<TestBackend, 3>::random([2, 3, 8], Distribution::Normal(0.0, 1.0), &device)
+                .cast(burn::tensor::DType::F64);
+        let gamma =
+            Tensor::<TestBackend, 3>::random([1, 1, 8], Distribution::Normal(1.0, 0.2), &device)
+                .cast(burn::tensor::DType::F64);
+        let tol = Tolerance::<f64>::absolute(FD_VS_EXACT_TOL);
+        for act in [Activation::GeluNew] {
+            let fd = activation_backward(
+                x.clone(),
+                dy.clone(),
+                act,
+                DerivativeMode::FiniteDifference,
+                1e6,
+            );
+            let exact = activation_backward(x.clone(), dy.clone(), act, DerivativeMode::Exact, 1e6);
+            fd.into_data()
+                .assert_approx_eq::<f64>(&exact.into_data(), tol);
+        }
+        let fd = layer_norm_backward(
+            x.clone(),
+            gamma.clone(),
+            dy.clone(),
+            1e-5,
+            DerivativeMode::FiniteDifference,
+            1e6,
+        );
+        let exact = layer_norm_backward(x, gamma, dy, 1e-5, DerivativeMode::Exact, 1e6);
+        fd.into_data()
+            .assert_approx_eq::<f64>(&exact.into_data(), tol);
+    }
+
+    #[test]
+    fn gelu_new_matches_its_formula_at_known_points() {
+        let device = Default::default();
+        let x = Tensor::<TestBackend, 1>::from_floats([0.0, 1.0, -2.0], &device);
+        let y: Vec<f32> = activate(x, Activation::GeluNew)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        // 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))) evaluated by hand.
+        let expected = [0.0f32, 0.841_192, -0.045_402_3];
+        for (a, b) in y.iter().zip(expected) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+}

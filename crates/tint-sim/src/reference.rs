@@ -1,0 +1,411 @@
+//! The functional reference of TINT_SPEC §9: what one simulated TinT step computes, written with plain
+//! tensor ops on the auxiliary weights (forward, approximate backward, descent, final forward).
+//!
+//! It is the oracle for the simulator and a fast path: `O(aux forward)` per pass instead of the
+//! `(S+1)^2`-times wider TinT network.
+
+use burn::tensor::activation::softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+
+use crate::config::TintConfig;
+use crate::error::SimError;
+use crate::input::{Masks, SimInput};
+use crate::loss::{eval_loss, loss_gradient, EvalLoss};
+use crate::math::{activate, activation_backward, layer_norm_backward, normalize};
+use crate::params::{AuxParams, LayerNormParams, LayerParams};
+
+/// Logits and evaluation losses before and after the simulated SGD steps.
+#[derive(Debug, Clone)]
+pub struct SimOutput<B: Backend> {
+    /// Logits of the first (unchanged) forward pass `[batch_size, seq_length, vocab_size]`.
+    pub first_logits: Tensor<B, 3>,
+    /// Logits after `n_forward_backward` simulated steps `[batch_size, seq_length, vocab_size]`.
+    pub final_logits: Tensor<B, 3>,
+    /// Cross-entropy of `first_logits` on the evaluation targets (targets that are not training tokens).
+    pub first_loss: EvalLoss,
+    /// Cross-entropy of `final_logits` on the evaluation targets.
+    pub final_loss: EvalLoss,
+}
+
+/// Activations of one layer kept for its backward pass (TINT_SPEC §9.1).
+#[derive(Debug, Clone)]
+pub(crate) struct LayerTrace<B: Backend> {
+    /// Layer input `[batch_size, seq_length, d_model]`.
+    pub h_in: Tensor<B, 3>,
+    /// LayerNorm-1 output.
+    pub a: Tensor<B, 3>,
+    /// Attention probabilities `[batch_size, n_heads, seq_length, seq_length]` (query, key).
+    pub probs: Tensor<B, 4>,
+    /// Concatenated head outputs before the output projection.
+    pub o: Tensor<B, 3>,
+    /// Residual stream after attention.
+    pub h_mid: Tensor<B, 3>,
+    /// LayerNorm-2 output.
+    pub m: Tensor<B, 3>,
+    /// MLP pre-activation `[batch_size, seq_length, d_inner]`.
+    pub u: Tensor<B, 3>,
+    /// MLP activation.
+    pub v: Tensor<B, 3>,
+}
+
+fn layer_norm<B: Backend>(x: Tensor<B, 3>, ln: &LayerNormParams<B>, eps: f64) -> Tensor<B, 3> {
+    normalize(x, eps) * ln.gamma.clone() + ln.beta.clone()
+}
+
+/// `[batch_size, seq_length, d_model]` → `[batch_size, n_heads, seq_length, head_dim]`.
+fn split_heads<B: Backend>(x: Tensor<B, 3>, n_heads: usize) -> Tensor<B, 4> {
+    let [batch_size, seq_length, d_model] = x.dims();
+    x.reshape([batch_size, seq_length, n_heads, d_model / n_heads])
+        .swap_dims(1, 2)
+}
+
+/// `[batch_size, n_heads, seq_length, head_dim]` → `[batch_size, seq_length, d_model]`.
+fn merge_heads<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 3> {
+    let [batch_size, n_heads, seq_length, head_dim] = x.dims();
+    x.swap_dims(1, 2)
+        .reshape([batch_size, seq_length, n_heads * head_dim])
+}
+
+/// Descent step `W - eta x^T (train * dy)` for weights `[copies, in, out]`.
+fn descend_weight<B: Backend>(
+    w: &Tensor<B, 3>,
+    x: &Tensor<B, 3>,
+    dy_train: &Tensor<B, 3>,
+    lr: f64,
+) -> Tensor<B, 3> {
+    w.clone()
+        - x.clone()
+            .swap_dims(1, 2)
+            .matmul(dy_train.clone())
+            .mul_scalar(lr)
+}
+
+/// Descent step `b - eta Σ_t train_t dy_t` for biases `[copies, 1, out]`.
+fn descend_bias<B: Backend>(b: &Tensor<B, 3>, dy_train: &Tensor<B, 3>, lr: f64) -> Tensor<B, 3> {
+    b.clone() - dy_train.clone().sum_dim(1).mul_scalar(lr)
+}
+
+/// Runs one pre-LN block; returns its output and, if `keep`, its trace.
+///
+/// # Shapes
+/// `h`: `[batch_size, seq_length, d_model]`; `attention_bias`: `[batch_size, 1, seq_length, seq_length]`.
+pub(crate) fn layer_forward<B: Backend>(
+    layer: &LayerParams<B>,
+    h: Tensor<B, 3>,
+    aux: &AuxParams<B>,
+    attention_bias: &Tensor<B, 4>,
+    eps: f64,
+    keep: bool,
+) -> (Tensor<B, 3>, Option<LayerTrace<B>>) {
+    let n_heads = aux.n_heads;
+    let a = layer_norm(h.clone(), &layer.ln_1, eps);
+    let q = split_heads(
+        a.clone().matmul(layer.w_q.clone()) + layer.b_q.clone(),
+        n_heads,
+    );
+    let k = split_heads(
+        a.clone().matmul(layer.w_k.clone()) + layer.b_k.clone(),
+        n_heads,
+    );
+    let v_heads = split_heads(
+        a.clone().matmul(layer.w_v.clone()) + layer.b_v.clone(),
+        n_heads,
+    );
+    let head_dim = q.dims()[3];
+    // [batch_size, n_heads, seq_length (query), seq_length (key)]
+    let scores = q
+        .matmul(k.swap_dims(2, 3))
+        .div_scalar((head_dim as f64).sqrt())
+        + attention_bias.clone();
+    let probs = softmax(scores, 3);
+    let o = merge_heads(probs.clone().matmul(v_heads));
+    let h_mid = h.clone() + o.clone().matmul(layer.w_o.clone()) + layer.b_o.clone();
+    let m = layer_norm(h_mid.clone(), &layer.ln_2, eps);
+    let u = m.clone().matmul(layer.w_fc.clone()) + layer.b_fc.clone();
+    let v = activate(u.clone(), aux.activation);
+    let out = h_mid.clone() + v.clone().matmul(layer.w_proj.clone()) + layer.b_proj.clone();
+    let trace = keep.then(|| LayerTrace {
+        h_in: h,
+        a,
+        probs,
+        o,
+        h_mid,
+        m,
+        u,
+        v,
+    });
+    (out, trace)
+}
+
+/// Token + position embeddings `[batch_size, seq_length, d_model]`.
+pub(crate) fn embed<B: Backend>(aux: &AuxParams<B>, input: &SimInput<B>) -> Tensor<B, 3> {
+    let [batch_size, seq_length] = input.dims();
+    let d_model = aux.dims().d_model;
+    let tokens = aux
+        .token_embedding
+        .clone()
+        .select(
+            0,
+            input.input_ids.clone().reshape([batch_size * seq_length]),
+        )
+        .reshape([batch_size, seq_length, d_model]);
+    let positions = aux
+        .position_embedding
+        .clone()
+        .slice([
+            aux.position_offset..aux.position_offset + seq_length,
+            0..d_model,
+        ])
+        .unsqueeze_dim::<3>(0);
+    tokens + positions
+}
+
+/// Logits `LN_f(h) E^T` and the LN_f output.
+fn head<B: Backend>(aux: &AuxParams<B>, h: Tensor<B, 3>, eps: f64) -> (Tensor<B, 3>, Tensor<B, 3>) {
+    let hf = layer_norm(h, &aux.ln_f, eps);
+    let logits = hf.clone().matmul(
+        aux.token_embedding
+            .clone()
+            .transpose()
+            .unsqueeze_dim::<3>(0),
+    );
+    (logits, hf)
+}
+
+/// The evaluation targets: position `t` is scored against token `t + 1` iff that token is not a
+/// training token (TINT_SPEC §9.3: positions `Ltr-1 .. T-2`).
+pub(crate) fn eval_targets<B: Backend>(input: &SimInput<B>) -> Vec<Vec<bool>> {
+    let [batch_size, seq_length] = input.dims();
+    let train: Vec<bool> = input
+        .train_mask
+        .to_data()
+        .convert::<bool>()
+        .to_vec()
+        .unwrap_or_default();
+    (0..batch_size)
+        .map(|b| {
+            (0..seq_length - 1)
+                .map(|t| !train[b * seq_length + t + 1])
+                .collect()
+        })
+        .collect()
+}
+
+/// The functional reference (TINT_SPEC §9): a TinT step computed directly on the auxiliary weights.
+#[derive(Debug, Clone)]
+pub struct FunctionalReference<B: Backend> {
+    aux: AuxParams<B>,
+    config: TintConfig,
+}
+
+/// A forward pass from layer `first` up, with traces.
+struct TopPass<B: Backend> {
+    traces: Vec<LayerTrace<B>>,
+    h_last: Tensor<B, 3>,
+    hf: Tensor<B, 3>,
+    logits: Tensor<B, 3>,
+}
+
+impl<B: Backend> FunctionalReference<B> {
+    /// Checks the model and the configuration (the reference needs no TinT size constraint).
+    pub fn new(aux: AuxParams<B>, config: TintConfig) -> Result<Self, SimError> {
+        aux.check_shapes()?;
+        config.validate_reference(aux.layers.len())?;
+        Ok(Self { aux, config })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TintConfig {
+        &self.config
+    }
+
+    /// The auxiliary weights.
+    pub fn aux(&self) -> &AuxParams<B> {
+        &self.aux
+    }
+
+    /// Runs the forward pass, `n_forward_backward` approximate SGD steps and the final forward pass.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        self.forward_with_params(input).map(|(out, _)| out)
+    }
+
+    /// Like [`Self::forward`], also returning the updated weights (layers that were updated carry one
+    /// copy per sequence).
+    pub fn forward_with_params(
+        &self,
+        input: &SimInput<B>,
+    ) -> Result<(SimOutput<B>, AuxParams<B>), SimError> {
+        let dims = self.aux.dims();
+        input.validate(&dims, self.aux.max_seq_length())?;
+        let cfg = &self.config;
+        let masks = input.masks(self.aux.dtype(), cfg.official_compat);
+        let first = dims.n_layers - cfg.simulated_layers(dims.n_layers);
+        let mut h = embed(&self.aux, input);
+        for layer in &self.aux.layers[..first] {
+            h = layer_forward(
+                layer,
+                h,
+                &self.aux,
+                &masks.attention_bias,
+                cfg.epsilon,
+                false,
+            )
+            .0;
+        }
+        let continued = h;
+        let mut params = self.aux.clone();
+        let mut pass = self.top_pass(&params, continued.clone(), first, &masks);
+        let first_logits = pass.logits.clone();
+        for _ in 0..cfg.n_forward_backward {
+            self.descend(&mut params, &pass, first, input, &masks);
+            pass = self.top_pass(&params, continued.clone(), first, &masks);
+        }
+        let scored = eval_targets(input);
+        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
+        let final_loss = eval_loss(pass.logits.clone(), &input.input_ids, &scored);
+        Ok((
+            SimOutput {
+                first_logits,
+                final_logits: pass.logits,
+                first_loss,
+                final_loss,
+            },
+            params,
+        ))
+    }
+
+    fn top_pass(
+        &self,
+        params: &AuxParams<B>,
+        mut h: Tensor<B, 3>,
+        first: usize,
+        masks: &Masks<B>,
+    ) -> TopPass<B> {
+        let mut traces = Vec::with_capacity(params.layers.len() - first);
+        for layer in &params.layers[first..] {
+            let (out, trace) = layer_forward(
+                layer,
+                h,
+                params,
+                &masks.attention_bias,
+                self.config.epsilon,
+                true,
+            );
+            traces.extend(trace);
+            h = out;
+        }
+        let (logits, hf) = head(params, h.clone(), self.config.epsilon);
+        TopPass {
+            traces,
+            h_last: h,
+            hf,
+            logits,
+        }
+    }
+
+    /// One approximate backward pass and descent step (TINT_SPEC §9.2) on `params`.
+    fn descend(
+        &self,
+        params: &mut AuxParams<B>,
+        pass: &TopPass<B>,
+        first: usize,
+        input: &SimInput<B>,
+        masks: &Masks<B>,
+    ) {
+        let cfg = &self.config;
+        let (lr, eps, s, mode) = (
+            cfg.inner_lr,
+            cfg.epsilon,
+            cfg.scale_embeddings,
+            cfg.derivatives,
+        );
+        let activation = params.activation;
+        let train = &masks.train;
+        let grad = loss_gradient(
+            pass.hf.clone(),
+            &params.token_embedding,
+            &input.input_ids,
+            &masks.next_target,
+            cfg.loss_gradient,
+        );
+        let mut delta = layer_norm_backward(
+            pass.h_last.clone(),
+            params.ln_f.gamma.clone(),
+            grad.clone(),
+            eps,
+            mode,
+            s,
+        );
+        params.ln_f.beta = descend_bias(&params.ln_f.beta, &(grad * train.clone()), lr);
+        let d_model = params.dims().d_model;
+        for (l, trace) in pass.traces.iter().enumerate().rev() {
+            let layer = &params.layers[first + l];
+            let n_heads = params.n_heads;
+            // MLP (all chunks at once: chunking is element-wise equivalent).
+            let delta_train = delta.clone() * train.clone();
+            let dv = delta.clone().matmul(layer.w_proj.clone().swap_dims(1, 2));
+            let du = activation_backward(trace.u.clone(), dv, activation, mode, s);
+            let du_train = du.clone() * train.clone();
+            let dm = du.matmul(layer.w_fc.clone().swap_dims(1, 2));
+            let n_chunks = layer.w_fc.dims()[2] / d_model;
+            let bias_lr = if cfg.official_compat {
+                lr * n_chunks as f64
+            } else {
+                lr
+            };
+            let delta_mid = delta.clone()
+                + layer_norm_backward(
+                    trace.h_mid.clone(),
+                    layer.ln_2.gamma.clone(),
+                    dm.clone(),
+                    eps,
+                    mode,
+                    s,
+                );
+            let delta_mid_train = delta_mid.clone() * train.clone();
+            // Attention output projection and value-only attention backward (stop-gradient on scores).
+            let d_o = delta_mid.clone().matmul(layer.w_o.clone().swap_dims(1, 2));
+            let weights = trace.probs.clone() * masks.backward.clone(); // [B, H, i, j]
+            let dv_att = merge_heads(weights.swap_dims(2, 3).matmul(split_heads(d_o, n_heads)));
+            let dv_att_train = dv_att.clone() * train.clone();
+            let da = dv_att.matmul(layer.w_v.clone().swap_dims(1, 2));
+            let delta_in = delta_mid.clone()
+                + layer_norm_backward(
+                    trace.h_in.clone(),
+                    layer.ln_1.gamma.clone(),
+                    da.clone(),
+                    eps,
+                    mode,
+                    s,
+                );
+            let updated = LayerParams {
+                ln_1: LayerNormParams {
+                    gamma: layer.ln_1.gamma.clone(),
+                    beta: descend_bias(&layer.ln_1.beta, &(da * train.clone()), lr),
+                },
+                w_q: layer.w_q.clone(),
+                b_q: layer.b_q.clone(),
+                w_k: layer.w_k.clone(),
+                b_k: layer.b_k.clone(),
+                w_v: descend_weight(&layer.w_v, &trace.a, &dv_att_train, lr),
+                b_v: descend_bias(&layer.b_v, &dv_att_train, lr),
+                w_o: descend_weight(&layer.w_o, &trace.o, &delta_mid_train, lr),
+                b_o: descend_bias(&layer.b_o, &delta_mid_train, lr),
+                ln_2: LayerNormParams {
+                    gamma: layer.ln_2.gamma.clone(),
+                    beta: descend_bias(&layer.ln_2.beta, &(dm * train.clone()), lr),
+                },
+                w_fc: descend_weight(&layer.w_fc, &trace.m, &du_train, lr),
+                b_fc: descend_bias(&layer.b_fc, &du_train, lr),
+                w_proj: descend_weight(&layer.w_proj, &trace.v, &delta_train, lr),
+                b_proj: descend_bias(&layer.b_proj, &delta_train, bias_lr),
+            };
+            params.layers[first + l] = updated;
+            delta = delta_in;
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! Helpers shared by the integration tests: fixture paths, safetensors reading, comparisons.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
+use safetensors::{Dtype, SafeTensors};
+use tint_sim::{AuxParams, SimInput};
+
+pub type TestBackend = burn::backend::Flex;
+
+/// Repository root (two levels above this crate).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The official micro GPT-2 (D = 32, 2 layers, 4 heads, 64 positions, vocabulary 4096).
+pub fn micro_model_dir() -> PathBuf {
+    repo_root().join("fixtures/official-tint/micro-gpt2-random")
+}
+
+/// Loads the micro GPT-2 through tint-aux.
+pub fn micro_params() -> AuxParams<TestBackend> {
+    let device = Default::default();
+    let model = tint_aux::load_model::<TestBackend>(&micro_model_dir(), &device)
+        .expect("micro model loads");
+    AuxParams::from_aux(&model).expect("micro model converts")
+}
+
+/// Tensors of a safetensors file as `TensorData` (f32, f64 or i64).
+pub struct Fixture {
+    bytes: Vec<u8>,
+}
+
+impl Fixture {
+    pub fn open(path: PathBuf) -> Self {
+        let bytes =
+            std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        Self { bytes }
+    }
+
+    pub fn data(&self, name: &str) -> TensorData {
+        let st = SafeTensors::deserialize(&self.bytes).expect("valid safetensors");
+        let view = st
+            .tensor(name)
+            .unwrap_or_else(|_| panic!("fixture has no tensor {name}"));
+        let shape = view.shape().to_vec();
+        let raw = view.data();
+        match view.dtype() {
+            Dtype::F32 => TensorData::new(
+                raw.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect::<Vec<_>>(),
+                shape,
+            ),
+            Dtype::F64 => TensorData::new(
+                raw.chunks_exact(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                    .collect::<Vec<_>>(),
+                shape,
+            ),
+            Dtype::I64 => TensorData::new(
+                raw.chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                    .collect::<Vec<_>>(),
+                shape,
+            ),
+            other => panic!("unsupported fixture dtype {other:?}"),
+        }
+    }
+}
+
+/// The golden micro_s4 inputs: ids `[2, 64]` and the training mask (first 32 tokens).
+pub fn golden_input<B: Backend>(fixture: &Fixture, device: &B::Device) -> SimInput<B> {
+    let ids = Tensor::<B, 2, Int>::from_data(fixture.data("input_ids"), device);
+    let mask = Tensor::<B, 2>::from_data(fixture.data("bidirection_mask").convert::<f32>(), device)
+        .greater_elem(0.5);
+    SimInput::new(ids, mask)
+}
+
+/// Max |a - b| over two tensors of the same shape, in f64.
+pub fn max_abs_diff(a: &TensorData, b: &TensorData) -> f64 {
+    assert_eq!(a.shape, b.shape, "shapes differ");
+    let a: Vec<f64> = a.clone().convert::<f64>().to_vec().unwrap();
+    let b: Vec<f64> = b.clone().convert::<f64>().to_vec().unwrap();
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+/// The first `n` vocabulary columns of logits `[batch_size, seq_length, vocab_size]`.
+pub fn vocab_slice<B: Backend>(logits: Tensor<B, 3>, n: usize) -> TensorData {
+    let [b, t, _] = logits.dims();
+    logits.slice([0..b, 0..t, 0..n]).into_data()
+}
+
+/// A random training mask with per-sequence lengths.
+pub fn train_lengths_input<B: Backend>(ids: Tensor<B, 2, Int>, lengths: &[usize]) -> SimInput<B> {
+    SimInput::with_train_lengths(ids, lengths).expect("valid lengths")
+}
+
+pub fn f64_of<B: Backend>(t: Tensor<B, 3>) -> Tensor<B, 3> {
+    t.cast(DType::F64)
+}
+
+pub fn bool_tensor<B: Backend, const D: usize>(
+    values: Vec<bool>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D, Bool> {
+    Tensor::from_data(TensorData::new(values, shape), device)
+}
