@@ -1,0 +1,273 @@
+//! Dynamic evaluation (TINT_SPEC.md §10): explicit SGD steps on the training part of a sequence with
+//! burn autodiff, then evaluation of the rest with the updated model.
+//!
+//! The input model is never changed: burn tensors are immutable, and every step builds a new
+//! [`AuxModel`] whose selected parameters are `theta - lr * grad`.
+
+use burn::module::{AutodiffModule, Param};
+use burn::tensor::{backend::AutodiffBackend, Int, Tensor};
+
+use crate::loss::{continuation_nll, lm_loss, LossMask, LossReduction};
+use crate::model::AuxModel;
+use crate::params::{ParamGroup, ParamInfo, ParamMapper};
+use crate::AuxError;
+
+/// Which parameters train.
+///
+/// A parameter trains when both criteria hold:
+/// - layers: with `top_layers = Some(k)`, parameters of blocks `n_layers - k..n_layers` and the final
+///   LayerNorm (it sits above every block); embeddings (and OPT projections) never. `None`: everything.
+/// - groups: with `groups = Some(g)`, parameters whose [`ParamGroup`] is in `g`. `None`: every group.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParamSelection {
+    /// Train only the top `k` blocks (and the final LayerNorm).
+    pub top_layers: Option<usize>,
+    /// Train only these groups.
+    pub groups: Option<Vec<ParamGroup>>,
+}
+
+impl ParamSelection {
+    /// Every parameter (the official dynamic-evaluation baseline).
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// The top `k` blocks and the final LayerNorm.
+    pub fn top_layers(k: usize) -> Self {
+        Self {
+            top_layers: Some(k),
+            groups: None,
+        }
+    }
+
+    /// Only the named groups, e.g. `["ln", "attn_v", "mlp"]` (`attn` = the four attention groups).
+    pub fn groups<S: AsRef<str>>(names: &[S]) -> Result<Self, AuxError> {
+        let mut groups = Vec::new();
+        for name in names {
+            groups.extend(ParamGroup::parse_many(name.as_ref())?);
+        }
+        Ok(Self {
+            top_layers: None,
+            groups: Some(groups),
+        })
+    }
+
+    /// Whether the parameter `info` trains in a model with `n_layers` blocks.
+    pub fn selects(&self, info: &ParamInfo, n_layers: usize) -> bool {
+        let layer_ok = match (self.top_layers, info.layer) {
+            (None, _) => true,
+            (Some(k), Some(layer)) => layer + k >= n_layers,
+            (Some(_), None) => info.group == ParamGroup::LayerNorm,
+        };
+        let group_ok = self
+            .groups
+            .as_ref()
+            .is_none_or(|groups| groups.contains(&info.group));
+        layer_ok && group_ok
+    }
+
+    fn validate(&self, n_layers: usize) -> Result<(), AuxError> {
+        if let Some(k) = self.top_layers {
+            if k == 0 || k > n_layers {
+                return Err(AuxError::InvalidOption {
+                    reason: format!("top_layers must be in 1..={n_layers}, got {k}"),
+                });
+            }
+        }
+        if self.groups.as_ref().is_some_and(Vec::is_empty) {
+            return Err(AuxError::InvalidOption {
+                reason: "the parameter group list is empty".to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Options of dynamic evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DynEvalConfig {
+    /// SGD learning rate. Default: 1e-3.
+    pub lr: f64,
+    /// Number of SGD steps on the same training part. Default: 1.
+    pub steps: usize,
+    /// Mean (HF, the official baseline) or sum over the counted targets. Default: mean.
+    pub reduction: LossReduction,
+    /// Which parameters train. Default: all.
+    pub params: ParamSelection,
+    /// Which targets of the training part count. Default: all.
+    pub loss_mask: LossMask,
+}
+
+impl Default for DynEvalConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            steps: 1,
+            reduction: LossReduction::Mean,
+            params: ParamSelection::all(),
+            loss_mask: LossMask::AllTokens,
+        }
+    }
+}
+
+impl DynEvalConfig {
+    fn validate(&self, n_layers: usize) -> Result<(), AuxError> {
+        if !self.lr.is_finite() || self.lr < 0.0 {
+            return Err(AuxError::InvalidOption {
+                reason: format!("lr must be finite and >= 0, got {}", self.lr),
+            });
+        }
+        self.params.validate(n_layers)
+    }
+}
+
+/// The model after the SGD steps, and the training loss before each step.
+#[derive(Debug)]
+pub struct DynEvalUpdate<B: AutodiffBackend> {
+    /// The updated copy of the model.
+    pub model: AuxModel<B>,
+    /// Training loss before step `i`, for `i in 0..steps`.
+    pub losses: Vec<f64>,
+}
+
+/// Marks the selected parameters as trainable leaves and detaches the others.
+struct MarkTrainable<'a> {
+    selection: &'a ParamSelection,
+    n_layers: usize,
+}
+
+impl<B: AutodiffBackend> ParamMapper<B> for MarkTrainable<'_> {
+    fn map<const D: usize>(
+        &mut self,
+        info: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        let train = self.selection.selects(info, self.n_layers);
+        param.map(|t| t.detach().set_require_grad(train))
+    }
+}
+
+/// One SGD step `theta <- theta - lr * grad` on the selected parameters.
+struct SgdStep<'a, B: AutodiffBackend> {
+    grads: &'a B::Gradients,
+    lr: f64,
+    selection: &'a ParamSelection,
+    n_layers: usize,
+}
+
+impl<B: AutodiffBackend> ParamMapper<B> for SgdStep<'_, B> {
+    fn map<const D: usize>(
+        &mut self,
+        info: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        if !self.selection.selects(info, self.n_layers) {
+            return param;
+        }
+        let (grads, lr) = (self.grads, self.lr);
+        param.map(|t| match t.grad(grads) {
+            Some(grad) => Tensor::from_inner(t.inner() - grad * lr).require_grad(),
+            None => t,
+        })
+    }
+}
+
+/// Runs `config.steps` SGD steps on `input_ids` (all of it is the training part) and returns the
+/// updated copy of `model`.
+///
+/// # Shapes
+///
+/// - input_ids: `[batch_size, seq_length]`
+///
+/// # Errors
+///
+/// Invalid options (negative or non-finite lr, bad layer count, empty group list, bad loss mask) and
+/// invalid input ids.
+pub fn sgd_update<B: AutodiffBackend>(
+    model: &AuxModel<B>,
+    input_ids: Tensor<B, 2, Int>,
+    config: &DynEvalConfig,
+) -> Result<DynEvalUpdate<B>, AuxError> {
+    let n_layers = model.n_layers();
+    config.validate(n_layers)?;
+    let selection = &config.params;
+    let mut current = model.clone().map_named_params(&mut MarkTrainable {
+        selection,
+        n_layers,
+    });
+    let mut losses = Vec::with_capacity(config.steps);
+    for _ in 0..config.steps {
+        let loss = lm_loss(
+            &current,
+            input_ids.clone(),
+            &config.loss_mask,
+            config.reduction,
+        )?;
+        losses.push(scalar_f64(loss.clone()));
+        let grads = loss.backward();
+        current = current.map_named_params(&mut SgdStep {
+            grads: &grads,
+            lr: config.lr,
+            selection,
+            n_layers,
+        });
+    }
+    Ok(DynEvalUpdate {
+        model: current,
+        losses,
+    })
+}
+
+/// Result of dynamic evaluation of one batch of sequences.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DynEvalOutcome {
+    /// Training loss before each SGD step.
+    pub train_losses: Vec<f64>,
+    /// NLL of the evaluation tokens `train_length..seq_length` under the updated model, per sequence.
+    pub eval_nll: Vec<Vec<f64>>,
+}
+
+/// Dynamic evaluation of `input_ids` (TINT_SPEC.md §10): SGD on tokens `0..train_length` (targets
+/// `1..train_length`, or those of `config.loss_mask`, which then has shape
+/// `[batch_size][train_length]`), then the NLL of tokens `train_length..seq_length` given the whole
+/// prefix, with the updated model.
+///
+/// # Shapes
+///
+/// - input_ids: `[batch_size, seq_length]`
+///
+/// # Errors
+///
+/// As [`sgd_update`], and `train_length` outside `2..seq_length`.
+pub fn dynamic_eval<B: AutodiffBackend>(
+    model: &AuxModel<B>,
+    input_ids: Tensor<B, 2, Int>,
+    train_length: usize,
+    config: &DynEvalConfig,
+) -> Result<DynEvalOutcome, AuxError> {
+    let [batch_size, seq_length] = input_ids.dims();
+    if train_length < 2 || train_length >= seq_length {
+        return Err(AuxError::InvalidOption {
+            reason: format!("train_length must be in 2..{seq_length}, got {train_length}"),
+        });
+    }
+    model.validate_input_ids(&input_ids)?;
+    let train_ids = input_ids.clone().slice([0..batch_size, 0..train_length]);
+    let update = sgd_update(model, train_ids, config)?;
+    let eval_model = update.model.valid();
+    let eval_nll = continuation_nll(&eval_model, input_ids.inner(), train_length)?;
+    Ok(DynEvalOutcome {
+        train_losses: update.losses,
+        eval_nll,
+    })
+}
+
+/// The value of a one-element tensor as `f64`, whatever its float dtype.
+pub(crate) fn scalar_f64<B: burn::tensor::backend::Backend>(tensor: Tensor<B, 1>) -> f64 {
+    tensor
+        .into_data()
+        .convert::<f64>()
+        .as_slice::<f64>()
+        .map(|values| values[0])
+        .unwrap_or(f64::NAN)
+}
