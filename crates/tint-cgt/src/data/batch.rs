@@ -1,0 +1,104 @@
+//! Host-side batches and their conversion to tensors.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::embedding::CgtInput;
+use crate::error::{CgtError, Result};
+
+/// Inputs of a host batch, row-major `[batch_size, seq_length(, dim)]`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostInput {
+    /// Token ids.
+    Tokens(Vec<i64>),
+    /// Real vectors of width `dim`.
+    Vectors {
+        /// Values.
+        values: Vec<f32>,
+        /// Vector width.
+        dim: usize,
+    },
+}
+
+/// Targets of a host batch, aligned with the inputs (target `i` is predicted at input position `i`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostTargets {
+    /// Next-token ids.
+    Tokens(Vec<i64>),
+    /// Regression targets of width `dim`.
+    Vectors {
+        /// Values.
+        values: Vec<f32>,
+        /// Target width.
+        dim: usize,
+    },
+}
+
+/// One batch in host memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostBatch {
+    /// Number of sequences.
+    pub batch_size: usize,
+    /// Length of every sequence.
+    pub seq_length: usize,
+    /// Inputs.
+    pub input: HostInput,
+    /// Targets.
+    pub targets: HostTargets,
+    /// Loss weight per position, `[batch_size * seq_length]` (1 where the loss counts).
+    pub loss_mask: Vec<f32>,
+}
+
+impl HostBatch {
+    /// Checks that every buffer has the size the shape implies.
+    pub fn validate(&self) -> Result<()> {
+        let cells = self.batch_size * self.seq_length;
+        let input_ok = match &self.input {
+            HostInput::Tokens(ids) => ids.len() == cells,
+            HostInput::Vectors { values, dim } => values.len() == cells * dim,
+        };
+        let target_ok = match &self.targets {
+            HostTargets::Tokens(ids) => ids.len() == cells,
+            HostTargets::Vectors { values, dim } => values.len() == cells * dim,
+        };
+        if !input_ok || !target_ok || self.loss_mask.len() != cells {
+            return Err(CgtError::Shape(format!(
+                "host batch buffers do not match {} x {}",
+                self.batch_size, self.seq_length
+            )));
+        }
+        Ok(())
+    }
+
+    /// The model input as a tensor.
+    ///
+    /// # Shapes
+    /// - output: tokens `[batch_size, seq_length]` or vectors `[batch_size, seq_length, dim]`
+    pub fn input_tensor<B: Backend>(&self, device: &B::Device) -> CgtInput<B> {
+        let (b, t) = (self.batch_size, self.seq_length);
+        match &self.input {
+            HostInput::Tokens(ids) => CgtInput::Tokens(Tensor::<B, 2, Int>::from_data(
+                TensorData::new(ids.clone(), [b, t]),
+                device,
+            )),
+            HostInput::Vectors { values, dim } => CgtInput::Vectors(Tensor::from_data(
+                TensorData::new(values.clone(), [b, t, *dim]),
+                device,
+            )),
+        }
+    }
+
+    /// The loss mask as a tensor `[batch_size, seq_length]`.
+    pub fn mask_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 2> {
+        Tensor::from_data(
+            TensorData::new(self.loss_mask.clone(), [self.batch_size, self.seq_length]),
+            device,
+        )
+    }
+}
+
+/// A deterministic stream of batches.
+pub trait BatchSource {
+    /// Batch number `step` of the training stream.
+    fn batch(&self, step: u64) -> HostBatch;
+}

@@ -1,0 +1,60 @@
+//! Typed errors of the crate.
+
+use thiserror::Error;
+
+/// Everything that can go wrong when building, training, evaluating or exporting a CGT model.
+#[derive(Debug, Error)]
+pub enum CgtError {
+    /// A model hyper-parameter is inconsistent (for example a width not divisible by its head count).
+    #[error("invalid model config: {0}")]
+    InvalidConfig(String),
+    /// A training or loss hyper-parameter is out of range.
+    #[error("invalid training config: {0}")]
+    InvalidTrainingConfig(String),
+    /// A data-generator parameter is out of range.
+    #[error("invalid data config: {0}")]
+    InvalidDataConfig(String),
+    /// A tensor or sequence did not have the expected shape.
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    /// The operation needs the CGT variant but the model is a plain (baseline) transformer.
+    #[error("the model has no y stream (it is a baseline / folded transformer)")]
+    NoContextStream,
+    /// Reading or writing a file failed.
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        /// The file involved.
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A burn recorder (checkpoint) failed.
+    #[error("checkpoint error: {0}")]
+    Checkpoint(String),
+    /// Safetensors serialisation failed.
+    #[error("safetensors error: {0}")]
+    Safetensors(String),
+    /// PNG encoding failed.
+    #[error("png error: {0}")]
+    Png(String),
+    /// A JSON (de)serialisation failed.
+    #[error("json error: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A numerical routine failed (for example a singular matrix in a least-squares fit).
+    #[error("numerical error: {0}")]
+    Numerical(String),
+}
+
+/// Result alias of the crate.
+pub type Result<T> = std::result::Result<T, CgtError>;
+
+impl CgtError {
+    /// Wraps an [`std::io::Error`] with the path it happened on.
+    pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}

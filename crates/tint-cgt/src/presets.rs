@@ -1,0 +1,301 @@
+//! Named experiment presets: reduced-scale CPU replications and the paper's full-scale setups.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{CgtConfig, InputKind, Mixing};
+use crate::data::{ArithmeticConfig, ArithmeticVocab, LinearRegressionConfig};
+use crate::error::{CgtError, Result};
+use crate::objective::ObjectiveConfig;
+use crate::regularisers::PositionWeighting;
+use crate::train::TrainingConfig;
+
+/// The data a preset trains on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum DataPreset {
+    /// Arithmetic in-context learning.
+    Arithmetic(ArithmeticConfig),
+    /// Linear regression.
+    LinearRegression(LinearRegressionConfig),
+    /// Byte-level text mixture over a corpus given at run time.
+    TextMixture {
+        /// Model sequence length.
+        seq_length: usize,
+        /// Earliest cut.
+        cut_min: usize,
+        /// Latest cut.
+        cut_max: usize,
+        /// Sequences per batch.
+        batch_size: usize,
+    },
+}
+
+/// One row of the Table-1 comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Variant {
+    /// Plain transformer, `x` only.
+    Baseline,
+    /// CGT trained with cross-entropy only (`eta = 1`).
+    Cgt,
+    /// CGT with the auxiliary loss (`eta = 0.5`).
+    CgtAux,
+    /// CGT with the auxiliary loss and the element-wise regularisers.
+    CgtAuxReg,
+}
+
+impl Variant {
+    /// All four, in table order.
+    pub const ALL: [Variant; 4] = [Self::Baseline, Self::Cgt, Self::CgtAux, Self::CgtAuxReg];
+
+    /// Column title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Baseline => "Baseline",
+            Self::Cgt => "CGT (no Aux/Reg)",
+            Self::CgtAux => "CGT (Aux)",
+            Self::CgtAuxReg => "CGT (Aux + Reg)",
+        }
+    }
+
+    /// File-name slug.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Self::Baseline => "baseline",
+            Self::Cgt => "cgt",
+            Self::CgtAux => "cgt-aux",
+            Self::CgtAuxReg => "cgt-aux-reg",
+        }
+    }
+}
+
+/// A complete experiment.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExperimentPreset {
+    /// Preset name.
+    pub name: String,
+    /// The CGT model (the baseline uses [`CgtConfig::baseline`]).
+    pub model: CgtConfig,
+    /// Training data.
+    pub data: DataPreset,
+    /// Optimisation settings of the `CgtAuxReg` variant (the others switch terms off).
+    pub training: TrainingConfig,
+    /// Evaluation batches.
+    pub eval_batches: usize,
+}
+
+impl ExperimentPreset {
+    /// Names accepted by [`ExperimentPreset::by_name`].
+    pub const NAMES: [&'static str; 7] = [
+        "icl-tiny",
+        "icl-small",
+        "icl-paper",
+        "linreg-small",
+        "linreg-paper",
+        "text-small",
+        "text-paper",
+    ];
+
+    /// Looks a preset up by name.
+    pub fn by_name(name: &str) -> Result<Self> {
+        let icl = |n_tasks, digits, batch_size| ArithmeticConfig {
+            n_tasks,
+            n_examples: 4,
+            digits,
+            batch_size,
+            seed: 1,
+        };
+        let training = |steps, learning_rate, warmup_steps| TrainingConfig {
+            steps,
+            learning_rate,
+            min_learning_rate: learning_rate / 10.0,
+            warmup_steps,
+            grad_clip_norm: Some(1.0),
+            objective: ObjectiveConfig {
+                eta: 0.5,
+                aux_horizon: None,
+                w_continuity: 0.08,
+                w_orthogonality: 0.04,
+                zeta: PositionWeighting::Constant,
+                ..ObjectiveConfig::default()
+            },
+            seed: 2,
+            checkpoint_every: 0,
+        };
+        let model = |output,
+                     max_len,
+                     n_layers,
+                     d_x,
+                     n_heads_x,
+                     d_y,
+                     n_heads_y,
+                     readout,
+                     rank,
+                     templates| {
+            CgtConfig::new(output, max_len, n_layers, d_x, n_heads_x)
+                .with_d_y(d_y)
+                .with_n_heads_y(n_heads_y)
+                .with_readout_layer(readout)
+                .with_rank(rank)
+                .with_n_templates(templates)
+                .with_mixing(Mixing::Tanh)
+        };
+        let vocab = ArithmeticVocab::SIZE;
+        let preset = match name {
+            "icl-tiny" => {
+                let data = icl(2, 1, 16);
+                Self {
+                    name: name.into(),
+                    model: model(vocab, data.sequence_length(), 3, 32, 2, 16, 2, 2, 2, 4),
+                    data: DataPreset::Arithmetic(data),
+                    training: training(60, 2e-3, 6),
+                    eval_batches: 2,
+                }
+            }
+            "icl-small" => {
+                let data = icl(2, 2, 32);
+                Self {
+                    name: name.into(),
+                    model: model(vocab, data.sequence_length(), 4, 64, 4, 32, 2, 2, 4, 8),
+                    data: DataPreset::Arithmetic(data),
+                    training: training(600, 2e-3, 40),
+                    eval_batches: 8,
+                }
+            }
+            "icl-paper" => {
+                let data = icl(4, 3, 128);
+                Self {
+                    name: name.into(),
+                    model: model(vocab, data.sequence_length(), 6, 112, 7, 64, 4, 4, 4, 16),
+                    data: DataPreset::Arithmetic(data),
+                    training: training(400_000, 5e-4, 2000),
+                    eval_batches: 50,
+                }
+            }
+            "linreg-small" | "linreg-paper" => {
+                let small = name == "linreg-small";
+                let data = LinearRegressionConfig {
+                    d_in: if small { 8 } else { 16 },
+                    d_out: 1,
+                    n_pairs: if small { 16 } else { 40 },
+                    noise: 0.1,
+                    batch_size: if small { 32 } else { 128 },
+                    seed: 1,
+                };
+                let width = data.d_in + data.d_out;
+                let config = if small {
+                    model(1, data.sequence_length(), 4, 64, 4, 32, 2, 3, 4, 8)
+                } else {
+                    model(1, data.sequence_length(), 8, 128, 8, 64, 4, 7, 4, 8)
+                };
+                Self {
+                    name: name.into(),
+                    model: config.with_input(InputKind::Vectors(width)),
+                    data: DataPreset::LinearRegression(data),
+                    training: if small {
+                        training(600, 1e-3, 40)
+                    } else {
+                        training(200_000, 5e-4, 2000)
+                    },
+                    eval_batches: if small { 8 } else { 50 },
+                }
+            }
+            "text-small" | "text-paper" => {
+                let small = name == "text-small";
+                let (seq_length, cut_min, cut_max) = if small {
+                    (128, 48, 80)
+                } else {
+                    (512, 256, 384)
+                };
+                let config = if small {
+                    model(256, seq_length, 4, 64, 4, 32, 2, 2, 4, 8)
+                } else {
+                    model(256, seq_length, 12, 128, 8, 128, 8, 8, 4, 16)
+                };
+                Self {
+                    name: name.into(),
+                    model: config,
+                    data: DataPreset::TextMixture {
+                        seq_length,
+                        cut_min,
+                        cut_max,
+                        batch_size: if small { 16 } else { 128 },
+                    },
+                    training: if small {
+                        training(600, 1e-3, 40)
+                    } else {
+                        training(200_000, 5e-4, 2000)
+                    },
+                    eval_batches: if small { 8 } else { 50 },
+                }
+            }
+            other => {
+                return Err(CgtError::InvalidConfig(format!(
+                    "unknown preset {other:?}; known: {}",
+                    Self::NAMES.join(", ")
+                )))
+            }
+        };
+        Ok(preset)
+    }
+
+    /// The model config of a variant.
+    pub fn model_for(&self, variant: Variant) -> CgtConfig {
+        match variant {
+            Variant::Baseline => self.model.baseline(),
+            _ => self.model.clone(),
+        }
+    }
+
+    /// The training config of a variant (terms switched off as the variant says).
+    pub fn training_for(&self, variant: Variant) -> TrainingConfig {
+        let mut training = self.training.clone();
+        let objective = &mut training.objective;
+        match variant {
+            Variant::Baseline | Variant::Cgt => {
+                objective.eta = 1.0;
+                objective.w_continuity = 0.0;
+                objective.w_orthogonality = 0.0;
+            }
+            Variant::CgtAux => {
+                objective.w_continuity = 0.0;
+                objective.w_orthogonality = 0.0;
+            }
+            Variant::CgtAuxReg => {}
+        }
+        training
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_is_valid() {
+        for name in ExperimentPreset::NAMES {
+            let preset = ExperimentPreset::by_name(name).unwrap();
+            for variant in Variant::ALL {
+                preset.model_for(variant).validate().unwrap();
+                preset.training_for(variant).validate().unwrap();
+            }
+        }
+        assert!(ExperimentPreset::by_name("nope").is_err());
+    }
+
+    #[test]
+    fn variants_switch_terms() {
+        let preset = ExperimentPreset::by_name("icl-tiny").unwrap();
+        assert_eq!(preset.training_for(Variant::Cgt).objective.eta, 1.0);
+        assert_eq!(
+            preset.training_for(Variant::CgtAux).objective.w_continuity,
+            0.0
+        );
+        assert!(
+            preset
+                .training_for(Variant::CgtAuxReg)
+                .objective
+                .w_orthogonality
+                > 0.0
+        );
+        assert!(!preset.model_for(Variant::Baseline).is_guided());
+    }
+}

@@ -1,0 +1,282 @@
+//! The low-rank operator generator `T^kappa(x; y) = x + dW^kappa(y) [x; 1]` (paper §3.1).
+
+use burn::module::{Module, Param};
+use burn::nn::{Initializer, Linear, LinearConfig};
+use burn::tensor::activation::{softmax, tanh};
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+
+use crate::config::Mixing;
+
+/// One generated operator `T^kappa`, applied before one attention or MLP above the readout layer.
+///
+/// `dW(y) = L(y) R(y)^T` with `L(y) = sum_m sigma_m(y) L^m` (`[d_x, r]`),
+/// `R(y) = sum_m sigma_m(y) R^m` (`[d_x + 1, r]`) and `sigma(y) = h(S [y; 1])` (`[M]`).
+/// Should be created with [`TemplateGenerator::new`].
+#[derive(Module, Debug)]
+pub struct TemplateGenerator<B: Backend> {
+    /// Left templates `L^m`, `[M, d_x, r]`.
+    pub left: Param<Tensor<B, 3>>,
+    /// Right templates `R^m`, `[M, d_x + 1, r]` (the last row acts on the constant 1: a bias).
+    pub right: Param<Tensor<B, 3>>,
+    /// Mixing map `S`: `y -> S [y; 1]`, `[d_y, M]` plus bias.
+    pub selector: Linear<B>,
+    /// Mixing non-linearity `h`.
+    #[module(skip)]
+    pub mixing: Mixing,
+}
+
+impl<B: Backend> TemplateGenerator<B> {
+    /// Creates templates with normal weights: `L^m ~ N(0, init_std)`, `R^m ~ N(0, 1/sqrt(d_x))`, so the
+    /// initial operator is a small perturbation of the identity.
+    pub fn new(
+        d_x: usize,
+        d_y: usize,
+        rank: usize,
+        n_templates: usize,
+        mixing: Mixing,
+        init_std: f64,
+        device: &B::Device,
+    ) -> Self {
+        let normal = |std: f64| Initializer::Normal { mean: 0.0, std };
+        Self {
+            left: normal(init_std).init([n_templates, d_x, rank], device),
+            right: normal(1.0 / (d_x as f64).sqrt()).init([n_templates, d_x + 1, rank], device),
+            selector: LinearConfig::new(d_y, n_templates)
+                .with_initializer(normal(1.0 / (d_y as f64).sqrt()))
+                .init(device),
+            mixing,
+        }
+    }
+
+    /// Mixing coefficients `sigma(y) = h(S [y; 1])`.
+    ///
+    /// # Shapes
+    /// - `context`: `[batch_size, n, d_y]`
+    /// - output: `[batch_size, n, M]`
+    pub fn coefficients(&self, context: Tensor<B, 3>) -> Tensor<B, 3> {
+        let logits = self.selector.forward(context);
+        match self.mixing {
+            Mixing::Tanh => tanh(logits),
+            Mixing::Softmax => softmax(logits, 2),
+        }
+    }
+
+    /// The mixed factors `L(y)` and `R(y)`.
+    ///
+    /// # Shapes
+    /// - `context`: `[batch_size, n, d_y]`
+    /// - output: `([batch_size, n, d_x, r], [batch_size, n, d_x + 1, r])`
+    pub fn factors(&self, context: Tensor<B, 3>) -> (Tensor<B, 4>, Tensor<B, 4>) {
+        let [batch_size, n, _] = context.dims();
+        let [n_templates, d_x, rank] = self.left.dims();
+        let sigma = self
+            .coefficients(context)
+            .reshape([batch_size * n, n_templates]);
+        let left = sigma
+            .clone()
+            .matmul(self.left.val().reshape([n_templates, d_x * rank]))
+            .reshape([batch_size, n, d_x, rank]);
+        let right = sigma
+            .matmul(self.right.val().reshape([n_templates, (d_x + 1) * rank]))
+            .reshape([batch_size, n, d_x + 1, rank]);
+        (left, right)
+    }
+
+    /// Applies `T(x; y) = x + dW(y) [x; 1]` position by position.
+    ///
+    /// # Shapes
+    /// - `input`: `[batch_size, seq_length, d_x]`
+    /// - `context`: `[batch_size, seq_length, d_y]` (dynamic `y`) or `[batch_size, 1, d_y]` (frozen `y`)
+    /// - output: `[batch_size, seq_length, d_x]`
+    pub fn forward(&self, input: Tensor<B, 3>, context: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [batch_size, seq_length, d_x] = input.dims();
+        let context_length = context.dims()[1];
+        let device = input.device();
+        let ones = Tensor::<B, 3>::ones([batch_size, seq_length, 1], &device);
+        // [batch_size, seq_length, d_x + 1]
+        let augmented = Tensor::cat(vec![input.clone(), ones], 2);
+        let (left, right) = self.factors(context);
+        let rank = left.dims()[3];
+        let delta = if context_length == 1 {
+            // One operator per sample: ordinary batched matmuls.
+            let right = right.reshape([batch_size, d_x + 1, rank]);
+            let left = left.reshape([batch_size, d_x, rank]);
+            augmented.matmul(right).matmul(left.swap_dims(1, 2))
+        } else {
+            // One operator per position: [.., 1, d_x + 1] x [.., d_x + 1, r] x [.., r, d_x].
+            augmented
+                .unsqueeze_dim::<4>(2)
+                .matmul(right)
+                .matmul(left.swap_dims(2, 3))
+                .reshape([batch_size, seq_length, d_x])
+        };
+        input + delta
+    }
+
+    /// The fixed affine map for one context vector, in the row convention `T(h) = h A + c`.
+    ///
+    /// Returns `(A, c)` with `A = I + R(y)[..d_x] L(y)^T` and `c = R(y)[d_x] L(y)^T`.
+    ///
+    /// # Shapes
+    /// - `context`: `[d_y]`
+    /// - output: `([d_x, d_x], [d_x])`
+    pub fn affine_map(&self, context: Tensor<B, 1>) -> (Tensor<B, 2>, Tensor<B, 1>) {
+        let d_y = context.dims()[0];
+        let (left, right) = self.factors(context.reshape([1, 1, d_y]));
+        let [_, _, d_x, rank] = left.dims();
+        let left = left.reshape([d_x, rank]);
+        let right = right.reshape([d_x + 1, rank]);
+        // [d_x + 1, d_x]
+        let delta = right.matmul(left.transpose());
+        let device = delta.device();
+        let identity = Tensor::<B, 2>::eye(d_x, &device);
+        let matrix = identity + delta.clone().narrow(0, 0, d_x);
+        let offset = delta.narrow(0, d_x, 1).reshape([d_x]);
+        (matrix, offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::TestBackend;
+    use burn::tensor::Distribution;
+
+    /// f32 products of length <= 9 on O(1) values: rounding is ~1e-6.
+    const TEMPLATE_TOLERANCE: f32 = 1e-4;
+
+    fn generator(mixing: Mixing) -> TemplateGenerator<TestBackend> {
+        TemplateGenerator::new(4, 3, 2, 5, mixing, 0.5, &Default::default())
+    }
+
+    /// Plain-math reference: `x + sum_k L_ik sum_j R_jk [x; 1]_j` with the factors mixed by hand.
+    fn reference(generator: &TemplateGenerator<TestBackend>, x: &[f32], y: &[f32]) -> Vec<f32> {
+        let left = generator.left.val().into_data().to_vec::<f32>().unwrap();
+        let right = generator.right.val().into_data().to_vec::<f32>().unwrap();
+        let weight = generator
+            .selector
+            .weight
+            .val()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        let bias = generator
+            .selector
+            .bias
+            .as_ref()
+            .unwrap()
+            .val()
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        let (d_x, d_y, rank, n_templates) = (4, 3, 2, 5);
+        let mut logits = bias.clone();
+        for m in 0..n_templates {
+            for i in 0..d_y {
+                logits[m] += y[i] * weight[i * n_templates + m];
+            }
+        }
+        let sigma: Vec<f32> = match generator.mixing {
+            Mixing::Tanh => logits.iter().map(|v| v.tanh()).collect(),
+            Mixing::Softmax => {
+                let max = logits.iter().cloned().fold(f32::MIN, f32::max);
+                let exps: Vec<f32> = logits.iter().map(|v| (v - max).exp()).collect();
+                let total: f32 = exps.iter().sum();
+                exps.iter().map(|v| v / total).collect()
+            }
+        };
+        let mut augmented = x.to_vec();
+        augmented.push(1.0);
+        let mut out = x.to_vec();
+        for k in 0..rank {
+            let mut u = 0.0;
+            for j in 0..=d_x {
+                let r: f32 = (0..n_templates)
+                    .map(|m| sigma[m] * right[(m * (d_x + 1) + j) * rank + k])
+                    .sum();
+                u += r * augmented[j];
+            }
+            for i in 0..d_x {
+                let l: f32 = (0..n_templates)
+                    .map(|m| sigma[m] * left[(m * d_x + i) * rank + k])
+                    .sum();
+                out[i] += l * u;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn dynamic_and_frozen_match_plain_math() {
+        let device = Default::default();
+        for mixing in [Mixing::Tanh, Mixing::Softmax] {
+            let generator = generator(mixing);
+            let x = Tensor::<TestBackend, 3>::random(
+                [2, 3, 4],
+                Distribution::Normal(0.0, 1.0),
+                &device,
+            );
+            let y = Tensor::<TestBackend, 3>::random(
+                [2, 3, 3],
+                Distribution::Normal(0.0, 1.0),
+                &device,
+            );
+            let dynamic = generator
+                .forward(x.clone(), y.clone())
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap();
+            let xs = x.clone().into_data().to_vec::<f32>().unwrap();
+            let ys = y.clone().into_data().to_vec::<f32>().unwrap();
+            for b in 0..2 {
+                for s in 0..3 {
+                    let at = (b * 3 + s) * 4;
+                    let expected = reference(
+                        &generator,
+                        &xs[at..at + 4],
+                        &ys[(b * 3 + s) * 3..(b * 3 + s) * 3 + 3],
+                    );
+                    for i in 0..4 {
+                        assert!((dynamic[at + i] - expected[i]).abs() < TEMPLATE_TOLERANCE);
+                    }
+                }
+            }
+            // Frozen: the context of position 1 broadcast over the sequence.
+            let frozen_y = y.narrow(1, 1, 1);
+            let frozen = generator
+                .forward(x, frozen_y)
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap();
+            for b in 0..2 {
+                for s in 0..3 {
+                    let at = (b * 3 + s) * 4;
+                    let expected = reference(
+                        &generator,
+                        &xs[at..at + 4],
+                        &ys[(b * 3 + 1) * 3..(b * 3 + 1) * 3 + 3],
+                    );
+                    for i in 0..4 {
+                        assert!((frozen[at + i] - expected[i]).abs() < TEMPLATE_TOLERANCE);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn affine_map_reproduces_the_operator() {
+        let device = Default::default();
+        let generator = generator(Mixing::Tanh);
+        let x = Tensor::<TestBackend, 2>::random([5, 4], Distribution::Normal(0.0, 1.0), &device);
+        let y = Tensor::<TestBackend, 1>::random([3], Distribution::Normal(0.0, 1.0), &device);
+        let (matrix, offset) = generator.affine_map(y.clone());
+        let folded = x.clone().matmul(matrix) + offset.unsqueeze::<2>();
+        let direct = generator
+            .forward(x.unsqueeze::<3>(), y.reshape([1, 1, 3]))
+            .reshape([5, 4]);
+        let diff = (folded - direct).abs().max().into_scalar();
+        assert!(diff < TEMPLATE_TOLERANCE, "diff {diff}");
+    }
+}

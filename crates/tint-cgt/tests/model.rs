@@ -1,0 +1,383 @@
+//! Behavioural tests of the whole model: shapes, stream separation, gradients, folding, export, training.
+
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::{Distribution, Int, Tensor, TensorData};
+use tint_cgt::data::{ArithmeticConfig, ArithmeticVocab, BatchSource, LinearRegressionConfig};
+use tint_cgt::objective::ObjectiveConfig;
+use tint_cgt::regularisers::PositionWeighting;
+use tint_cgt::train::{train, RunFiles, TrainingConfig};
+use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel, InputKind, Mixing};
+
+type TestBackend = Flex;
+type TestAutodiffBackend = Autodiff<Flex>;
+
+/// Folding reorders f32 sums over d_x = 16 terms in 3 guided sub-layers; observed error ~1e-6, bound 1e-4
+/// as the issue requires.
+const FOLD_TOLERANCE: f32 = 1e-4;
+/// Two evaluations of the identical x path differ only if y leaks into it; they are bit-identical here,
+/// the bound only absorbs nothing.
+const INDEPENDENCE_TOLERANCE: f32 = 0.0;
+
+fn config(mixing: Mixing) -> CgtConfig {
+    CgtConfig::new(ArithmeticVocab::SIZE, 24, 3, 16, 2)
+        .with_d_y(8)
+        .with_n_heads_y(2)
+        .with_readout_layer(1)
+        .with_rank(2)
+        .with_n_templates(3)
+        .with_mixing(mixing)
+        .with_init_std(0.2)
+}
+
+fn tokens(batch: usize, length: usize, seed: i64) -> CgtInput<TestBackend> {
+    let ids: Vec<i64> = (0..batch * length)
+        .map(|i| (i as i64 * 7 + seed * 3) % ArithmeticVocab::SIZE as i64)
+        .collect();
+    CgtInput::Tokens(Tensor::<TestBackend, 2, Int>::from_data(
+        TensorData::new(ids, [batch, length]),
+        &Default::default(),
+    ))
+}
+
+fn max_abs_diff(a: Tensor<TestBackend, 3>, b: Tensor<TestBackend, 3>) -> f32 {
+    (a - b).abs().max().into_scalar()
+}
+
+#[test]
+fn forward_shapes() {
+    let device = Default::default();
+    let model =
+        CgtModel::<TestBackend>::new(&config(Mixing::Tanh).with_vae(true), &device).unwrap();
+    let output = model.forward(&tokens(2, 10, 0)).unwrap();
+    assert_eq!(output.logits.dims(), [2, 10, ArithmeticVocab::SIZE]);
+    let context = output.context.unwrap();
+    assert_eq!(context.mean.dims(), [2, 10, 8]);
+    assert_eq!(context.log_var.unwrap().dims(), [2, 10, 8]);
+    let baseline = CgtModel::<TestBackend>::new(&config(Mixing::Tanh).baseline(), &device).unwrap();
+    let output = baseline.forward(&tokens(2, 10, 0)).unwrap();
+    assert_eq!(output.logits.dims(), [2, 10, ArithmeticVocab::SIZE]);
+    assert!(output.context.is_none());
+    // Vector inputs (linear regression).
+    let vectors = CgtConfig {
+        output_size: 1,
+        ..config(Mixing::Tanh).with_input(InputKind::Vectors(5))
+    };
+    let model = CgtModel::<TestBackend>::new(&vectors, &device).unwrap();
+    let input = CgtInput::Vectors(Tensor::random(
+        [3, 6, 5],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    ));
+    assert_eq!(model.forward(&input).unwrap().logits.dims(), [3, 6, 1]);
+}
+
+#[test]
+fn bad_inputs_are_errors() {
+    let device = Default::default();
+    let model = CgtModel::<TestBackend>::new(&config(Mixing::Tanh), &device).unwrap();
+    assert!(matches!(
+        model.forward(&tokens(1, 25, 0)),
+        Err(CgtError::Shape(_))
+    ));
+    let vectors = CgtInput::Vectors(Tensor::zeros([1, 4, 3], &device));
+    assert!(model.forward(&vectors).is_err());
+    let wrong_y = Tensor::<TestBackend, 3>::zeros([1, 3, 8], &device);
+    assert!(model
+        .forward_x_path(&tokens(1, 5, 0), Some(wrong_y), None)
+        .is_err());
+    let y = Tensor::<TestBackend, 3>::zeros([1, 1, 8], &device);
+    assert!(model
+        .forward_x_path(&tokens(1, 5, 0), Some(y), Some(&[5]))
+        .is_err());
+    let baseline = CgtModel::<TestBackend>::new(&config(Mixing::Tanh).baseline(), &device).unwrap();
+    assert!(matches!(
+        baseline.context(&tokens(1, 5, 0)),
+        Err(CgtError::NoContextStream)
+    ));
+    assert!(baseline.specialise(Tensor::zeros([8], &device)).is_err());
+}
+
+#[test]
+fn x_stream_below_readout_ignores_y() {
+    let device = Default::default();
+    let model = CgtModel::<TestBackend>::new(&config(Mixing::Tanh), &device).unwrap();
+    let input = tokens(2, 9, 1);
+    // The x path gives the same logits whatever y the upper layers are NOT fed differently: perturb the
+    // y stream's own parameters (embedding) and check the x-only pipeline below l is unchanged, by
+    // comparing x-path outputs for a fixed external y.
+    let y = Tensor::<TestBackend, 3>::random([2, 1, 8], Distribution::Normal(0.0, 1.0), &device);
+    let before = model.forward_x_path(&input, Some(y.clone()), None).unwrap();
+    let mut perturbed = model.clone();
+    let embedding = perturbed.y_embedding.take().unwrap();
+    let positions = embedding.positions.val().mul_scalar(5.0).add_scalar(1.0);
+    perturbed.y_embedding = Some(tint_cgt::embedding::InputEmbedding {
+        positions: burn::module::Param::from_tensor(positions),
+        ..embedding
+    });
+    for block in &mut perturbed.lower {
+        let weight = block.y_attn.qkv.weight.val().mul_scalar(-2.0);
+        block.y_attn.qkv.weight = burn::module::Param::from_tensor(weight);
+    }
+    // y itself changes...
+    let y_before = model.context(&input).unwrap().mean;
+    let y_after = perturbed.context(&input).unwrap().mean;
+    assert!(max_abs_diff(y_before, y_after) > 1e-3);
+    // ...but the x path (everything below l and the upper layers for a given y) does not.
+    let after = perturbed.forward_x_path(&input, Some(y), None).unwrap();
+    assert!(max_abs_diff(before, after) <= INDEPENDENCE_TOLERANCE);
+}
+
+#[test]
+fn dynamic_forward_uses_y() {
+    // The dynamic forward equals the x path fed with the model's own y, and differs for another y.
+    let device = Default::default();
+    let model = CgtModel::<TestBackend>::new(&config(Mixing::Softmax), &device).unwrap();
+    let input = tokens(2, 7, 2);
+    let output = model.forward(&input).unwrap();
+    let y = output.context.unwrap().mean;
+    let replay = model.forward_x_path(&input, Some(y.clone()), None).unwrap();
+    assert!(max_abs_diff(output.logits.clone(), replay) < FOLD_TOLERANCE);
+    let other = model
+        .forward_x_path(&input, Some(y.mul_scalar(-1.0)), None)
+        .unwrap();
+    assert!(max_abs_diff(output.logits, other) > 1e-4);
+}
+
+#[test]
+fn gradients_reach_templates_and_y_stream() {
+    let device = Default::default();
+    let model = CgtModel::<TestAutodiffBackend>::new(&config(Mixing::Tanh), &device).unwrap();
+    let data = ArithmeticConfig {
+        n_tasks: 1,
+        n_examples: 2,
+        digits: 1,
+        batch_size: 2,
+        seed: 0,
+    };
+    let batch = data.batch(0);
+    let objective = ObjectiveConfig {
+        eta: 0.5,
+        w_continuity: 0.1,
+        w_orthogonality: 0.1,
+        ..ObjectiveConfig::default()
+    };
+    let mut rng = tint_cgt::data::step_rng(0, 0);
+    let (loss, terms) =
+        tint_cgt::objective::joint_loss(&model, &batch, &objective, &mut rng, &device).unwrap();
+    assert!(terms.aux.is_some() && terms.continuity.is_some() && terms.orthogonality.is_some());
+    let grads = loss.backward();
+    let template = model.upper[0].template_attn.as_ref().unwrap();
+    for grad in [
+        template.left.val().grad(&grads).unwrap(),
+        template.right.val().grad(&grads).unwrap(),
+    ] {
+        assert!(grad.abs().sum().into_scalar() > 0.0);
+    }
+    let selector = template.selector.weight.val().grad(&grads).unwrap();
+    assert!(selector.abs().sum().into_scalar() > 0.0);
+    let y_attn = model.lower[0].y_attn.qkv.weight.val().grad(&grads).unwrap();
+    assert!(y_attn.abs().sum().into_scalar() > 0.0);
+}
+
+#[test]
+fn folded_model_matches_frozen_y() {
+    let device = Default::default();
+    for mixing in [Mixing::Tanh, Mixing::Softmax] {
+        let model = CgtModel::<TestBackend>::new(&config(mixing), &device).unwrap();
+        let input = tokens(1, 12, 3);
+        let y = model.context(&input).unwrap().mean.narrow(1, 5, 1);
+        let frozen = model.forward_x_path(&input, Some(y.clone()), None).unwrap();
+        let folded = model.specialise(y.clone().reshape([8])).unwrap();
+        assert!(!folded.is_guided());
+        let plain = folded.forward(&input).unwrap().logits;
+        let diff = max_abs_diff(frozen.clone(), plain);
+        assert!(diff <= FOLD_TOLERANCE, "fold diff {diff}");
+        // The same holds with the prompt hidden (specialised evaluation).
+        let hidden = model.forward_x_path(&input, Some(y), Some(&[6])).unwrap();
+        let folded_hidden = folded.forward_x_path(&input, None, Some(&[6])).unwrap();
+        assert!(max_abs_diff(hidden, folded_hidden) <= FOLD_TOLERANCE);
+    }
+}
+
+#[test]
+fn moving_average_with_zero_rate_is_frozen() {
+    let device = Default::default();
+    let model = CgtModel::<TestBackend>::new(&config(Mixing::Tanh), &device).unwrap();
+    let input = tokens(2, 8, 4);
+    let initial = Tensor::<TestBackend, 2>::random([2, 8], Distribution::Normal(0.0, 1.0), &device);
+    let informed = model
+        .forward_moving_average(&input, initial.clone(), 0.0)
+        .unwrap();
+    let frozen = model
+        .forward_x_path(&input, Some(initial.clone().unsqueeze_dim(1)), None)
+        .unwrap();
+    assert!(max_abs_diff(informed, frozen) <= FOLD_TOLERANCE);
+    // Rate 1 from position 1 on follows the computed y exactly.
+    let computed = model.context(&input).unwrap().mean;
+    let follow = model
+        .forward_moving_average(
+            &input,
+            computed.clone().narrow(1, 0, 1).reshape([2, 8]),
+            1.0,
+        )
+        .unwrap();
+    let dynamic = model.forward(&input).unwrap().logits;
+    assert!(max_abs_diff(follow, dynamic) <= FOLD_TOLERANCE);
+    assert!(model.forward_moving_average(&input, initial, 1.5).is_err());
+}
+
+#[test]
+fn folded_model_exports_to_safetensors() {
+    let device = Default::default();
+    let model = CgtModel::<TestBackend>::new(&config(Mixing::Tanh), &device).unwrap();
+    assert!(model.named_tensors().is_err());
+    let folded = model.specialise(Tensor::ones([8], &device)).unwrap();
+    let dir = std::env::temp_dir().join(format!("tint-cgt-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("folded.safetensors");
+    folded.export_safetensors(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let loaded = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let qkv = loaded.tensor("h.2.attn.c_attn.weight").unwrap();
+    assert_eq!(qkv.shape(), &[16, 48]);
+    let expected = folded.upper[2]
+        .attn
+        .qkv
+        .weight
+        .val()
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap();
+    let stored: Vec<f32> = qkv
+        .data()
+        .chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(stored, expected);
+    assert_eq!(loaded.names().len(), 2 + 3 * 12 + 4);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn smoke_training(objective: ObjectiveConfig, steps: usize) -> TrainingConfig {
+    TrainingConfig {
+        steps,
+        learning_rate: 3e-3,
+        min_learning_rate: 3e-4,
+        warmup_steps: 5,
+        grad_clip_norm: Some(1.0),
+        objective,
+        seed: 0,
+        checkpoint_every: 0,
+    }
+}
+
+#[test]
+fn hundred_training_steps_reduce_the_loss() {
+    let device = Default::default();
+    let data = ArithmeticConfig {
+        n_tasks: 1,
+        n_examples: 3,
+        digits: 1,
+        batch_size: 4,
+        seed: 5,
+    };
+    let config = CgtConfig::new(ArithmeticVocab::SIZE, data.sequence_length(), 2, 16, 2)
+        .with_d_y(8)
+        .with_n_heads_y(1)
+        .with_readout_layer(1)
+        .with_rank(2)
+        .with_n_templates(2);
+    let model = CgtModel::<TestAutodiffBackend>::new(&config, &device).unwrap();
+    let objective = ObjectiveConfig {
+        eta: 0.5,
+        w_continuity: 0.08,
+        w_orthogonality: 0.04,
+        zeta: PositionWeighting::Linear,
+        ..ObjectiveConfig::default()
+    };
+    let mut losses = Vec::new();
+    train(
+        model,
+        &data,
+        &smoke_training(objective, 100),
+        &RunFiles::default(),
+        &device,
+        &mut |r| losses.push(r.terms.task),
+    )
+    .unwrap();
+    assert_eq!(losses.len(), 100);
+    let first: f64 = losses[..10].iter().sum::<f64>() / 10.0;
+    let last: f64 = losses[90..].iter().sum::<f64>() / 10.0;
+    assert!(last < 0.8 * first, "loss {first} -> {last}");
+}
+
+#[test]
+fn training_resumes_from_a_checkpoint() {
+    let device = Default::default();
+    let data = LinearRegressionConfig {
+        d_in: 3,
+        d_out: 1,
+        n_pairs: 4,
+        noise: 0.1,
+        batch_size: 2,
+        seed: 1,
+    };
+    let config = CgtConfig::new(1, 8, 2, 8, 1)
+        .with_input(InputKind::Vectors(4))
+        .with_d_y(4)
+        .with_readout_layer(1)
+        .with_rank(1)
+        .with_n_templates(2)
+        .with_vae(true);
+    let objective = ObjectiveConfig {
+        eta: 0.5,
+        vae_beta: 0.01,
+        vae_length_scale: 2.0,
+        ..ObjectiveConfig::default()
+    };
+    let dir = std::env::temp_dir().join(format!("tint-cgt-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let files = RunFiles {
+        checkpoint_dir: Some(dir.join("ckpt")),
+        log_path: Some(dir.join("log.jsonl")),
+    };
+    let fresh = || CgtModel::<TestAutodiffBackend>::new(&config, &device).unwrap();
+    let start = fresh();
+    let mut six = smoke_training(objective, 6);
+    // Uninterrupted: 6 steps.
+    let full = train(
+        start.clone(),
+        &data,
+        &six,
+        &RunFiles::default(),
+        &device,
+        &mut |_| {},
+    )
+    .unwrap();
+    // Interrupted after the checkpoint at 3 steps, then resumed to 6.
+    six.checkpoint_every = 3;
+    let mut seen = 0;
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        train(start.clone(), &data, &six, &files, &device, &mut |r| {
+            seen += 1;
+            if r.step == 3 {
+                panic!("simulated interruption after the checkpoint at 3 steps");
+            }
+        })
+    }));
+    assert!(stopped.is_err());
+    assert_eq!(seen, 4);
+    let resumed = train(start, &data, &six, &files, &device, &mut |_| {}).unwrap();
+    let input = CgtInput::Vectors(Tensor::random(
+        [1, 8, 4],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    ));
+    let a = full.forward(&input).unwrap().logits;
+    let b = resumed.forward(&input).unwrap().logits;
+    let diff = (a - b).abs().max().into_scalar();
+    assert!(diff < 1e-5, "resume diff {diff}");
+    let log = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
+    assert!(log.lines().count() >= 6);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
