@@ -335,3 +335,67 @@ fn bad_hf_directories_are_typed_errors() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Counts the parameters a mapper visits, by group.
+struct CountParams(std::collections::BTreeMap<String, usize>);
+
+impl tint_aux::params::ParamMapper<TestBackend> for CountParams {
+    fn map<const D: usize>(
+        &mut self,
+        info: &tint_aux::params::ParamInfo,
+        param: burn::module::Param<Tensor<TestBackend, D>>,
+    ) -> burn::module::Param<Tensor<TestBackend, D>> {
+        *self.0.entry(info.group.name().to_string()).or_default() += 1;
+        param
+    }
+}
+
+#[test]
+fn aux_model_dispatch_loads_llama_dirs_and_gguf_files() {
+    let device = Default::default();
+    let model = tint_aux::load_model::<TestBackend>(&fixture("tiny"), &device).unwrap();
+    assert_eq!(
+        (model.model_type(), model.n_layers(), model.hidden_size()),
+        ("llama", 2, 64)
+    );
+    let tiny = golden("tiny");
+    let trace = model.forward_traced(tiny.input_ids.clone()).unwrap();
+    trace
+        .logits
+        .to_data()
+        .assert_approx_eq::<f32>(&tiny.logits, Tolerance::absolute(TINY_LOGITS_TOL));
+    assert_eq!(trace.layers[1].mlp_activation.dims(), [2, 7, 96]);
+    assert!(matches!(
+        model.forward(Tensor::from_data([[0i64, 97]], &device)),
+        Err(AuxError::TokenIdOutOfRange { token_id: 97, .. })
+    ));
+
+    let mut counter = CountParams(Default::default());
+    let _ = model.map_named_params(&mut counter);
+    // 2 layers: 2 norms each + the final norm; one q/k/v/o each; 3 MLP matrices each; embedding + lm_head.
+    let expected: std::collections::BTreeMap<String, usize> = [
+        ("attn_k", 2),
+        ("attn_o", 2),
+        ("attn_q", 2),
+        ("attn_v", 2),
+        ("embed", 2),
+        ("ln", 5),
+        ("mlp", 6),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    assert_eq!(counter.0, expected);
+
+    let path = write_temp("dispatch.gguf", &tiny_gguf("tiny_tied", "gpt2"));
+    let model = tint_aux::load_model::<TestBackend>(&path, &device).unwrap();
+    let tokenizer = tint_aux::gguf_tokenizer(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(tokenizer.vocab_size(), 97);
+    let tied = golden("tiny_tied");
+    model
+        .forward(tied.input_ids)
+        .unwrap()
+        .to_data()
+        .assert_approx_eq::<f32>(&tied.logits, Tolerance::absolute(TINY_LOGITS_TOL));
+}

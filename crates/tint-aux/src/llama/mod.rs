@@ -6,6 +6,7 @@
 //! also gives the tokenizer), or build random weights with [`LlamaConfig::init`].
 
 mod attention;
+mod aux_impl;
 mod block;
 mod config;
 mod loader;
@@ -15,6 +16,7 @@ mod rms_norm;
 mod rotary;
 
 pub use attention::{AttentionTrace, GroupedQueryAttention};
+pub use aux_impl::{gguf_tokenizer, load_gguf_model, try_load_llama};
 pub use block::{LlamaBlock, LlamaLayerTrace};
 pub use config::{HfLlamaConfig, HfRopeParameters, LlamaConfig};
 pub use loader::{

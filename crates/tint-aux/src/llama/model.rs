@@ -112,6 +112,15 @@ impl<B: Backend> LlamaModel<B> {
     /// Those of [`LlamaModel::validate_input`].
     pub fn forward_trace(&self, input_ids: Tensor<B, 2, Int>) -> Result<LlamaTrace<B>, AuxError> {
         self.validate_input(&input_ids)?;
+        Ok(self.forward_trace_unchecked(input_ids))
+    }
+
+    /// [`LlamaModel::forward_trace`] without input validation (ids must be inside the vocabulary).
+    ///
+    /// # Shapes
+    /// - input_ids: `[batch_size, seq_length]`
+    /// - output fields: see [`LlamaTrace`]
+    pub fn forward_trace_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> LlamaTrace<B> {
         let seq_length = input_ids.dims()[1];
         let device = input_ids.device();
         let (cos, sin) = self.rope(seq_length, &device);
@@ -123,12 +132,12 @@ impl<B: Backend> LlamaModel<B> {
             layers.push(trace);
         }
         let final_normed = self.final_norm.forward(h.clone());
-        Ok(LlamaTrace {
+        LlamaTrace {
             logits: self.head(final_normed.clone()),
             layers,
             final_hidden: h,
             final_normed,
-        })
+        }
     }
 
     /// Next-token logits.
