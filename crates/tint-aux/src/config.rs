@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::AuxError;
 
 /// The `model_type` values [`AuxConfig::from_json_str`] understands.
-pub const SUPPORTED_MODEL_TYPES: &str = "gpt2, opt";
+pub const SUPPORTED_MODEL_TYPES: &str = "gpt2, opt, llama";
 
 /// HF `GPT2Config` (the fields the forward pass uses).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

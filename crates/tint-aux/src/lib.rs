@@ -37,6 +37,7 @@ pub use checkpoint::linear;
 pub use config::AuxConfig;
 pub use dyn_eval::{dynamic_eval, sgd_update, DynEvalConfig, DynEvalOutcome, ParamSelection};
 pub use error::AuxError;
+pub use llama::{gguf_tokenizer, load_gguf_model};
 pub use loader::load_model;
 pub use loss::{continuation_nll, lm_loss, next_token_nll, LossMask, LossReduction};
 pub use model::{AuxModel, CausalLm};

@@ -30,6 +30,10 @@ pub fn model_files(dir: &Path) -> (PathBuf, PathBuf) {
 /// [`AuxError::InvalidConfig`], [`AuxError::MissingTensor`], [`AuxError::TensorShape`],
 /// [`AuxError::TensorDtype`] (each naming the file and tensor).
 pub fn load_model<B: Backend>(dir: &Path, device: &B::Device) -> Result<AuxModel<B>, AuxError> {
+    // LLaMA: a `.gguf` file or a directory with `model_type: "llama"`.
+    if let Some(model) = crate::llama::try_load_llama(dir, device)? {
+        return Ok(model);
+    }
     let (config_path, weights_path) = model_files(dir);
     let config = AuxConfig::from_file(&config_path)?;
     let bytes = read_checkpoint_bytes(&weights_path)?;

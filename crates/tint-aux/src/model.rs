@@ -40,6 +40,8 @@ pub enum AuxModel<B: Backend> {
     Gpt2(Gpt2<B>),
     /// OPT.
     Opt(Opt<B>),
+    /// LLaMA (SmolLM2), see [`crate::llama`].
+    Llama(crate::llama::LlamaModel<B>),
 }
 
 impl<B: Backend> AuxModel<B> {
@@ -48,6 +50,7 @@ impl<B: Backend> AuxModel<B> {
         match self {
             AuxModel::Gpt2(m) => m,
             AuxModel::Opt(m) => m,
+            AuxModel::Llama(m) => m,
         }
     }
 
@@ -56,6 +59,7 @@ impl<B: Backend> AuxModel<B> {
         match self {
             AuxModel::Gpt2(m) => AuxModel::Gpt2(m.map_named_params(mapper)),
             AuxModel::Opt(m) => AuxModel::Opt(m.map_named_params(mapper)),
+            AuxModel::Llama(m) => AuxModel::Llama(m.map_named_params(mapper)),
         }
     }
 
@@ -64,6 +68,7 @@ impl<B: Backend> AuxModel<B> {
         match self {
             AuxModel::Gpt2(_) => "gpt2",
             AuxModel::Opt(_) => "opt",
+            AuxModel::Llama(_) => "llama",
         }
     }
 

@@ -104,6 +104,11 @@ impl AuxTokenizer {
             })
     }
 
+    /// Wraps an already built `tokenizers` tokenizer (e.g. one read from GGUF metadata).
+    pub fn from_tokenizer(inner: Tokenizer) -> Self {
+        Self { inner }
+    }
+
     /// The wrapped `tokenizers` tokenizer.
     pub fn inner(&self) -> &Tokenizer {
         &self.inner

@@ -65,6 +65,9 @@ impl<B: Backend> AuxParams<B> {
     pub fn from_aux(model: &AuxModel<B>) -> Result<Self, SimError> {
         let unsupported = |msg: &str| Err(SimError::UnsupportedModel(msg.to_string()));
         let params = match model {
+            AuxModel::Llama(_) => {
+                return unsupported("LLaMA (RMSNorm, SwiGLU, RoPE) is not in the TinT construction yet")
+            }
             AuxModel::Gpt2(m) => {
                 let activation = match m.config.activation_function.as_str() {
                     "gelu_new" | "gelu_pytorch_tanh" => Activation::GeluNew,
