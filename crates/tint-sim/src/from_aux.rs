@@ -66,7 +66,9 @@ impl<B: Backend> AuxParams<B> {
         let unsupported = |msg: &str| Err(SimError::UnsupportedModel(msg.to_string()));
         let params = match model {
             AuxModel::Llama(_) => {
-                return unsupported("LLaMA (RMSNorm, SwiGLU, RoPE) is not in the TinT construction yet")
+                return unsupported(
+                    "LLaMA (RMSNorm, SwiGLU, RoPE) is not in the TinT construction yet",
+                )
             }
             AuxModel::Gpt2(m) => {
                 let activation = match m.config.activation_function.as_str() {

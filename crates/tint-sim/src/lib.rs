@@ -22,6 +22,7 @@ pub mod loss;
 pub mod math;
 pub mod params;
 pub mod reference;
+pub mod simulator;
 
 pub use config::{DerivativeMode, LossGradientKind, TintConfig};
 pub use error::SimError;
@@ -29,3 +30,4 @@ pub use input::SimInput;
 pub use loss::EvalLoss;
 pub use params::{Activation, AuxDims, AuxParams, LayerNormParams, LayerParams};
 pub use reference::{FunctionalReference, SimOutput};
+pub use simulator::TintSimulator;

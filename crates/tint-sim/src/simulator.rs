@@ -1,0 +1,607 @@
+//! [`TintSimulator`]: the TinT network of TINT_SPEC §4–§8 assembled from tint-ops modules.
+//!
+//! One call runs, on `[prefix rows + token rows]` states of width `Ds`: the simulated forward pass of
+//! every auxiliary layer (§5), the loss-gradient module (§7), the backward + descent of the top
+//! `n_simulation_layers` layers (§8), and the final forward pass with the updated prefix blocks;
+//! repeated `n_forward_backward` times.
+//!
+//! The constructed weights of a module depend only on the TinT sizes and options, never on the
+//! layer, so one instance of each module kind is kept and applied to every layer; the parameter
+//! count ([`TintSimulator::num_params`]) still counts one copy per layer and step, the way the
+//! official code allocates them (§11).
+
+use burn::module::Module;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+use tint_ops::{
+    layout, prefix, ActivationBackward, ActivationForward, ActivationKind, Derivative, GateMode,
+    LayerNormDescentBackward, LayerNormForward, LinearDescentBackward, LinearForward, QkvPrefixes,
+    SelfAttentionBackwardDescent, SelfAttentionForward, SimContext, TintDims, TintOptions,
+};
+
+use crate::config::{DerivativeMode, TintConfig};
+use crate::error::SimError;
+use crate::input::SimInput;
+use crate::loss::{eval_loss, loss_gradient};
+use crate::params::{Activation, AuxDims, AuxParams};
+use crate::reference::{embed, eval_targets, SimOutput};
+
+/// Prefix blocks per auxiliary layer with `n_chunks` MLP chunks: ln_1, Q, K, V, attention c_proj,
+/// ln_2, then (c_fc chunk, activation, c_proj chunk) per chunk (TINT_SPEC §5.1).
+pub fn blocks_per_layer(n_chunks: usize) -> usize {
+    6 + 3 * n_chunks
+}
+
+/// The forward-pass modules of one layer (TINT_SPEC §5.2); shared by the MLP chunks.
+#[derive(Module, Debug)]
+pub struct ForwardBlock<B: Backend> {
+    /// LayerNorm forward (used for ln_1 and ln_2).
+    pub ln_1: LayerNormForward<B>,
+    /// Softmax self-attention forward.
+    pub attention: SelfAttentionForward<B>,
+    /// Attention output projection.
+    pub attention_proj: LinearForward<B>,
+    /// Second LayerNorm forward.
+    pub ln_2: LayerNormForward<B>,
+    /// MLP input chunk.
+    pub fc: LinearForward<B>,
+    /// MLP activation.
+    pub activation: ActivationForward<B>,
+    /// MLP output chunk.
+    pub proj: LinearForward<B>,
+}
+
+/// The backward + descent modules of one layer (TINT_SPEC §8).
+#[derive(Module, Debug)]
+pub struct BackwardBlock<B: Backend> {
+    /// MLP output chunk backward + descent.
+    pub proj: LinearDescentBackward<B>,
+    /// Activation backward.
+    pub activation: ActivationBackward<B>,
+    /// MLP input chunk backward + descent.
+    pub fc: LinearDescentBackward<B>,
+    /// ln_2 backward + bias descent.
+    pub ln_2: LayerNormDescentBackward<B>,
+    /// Attention output projection backward + descent.
+    pub attention_proj: LinearDescentBackward<B>,
+    /// Value-only attention backward + `W_V` descent.
+    pub attention: SelfAttentionBackwardDescent<B>,
+    /// ln_1 backward + bias descent.
+    pub ln_1: LayerNormDescentBackward<B>,
+}
+
+/// The final LayerNorm forward and its backward + descent (TINT_SPEC §7).
+#[derive(Module, Debug)]
+pub struct GradientModule<B: Backend> {
+    /// `ln_f` forward.
+    pub forward: LayerNormForward<B>,
+    /// `ln_f` backward + bias descent.
+    pub backward: LayerNormDescentBackward<B>,
+}
+
+impl<B: Backend> ForwardBlock<B> {
+    fn new(dims: &TintDims, options: &TintOptions, device: &B::Device) -> Result<Self, SimError> {
+        let lin = Some(dims.linear_memory_index());
+        Ok(Self {
+            ln_1: LayerNormForward::new(dims, options, device)?,
+            attention: SelfAttentionForward::new(dims, options, device)?,
+            attention_proj: LinearForward::new(dims, lin, options, device)?,
+            ln_2: LayerNormForward::new(dims, options, device)?,
+            fc: LinearForward::new(dims, lin, options, device)?,
+            activation: ActivationForward::new(dims, options, device)?,
+            proj: LinearForward::new(dims, lin, options, device)?,
+        })
+    }
+}
+
+impl<B: Backend> BackwardBlock<B> {
+    fn new(dims: &TintDims, options: &TintOptions, device: &B::Device) -> Result<Self, SimError> {
+        let lin = dims.linear_memory_index();
+        Ok(Self {
+            proj: LinearDescentBackward::new(dims, lin, false, options, device)?,
+            activation: ActivationBackward::new(dims, options, device)?,
+            fc: LinearDescentBackward::new(dims, lin, false, options, device)?,
+            ln_2: LayerNormDescentBackward::new(dims, options, device)?,
+            attention_proj: LinearDescentBackward::new(dims, lin, false, options, device)?,
+            attention: SelfAttentionBackwardDescent::new(dims, true, options, device)?,
+            ln_1: LayerNormDescentBackward::new(dims, options, device)?,
+        })
+    }
+}
+
+/// The TinT simulator of an auxiliary model.
+#[derive(Debug)]
+pub struct TintSimulator<B: Backend> {
+    config: TintConfig,
+    dims: TintDims,
+    aux_dims: AuxDims,
+    activation: Activation,
+    /// Token embeddings `[vocab_size, D]` (frozen, tied LM head).
+    token_embedding: Tensor<B, 2>,
+    /// Position embeddings `[n_positions, D]` (frozen).
+    position_embedding: Tensor<B, 2>,
+    position_offset: usize,
+    /// Initial prefix blocks, `[layer][block]`, each `[1, P, Ds]`.
+    prefixes: Vec<Vec<Tensor<B, 3>>>,
+    /// `ln_f` prefix block `[1, P, Ds]`.
+    ln_f_prefix: Tensor<B, 3>,
+    forward_block: ForwardBlock<B>,
+    backward_block: BackwardBlock<B>,
+    gradient: GradientModule<B>,
+}
+
+/// Stored token-row activations of one layer (16 for 4 MLP chunks), in schedule order.
+type LayerActs<B> = Vec<Tensor<B, 3>>;
+
+fn transpose_weight<B: Backend>(w: Tensor<B, 3>) -> Tensor<B, 3> {
+    w.swap_dims(1, 2)
+}
+
+fn squeeze_bias<B: Backend>(b: Tensor<B, 3>) -> Tensor<B, 2> {
+    let [copies, _, d] = b.dims();
+    b.reshape([copies, d])
+}
+
+impl<B: Backend> TintSimulator<B> {
+    /// Constructs the simulator: validates `config` against the model (TINT_SPEC §1.2), writes every
+    /// layer's weights into prefix blocks (§2.5, §5.1) and builds the modules.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidConfig`] / [`SimError::Ops`] for violated constraints,
+    /// [`SimError::UnsupportedModel`] for weights TinT cannot hold.
+    pub fn new(aux: &AuxParams<B>, config: TintConfig) -> Result<Self, SimError> {
+        aux.check_shapes()?;
+        config.validate(aux)?;
+        if aux.layers.iter().any(|l| l.w_q.dims()[0] != 1) {
+            return Err(SimError::UnsupportedModel(
+                "the auxiliary weights carry per-sequence copies".into(),
+            ));
+        }
+        let aux_dims = aux.dims();
+        let dims = TintDims::new(
+            aux_dims.d_model,
+            aux_dims.n_heads,
+            config.hidden_size,
+            config.num_prefixes,
+            config.num_heads,
+            aux.max_seq_length(),
+            aux.max_seq_length(),
+        )?;
+        let options = tint_options(&config, aux.activation, aux.dtype());
+        let device = aux.device();
+        let d = aux_dims.d_model;
+        let n_chunks = aux_dims.d_inner / d;
+        let ln_block = |ln: &crate::params::LayerNormParams<B>| {
+            prefix::write_layer_norm(
+                squeeze_bias(ln.gamma.clone()),
+                squeeze_bias(ln.beta.clone()),
+                &dims,
+            )
+        };
+        let linear_block = |w: Tensor<B, 3>, b: Tensor<B, 3>| {
+            prefix::write_linear(transpose_weight(w), squeeze_bias(b), &dims)
+        };
+        let mut prefixes = Vec::with_capacity(aux.layers.len());
+        for layer in &aux.layers {
+            let mut blocks = vec![
+                ln_block(&layer.ln_1)?,
+                linear_block(layer.w_q.clone(), layer.b_q.clone())?,
+                linear_block(layer.w_k.clone(), layer.b_k.clone())?,
+                linear_block(layer.w_v.clone(), layer.b_v.clone())?,
+                linear_block(layer.w_o.clone(), layer.b_o.clone())?,
+                ln_block(&layer.ln_2)?,
+            ];
+            for k in 0..n_chunks {
+                let chunk = k * d..(k + 1) * d;
+                blocks.push(linear_block(
+                    layer.w_fc.clone().slice([0..1, 0..d, chunk.clone()]),
+                    layer.b_fc.clone().slice([0..1, 0..1, chunk.clone()]),
+                )?);
+                blocks.push(Tensor::zeros(
+                    [1, config.num_prefixes, config.hidden_size],
+                    (&device, aux.dtype()),
+                ));
+                // Each chunk holds b_proj / n_chunks; the chunk outputs are summed (TINT_SPEC §5.1).
+                blocks.push(linear_block(
+                    layer.w_proj.clone().slice([0..1, chunk, 0..d]),
+                    layer.b_proj.clone().div_scalar(n_chunks as f64),
+                )?);
+            }
+            prefixes.push(blocks);
+        }
+        Ok(Self {
+            ln_f_prefix: ln_block(&aux.ln_f)?,
+            forward_block: ForwardBlock::new(&dims, &options, &device)?,
+            backward_block: BackwardBlock::new(&dims, &options, &device)?,
+            gradient: GradientModule {
+                forward: LayerNormForward::new(&dims, &options, &device)?,
+                backward: LayerNormDescentBackward::new(&dims, &options, &device)?,
+            },
+            config,
+            dims,
+            aux_dims,
+            activation: aux.activation,
+            token_embedding: aux.token_embedding.clone(),
+            position_embedding: aux.position_embedding.clone(),
+            position_offset: aux.position_offset,
+            prefixes,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TintConfig {
+        &self.config
+    }
+
+    /// The validated TinT sizes (with `T = Tmax`).
+    pub fn dims(&self) -> &TintDims {
+        &self.dims
+    }
+
+    /// Sizes of the simulated auxiliary model.
+    pub fn aux_dims(&self) -> AuxDims {
+        self.aux_dims
+    }
+
+    fn n_chunks(&self) -> usize {
+        self.aux_dims.d_inner / self.aux_dims.d_model
+    }
+
+    /// Number of parameters counted the way the official `TinT_Creator` counts them (TINT_SPEC §11):
+    /// embeddings, every prefix block, and every module weight, one module copy per layer (and per
+    /// step unless blocks are reused).
+    pub fn num_params(&self) -> usize {
+        let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
+        let n_layers = self.aux_dims.n_layers;
+        let n_sim = self.config.simulated_layers(n_layers);
+        let n_fb = self.config.n_forward_backward;
+        let forward_modules = self.forward_block.num_params();
+        let forward = forward_modules + blocks_per_layer(self.n_chunks()) * p * ds;
+        let backward_copies = if self.config.reuse_backward_blocks {
+            1
+        } else {
+            n_fb
+        };
+        let extra_forward = if self.config.reuse_forward_blocks {
+            0
+        } else {
+            n_sim * n_fb * forward_modules
+        };
+        self.token_embedding.dims().iter().product::<usize>()
+            + self.position_embedding.dims().iter().product::<usize>()
+            + n_layers * forward
+            + n_sim * backward_copies * self.backward_block.num_params()
+            + self.gradient.num_params()
+            + p * ds
+            + extra_forward
+    }
+
+    /// Runs the simulator.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidInput`] for inputs that do not match each other or the model.
+    pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        input.validate(&self.aux_dims, self.dims.max_seq_length())?;
+        let [batch_size, seq_length] = input.dims();
+        let dtype = self.token_embedding.dtype();
+        let device = self.token_embedding.device();
+        let dims = self.dims.with_seq_length(seq_length)?;
+        let masks = input.masks(dtype, self.config.official_compat);
+        let mut ctx =
+            SimContext::new(&dims, input.train_mask.clone().float().cast(dtype), &device)?;
+        if let Some(icl) = &input.icl_mask {
+            ctx = ctx.with_icl_mask(icl.clone().float().cast(dtype))?;
+        }
+        let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
+        let n_layers = self.aux_dims.n_layers;
+        let first = n_layers - self.config.simulated_layers(n_layers);
+        // Initial state: prefix rows 0, token rows [x_t, 0, ...].
+        let embeddings = embed(&self.aux_params_view(), input);
+        let tokens = Tensor::cat(
+            vec![
+                embeddings,
+                Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
+            ],
+            2,
+        );
+        let mut state =
+            layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens);
+        let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
+        let mut prefixes: Vec<Vec<Tensor<B, 3>>> = self.prefixes[first..]
+            .iter()
+            .map(|blocks| blocks.iter().map(expand).collect())
+            .collect();
+        let mut ln_f_prefix = expand(&self.ln_f_prefix);
+        let mut continued = state.clone();
+        for l in 0..first {
+            let blocks: Vec<Tensor<B, 3>> = self.prefixes[l].iter().map(expand).collect();
+            state = self.forward_layer(state, &blocks, &ctx, false).0;
+        }
+        if first < n_layers {
+            continued = state.clone();
+        }
+        let mut pass = self.top_forward(continued.clone(), &prefixes, &ln_f_prefix, &ctx);
+        let first_logits = pass.logits.clone();
+        for _ in 0..self.config.n_forward_backward {
+            // Loss gradient (§7) into the token signal, then ln_f backward + descent.
+            let grad = loss_gradient(
+                pass.hf.clone(),
+                &self.token_embedding,
+                &input.input_ids,
+                &masks.next_target,
+                self.config.loss_gradient,
+            );
+            let signal = pass
+                .state
+                .slice_assign([0..batch_size, p..p + seq_length, 0..d], grad);
+            let ln_mem = dims.ln_memory_index();
+            let st = layout::with_token_memory(signal, p, ln_mem, pass.ln_f_act.clone());
+            let st = self
+                .gradient
+                .backward
+                .forward(layout::with_prefix_rows(st, ln_f_prefix.clone()), &ctx);
+            ln_f_prefix = layout::prefix_rows(st.clone(), p);
+            let mut delta = st;
+            for l in (0..prefixes.len()).rev() {
+                let (out, new_blocks) =
+                    self.backward_layer(delta, &prefixes[l], &pass.acts[l], &ctx);
+                prefixes[l] = new_blocks;
+                delta = out;
+            }
+            pass = self.top_forward(continued.clone(), &prefixes, &ln_f_prefix, &ctx);
+        }
+        let scored = eval_targets(input);
+        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
+        let final_loss = eval_loss(pass.logits.clone(), &input.input_ids, &scored);
+        Ok(SimOutput {
+            first_logits,
+            final_logits: pass.logits,
+            first_loss,
+            final_loss,
+        })
+    }
+
+    /// The embeddings as an [`AuxParams`] without layers (for [`embed`]).
+    fn aux_params_view(&self) -> AuxParams<B> {
+        let d = self.aux_dims.d_model;
+        let zeros = Tensor::zeros(
+            [1, 1, d],
+            (&self.token_embedding.device(), self.token_embedding.dtype()),
+        );
+        AuxParams {
+            token_embedding: self.token_embedding.clone(),
+            position_embedding: self.position_embedding.clone(),
+            position_offset: self.position_offset,
+            layers: Vec::new(),
+            ln_f: crate::params::LayerNormParams {
+                gamma: zeros.clone(),
+                beta: zeros,
+            },
+            n_heads: self.aux_dims.n_heads,
+            activation: self.activation,
+        }
+    }
+
+    /// Layers `first..` and `ln_f` with stored activations, and the logits.
+    fn top_forward(
+        &self,
+        mut state: Tensor<B, 3>,
+        prefixes: &[Vec<Tensor<B, 3>>],
+        ln_f_prefix: &Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> TopForward<B> {
+        let mut acts = Vec::with_capacity(prefixes.len());
+        for blocks in prefixes {
+            let (out, layer_acts) = self.forward_layer(state, blocks, ctx, true);
+            acts.push(layer_acts);
+            state = out;
+        }
+        let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
+        let ln_mem = self.dims.ln_memory_index();
+        let state = self
+            .gradient
+            .forward
+            .forward(layout::with_prefix_rows(state, ln_f_prefix.clone()), ctx);
+        let ln_f_act = layout::token_memory(state.clone(), p, ln_mem);
+        let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+        let logits = hf.clone().matmul(
+            self.token_embedding
+                .clone()
+                .transpose()
+                .unsqueeze_dim::<3>(0),
+        );
+        TopForward {
+            state,
+            acts,
+            ln_f_act,
+            hf,
+            logits,
+        }
+    }
+
+    /// One simulated layer forward (TINT_SPEC §5.2); `keep` stores the 16 token activations.
+    fn forward_layer(
+        &self,
+        state: Tensor<B, 3>,
+        blocks: &[Tensor<B, 3>],
+        ctx: &SimContext<B>,
+        keep: bool,
+    ) -> (Tensor<B, 3>, LayerActs<B>) {
+        let fb = &self.forward_block;
+        let p = self.dims.n_prefixes();
+        let (ln_mem, attn_mem, lin_mem) = (
+            self.dims.ln_memory_index(),
+            self.dims.attn_memory_index(),
+            self.dims.linear_memory_index(),
+        );
+        let mut acts = Vec::new();
+        let mut store = |s: &Tensor<B, 3>, mem: usize| {
+            if keep {
+                acts.push(layout::token_memory(s.clone(), p, mem));
+            }
+        };
+        let residual = state.clone();
+        let a1 = fb
+            .ln_1
+            .forward(layout::with_prefix_rows(state, blocks[0].clone()), ctx);
+        store(&a1, ln_mem);
+        let qkv = QkvPrefixes {
+            query: blocks[1].clone(),
+            key: blocks[2].clone(),
+            value: blocks[3].clone(),
+        };
+        let at = fb.attention.forward(a1, &qkv, ctx);
+        store(&at, attn_mem);
+        let o = fb
+            .attention_proj
+            .forward(layout::with_prefix_rows(at, blocks[4].clone()), ctx);
+        store(&o, lin_mem);
+        let h2 = o + residual;
+        let m = fb
+            .ln_2
+            .forward(layout::with_prefix_rows(h2.clone(), blocks[5].clone()), ctx);
+        store(&m, ln_mem);
+        let mut out = h2;
+        for k in 0..self.n_chunks() {
+            let u = fb.fc.forward(
+                layout::with_prefix_rows(m.clone(), blocks[6 + 3 * k].clone()),
+                ctx,
+            );
+            store(&u, lin_mem);
+            let v = fb
+                .activation
+                .forward(layout::with_prefix_rows(u, blocks[7 + 3 * k].clone()), ctx);
+            store(&v, lin_mem);
+            let y = fb
+                .proj
+                .forward(layout::with_prefix_rows(v, blocks[8 + 3 * k].clone()), ctx);
+            store(&y, lin_mem);
+            out = out + y;
+        }
+        (out, acts)
+    }
+
+    /// One simulated layer backward + descent (TINT_SPEC §8): returns the gradient state at the
+    /// layer input and the updated prefix blocks.
+    fn backward_layer(
+        &self,
+        delta: Tensor<B, 3>,
+        blocks: &[Tensor<B, 3>],
+        acts: &LayerActs<B>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, Vec<Tensor<B, 3>>) {
+        let bb = &self.backward_block;
+        let p = self.dims.n_prefixes();
+        let (ln_mem, attn_mem, lin_mem) = (
+            self.dims.ln_memory_index(),
+            self.dims.attn_memory_index(),
+            self.dims.linear_memory_index(),
+        );
+        let prepare =
+            |state: Tensor<B, 3>, mem: usize, act: &Tensor<B, 3>, block: &Tensor<B, 3>| {
+                layout::with_prefix_rows(
+                    layout::with_token_memory(state, p, mem, act.clone()),
+                    block.clone(),
+                )
+            };
+        let mut new_blocks = blocks.to_vec();
+        let n_chunks = self.n_chunks();
+        // Activations per layer: [a1, at, o, m, (u_k, v_k, y_k) per chunk].
+        let mut dm: Option<Tensor<B, 3>> = None;
+        for k in (0..n_chunks).rev() {
+            let (u_act, v_act, y_act) = (&acts[4 + 3 * k], &acts[5 + 3 * k], &acts[6 + 3 * k]);
+            let st = bb.proj.forward(
+                prepare(delta.clone(), lin_mem, y_act, &blocks[8 + 3 * k]),
+                ctx,
+            );
+            new_blocks[8 + 3 * k] =
+                self.proj_bias_step(&blocks[8 + 3 * k], layout::prefix_rows(st.clone(), p));
+            let st = bb
+                .activation
+                .forward(prepare(st, lin_mem, v_act, &blocks[7 + 3 * k]), ctx);
+            let st = bb
+                .fc
+                .forward(prepare(st, lin_mem, u_act, &blocks[6 + 3 * k]), ctx);
+            new_blocks[6 + 3 * k] = layout::prefix_rows(st.clone(), p);
+            dm = Some(match dm {
+                Some(sum) => sum + st,
+                None => st,
+            });
+        }
+        let dm = dm.unwrap_or_else(|| delta.zeros_like());
+        let st = bb
+            .ln_2
+            .forward(prepare(dm, ln_mem, &acts[3], &blocks[5]), ctx);
+        new_blocks[5] = layout::prefix_rows(st.clone(), p);
+        let delta_mid = st + delta;
+        let st = bb.attention_proj.forward(
+            prepare(delta_mid.clone(), lin_mem, &acts[2], &blocks[4]),
+            ctx,
+        );
+        new_blocks[4] = layout::prefix_rows(st.clone(), p);
+        let st = bb
+            .attention
+            .forward(prepare(st, attn_mem, &acts[1], &blocks[3]), ctx);
+        new_blocks[3] = layout::prefix_rows(st.clone(), p);
+        let st = bb
+            .ln_1
+            .forward(prepare(st, ln_mem, &acts[0], &blocks[0]), ctx);
+        new_blocks[0] = layout::prefix_rows(st.clone(), p);
+        (st + delta_mid, new_blocks)
+    }
+
+    /// The MLP output chunks each take a full bias step (4 eta in total for GPT-2, TINT_SPEC §12
+    /// bug 1). Unless `official_compat`, scale each chunk's bias step by `1 / n_chunks` so the summed
+    /// bias takes the step `eta` of the paper's math.
+    fn proj_bias_step(&self, old: &Tensor<B, 3>, new: Tensor<B, 3>) -> Tensor<B, 3> {
+        let n_chunks = self.n_chunks();
+        if self.config.official_compat || n_chunks == 1 {
+            return new;
+        }
+        let (d, s) = (self.dims.d_model(), self.dims.stack());
+        let [batch_size, p, _] = new.dims();
+        let bias = s * d..(s + 1) * d;
+        let old_bias = old.clone().slice([0..batch_size, 0..p, bias.clone()]);
+        let new_bias = new.clone().slice([0..batch_size, 0..p, bias.clone()]);
+        let scaled = old_bias.clone() + (new_bias - old_bias).div_scalar(n_chunks as f64);
+        new.slice_assign([0..batch_size, 0..p, bias], scaled)
+    }
+}
+
+/// A forward pass from the first simulated layer up.
+struct TopForward<B: Backend> {
+    /// State after ln_f.
+    state: Tensor<B, 3>,
+    acts: Vec<LayerActs<B>>,
+    ln_f_act: Tensor<B, 3>,
+    hf: Tensor<B, 3>,
+    logits: Tensor<B, 3>,
+}
+
+/// The tint-ops options for a configuration.
+pub(crate) fn tint_options(
+    config: &TintConfig,
+    activation: Activation,
+    dtype: burn::tensor::DType,
+) -> TintOptions {
+    TintOptions {
+        float_dtype: dtype,
+        gate_mode: GateMode::Exact,
+        derivative: match config.derivatives {
+            DerivativeMode::FiniteDifference => Derivative::FiniteDifference {
+                scale: config.scale_embeddings,
+            },
+            DerivativeMode::Exact => Derivative::Exact,
+        },
+        ln_epsilon: config.epsilon,
+        inner_lr: config.inner_lr,
+        activation: match activation {
+            Activation::GeluNew => ActivationKind::GeluNew,
+            Activation::Relu => ActivationKind::Relu,
+        },
+        ..TintOptions::default()
+    }
+}
