@@ -109,6 +109,19 @@ impl<B: Backend> BackwardBlock<B> {
     }
 }
 
+/// Everything a simulator is built from besides the constructed module weights.
+#[derive(Debug, Clone)]
+pub(crate) struct SimulatorParts<B: Backend> {
+    pub config: TintConfig,
+    pub aux_dims: AuxDims,
+    pub activation: Activation,
+    pub token_embedding: Tensor<B, 2>,
+    pub position_embedding: Tensor<B, 2>,
+    pub position_offset: usize,
+    pub prefixes: Vec<Vec<Tensor<B, 3>>>,
+    pub ln_f_prefix: Tensor<B, 3>,
+}
+
 /// The TinT simulator of an auxiliary model.
 #[derive(Debug)]
 pub struct TintSimulator<B: Backend> {
@@ -167,7 +180,6 @@ impl<B: Backend> TintSimulator<B> {
             aux.max_seq_length(),
             aux.max_seq_length(),
         )?;
-        let options = tint_options(&config, aux.activation, aux.dtype());
         let device = aux.device();
         let d = aux_dims.d_model;
         let n_chunks = aux_dims.d_inner / d;
@@ -209,8 +221,44 @@ impl<B: Backend> TintSimulator<B> {
             }
             prefixes.push(blocks);
         }
-        Ok(Self {
+        let parts = SimulatorParts {
+            config,
+            aux_dims,
+            activation: aux.activation,
+            token_embedding: aux.token_embedding.clone(),
+            position_embedding: aux.position_embedding.clone(),
+            position_offset: aux.position_offset,
+            prefixes,
             ln_f_prefix: ln_block(&aux.ln_f)?,
+        };
+        Self::from_parts(parts)
+    }
+
+    /// Builds the modules around saved or freshly written prefix blocks.
+    pub(crate) fn from_parts(parts: SimulatorParts<B>) -> Result<Self, SimError> {
+        let SimulatorParts {
+            config,
+            aux_dims,
+            activation,
+            token_embedding,
+            position_embedding,
+            position_offset,
+            prefixes,
+            ln_f_prefix,
+        } = parts;
+        config.validate_reference(aux_dims.n_layers)?;
+        if aux_dims.d_model == 0 || aux_dims.d_inner % aux_dims.d_model != 0 {
+            return Err(SimError::InvalidConfig(format!(
+                "the MLP inner size {} must be a multiple of D = {}",
+                aux_dims.d_inner, aux_dims.d_model
+            )));
+        }
+        let max_seq_length = position_embedding.dims()[0].saturating_sub(position_offset);
+        let dims = crate::param_count::tint_dims(&aux_dims, &config, max_seq_length)?;
+        let dtype = token_embedding.dtype();
+        let device = token_embedding.device();
+        let options = tint_options(&config, activation, dtype);
+        Ok(Self {
             forward_block: ForwardBlock::new(&dims, &options, &device)?,
             backward_block: BackwardBlock::new(&dims, &options, &device)?,
             gradient: GradientModule {
@@ -220,12 +268,27 @@ impl<B: Backend> TintSimulator<B> {
             config,
             dims,
             aux_dims,
-            activation: aux.activation,
-            token_embedding: aux.token_embedding.clone(),
-            position_embedding: aux.position_embedding.clone(),
-            position_offset: aux.position_offset,
+            activation,
+            token_embedding,
+            position_embedding,
+            position_offset,
             prefixes,
+            ln_f_prefix,
         })
+    }
+
+    /// The pieces [`Self::from_parts`] needs (also what is saved).
+    pub(crate) fn parts(&self) -> SimulatorParts<B> {
+        SimulatorParts {
+            config: self.config.clone(),
+            aux_dims: self.aux_dims,
+            activation: self.activation,
+            token_embedding: self.token_embedding.clone(),
+            position_embedding: self.position_embedding.clone(),
+            position_offset: self.position_offset,
+            prefixes: self.prefixes.clone(),
+            ln_f_prefix: self.ln_f_prefix.clone(),
+        }
     }
 
     /// The configuration.
