@@ -34,6 +34,9 @@ pub trait CausalLm<B: Backend> {
 }
 
 /// An auxiliary language model of any supported architecture.
+// The variants hold only parameter handles (a few hundred bytes each) and a model is built once, so
+// boxing them would buy nothing and `#[derive(Module)]` does not support `Box`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Module, Debug)]
 pub enum AuxModel<B: Backend> {
     /// GPT-2.
