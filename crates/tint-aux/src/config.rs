@@ -34,6 +34,15 @@ pub struct Gpt2Config {
     /// MLP hidden width; `null` means `4 * n_embd`.
     #[serde(default)]
     pub n_inner: Option<usize>,
+    /// Scale attention scores by `1 / sqrt(d_k)`; only `true` is implemented. Default: true.
+    #[serde(default = "default_true")]
+    pub scale_attn_weights: bool,
+    /// Extra `1 / (layer + 1)` score scaling; only `false` is implemented. Default: false.
+    #[serde(default)]
+    pub scale_attn_by_inverse_layer_idx: bool,
+    /// LM head tied to `wte`; only `true` is implemented. Default: true.
+    #[serde(default = "default_true")]
+    pub tie_word_embeddings: bool,
 }
 
 impl Gpt2Config {
@@ -77,6 +86,9 @@ pub struct OptConfig {
     /// HF's switch that drops the final LayerNorm of pre-LN models. Default: false.
     #[serde(default, rename = "_remove_final_layer_norm")]
     pub remove_final_layer_norm: bool,
+    /// LM head tied to `embed_tokens`; only `true` is implemented. Default: true.
+    #[serde(default = "default_true")]
+    pub tie_word_embeddings: bool,
 }
 
 impl OptConfig {
@@ -186,6 +198,24 @@ impl AuxConfig {
         if n_layers == 0 {
             return Err(invalid("n_layers must be positive".to_string()));
         }
+        let unsupported = match self {
+            AuxConfig::Gpt2(c) if !c.scale_attn_weights => Some("scale_attn_weights = false"),
+            AuxConfig::Gpt2(c) if c.scale_attn_by_inverse_layer_idx => {
+                Some("scale_attn_by_inverse_layer_idx = true")
+            }
+            AuxConfig::Gpt2(Gpt2Config {
+                tie_word_embeddings: false,
+                ..
+            })
+            | AuxConfig::Opt(OptConfig {
+                tie_word_embeddings: false,
+                ..
+            }) => Some("tie_word_embeddings = false (untied LM head)"),
+            _ => None,
+        };
+        if let Some(option) = unsupported {
+            return Err(invalid(format!("{option} is not implemented")));
+        }
         if activation != expected_act {
             return Err(invalid(format!(
                 "activation_function {activation:?} is not implemented (expected {expected_act:?})"
@@ -275,6 +305,10 @@ mod tests {
         assert!(matches!(err, AuxError::InvalidConfig { .. }), "{err}");
         let act = r#"{"model_type":"gpt2","n_embd":32,"n_layer":2,"n_head":4,"n_positions":64,"vocab_size":100,"activation_function":"relu"}"#;
         let err = AuxConfig::from_json_str(act, Path::new("c.json")).unwrap_err();
+        assert!(matches!(err, AuxError::InvalidConfig { .. }), "{err}");
+        let untied = r#"{"model_type":"opt","hidden_size":32,"num_hidden_layers":2,"ffn_dim":64,
+            "num_attention_heads":4,"max_position_embeddings":64,"vocab_size":100,"tie_word_embeddings":false}"#;
+        let err = AuxConfig::from_json_str(untied, Path::new("c.json")).unwrap_err();
         assert!(matches!(err, AuxError::InvalidConfig { .. }), "{err}");
         let missing = r#"{"model_type":"gpt2","n_embd":32}"#;
         let err = AuxConfig::from_json_str(missing, Path::new("c.json")).unwrap_err();
