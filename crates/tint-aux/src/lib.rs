@@ -13,6 +13,24 @@
 //! - [`params`]: named parameters and a visitor over them.
 //! - [`tokenizer`]: byte-level BPE tokenizers from `tokenizer.json` or `vocab.json` + `merges.txt`.
 //! - [`loss`]: next-token negative log-likelihoods; [`dyn_eval`]: dynamic evaluation.
+//!
+//! ```no_run
+//! use burn::backend::{Autodiff, Flex};
+//! use burn::tensor::{Int, Tensor, TensorData};
+//! use tint_aux::{dynamic_eval, load_model, AuxModel, DynEvalConfig};
+//!
+//! # fn main() -> Result<(), tint_aux::AuxError> {
+//! type B = Autodiff<Flex>;
+//! let device = Default::default();
+//! let model: AuxModel<B> = load_model(std::path::Path::new("fixtures/aux/gpt2-tiny"), &device)?;
+//! let ids = Tensor::<B, 2, Int>::from_data(TensorData::new(vec![1i64, 2, 3, 4, 5, 6], [1, 6]), &device);
+//! let trace = model.forward_traced(ids.clone())?; // logits + per-layer activations
+//! let config = DynEvalConfig { lr: 1e-2, ..Default::default() };
+//! let outcome = dynamic_eval(&model, ids, 4, &config)?; // SGD on tokens 0..4, NLL of tokens 4..6
+//! # let _ = (trace, outcome);
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod activation;
 pub mod attention;
