@@ -140,13 +140,13 @@ impl TintConfig {
             self.hidden_size,
             self.num_heads,
         );
-        if p == 0 || d % p != 0 {
+        if p == 0 || !d.is_multiple_of(p) {
             return bad(format!(
                 "the model width D = {d} must be a multiple of num_prefixes P = {p}"
             ));
         }
         let stack = d / p;
-        if ds % p != 0 || ds < d * (stack + 1) {
+        if !ds.is_multiple_of(p) || ds < d * (stack + 1) {
             return bad(format!(
                 "hidden_size Ds = {ds} must be a multiple of P = {p} and at least D (D/P + 1) = {}",
                 d * (stack + 1)
@@ -158,25 +158,25 @@ impl TintConfig {
                 4 * d
             ));
         }
-        if hs == 0 || ds % hs != 0 {
+        if hs == 0 || !ds.is_multiple_of(hs) {
             return bad(format!(
                 "num_heads Hs = {hs} must divide hidden_size Ds = {ds}"
             ));
         }
         let head = ds / hs;
-        if d % head != 0 {
+        if !d.is_multiple_of(head) {
             return bad(format!(
                 "the softmax head size Ds/Hs = {head} must divide D = {d}"
             ));
         }
         let npart = d / head;
-        if dims.n_heads % npart != 0 || dims.n_heads > hs {
+        if !dims.n_heads.is_multiple_of(npart) || dims.n_heads > hs {
             return bad(format!(
                 "the auxiliary heads H = {} must be a multiple of D/(Ds/Hs) = {npart} and at most Hs = {hs}",
                 dims.n_heads
             ));
         }
-        if dims.d_inner % d != 0 {
+        if !dims.d_inner.is_multiple_of(d) {
             return bad(format!(
                 "the MLP inner size {} must be a multiple of D = {d}",
                 dims.d_inner

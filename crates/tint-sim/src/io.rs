@@ -161,7 +161,7 @@ impl<B: Backend> TintSimulator<B> {
         };
         let dims = saved.aux_dims;
         let (p, ds) = (saved.config.num_prefixes, saved.config.hidden_size);
-        if dims.d_model == 0 || dims.d_inner % dims.d_model != 0 {
+        if dims.d_model == 0 || !dims.d_inner.is_multiple_of(dims.d_model) {
             return Err(SimError::Format(format!("bad auxiliary sizes {dims:?}")));
         }
         let n_blocks = crate::simulator::blocks_per_layer(dims.d_inner / dims.d_model);

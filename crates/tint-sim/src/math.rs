@@ -137,7 +137,7 @@ mod tests {
             Tensor::<TestBackend, 3>::random([1, 1, 8], Distribution::Normal(1.0, 0.2), &device)
                 .cast(burn::tensor::DType::F64);
         let tol = Tolerance::<f64>::absolute(FD_VS_EXACT_TOL);
-        for act in [Activation::GeluNew] {
+        for act in [Activation::GeluNew, Activation::Relu] {
             let fd = activation_backward(
                 x.clone(),
                 dy.clone(),

@@ -52,7 +52,7 @@ pub fn official_param_count(
     max_seq_length: usize,
 ) -> Result<OfficialParamCount, SimError> {
     let dims = tint_dims(aux, config, max_seq_length)?;
-    if aux.d_inner % aux.d_model != 0 {
+    if !aux.d_inner.is_multiple_of(aux.d_model) {
         return Err(SimError::InvalidConfig(format!(
             "the MLP inner size {} must be a multiple of D = {}",
             aux.d_inner, aux.d_model

@@ -193,3 +193,26 @@ fn s3_random_all_layers_one_step_matches_reference() {
     };
     check_against_reference(&aux, config, &random_input(1, 16, 64, &[8]));
 }
+
+#[test]
+fn icl_and_gradient_masks_match_reference() {
+    let device = Default::default();
+    let (aux, config) = s3_model();
+    let input = random_input(2, 8, 64, &[8, 8]);
+    // Label-only loss: only targets at odd positions; ICL mask: block-diagonal pairs of 4 tokens plus causal.
+    let gradient: Vec<bool> = (0..16).map(|i| i % 2 == 1).collect();
+    let icl: Vec<bool> = (0..2 * 64)
+        .map(|k| {
+            let (i, j) = ((k % 64) / 8, k % 8);
+            i / 4 == j / 4 || j < 2
+        })
+        .collect();
+    let input = input
+        .with_gradient_mask(bool_tensor(gradient, [2, 8], &device))
+        .with_icl_mask(bool_tensor(icl, [2, 8, 8], &device));
+    let config = TintConfig {
+        official_compat: true,
+        ..config
+    };
+    check_against_reference(&aux, config, &input);
+}
