@@ -57,7 +57,8 @@ pub struct TintConfig {
     pub reuse_forward_blocks: bool,
     /// Steps 2.. reuse the step-1 backward modules (fewer parameters, same result).
     pub reuse_backward_blocks: bool,
-    /// Linear attention only between token queries and prefix keys (a speed-up, same result).
+    /// Linear attention only between token queries and prefix keys (a speed-up, same result). Kept for
+    /// the official interface and the JSON config: tint-ops always computes the restricted form.
     pub restrict_prefixes: bool,
     /// Which loss gradient is fed to the backward pass. Default: [`LossGradientKind::Prediction`].
     pub loss_gradient: LossGradientKind,

@@ -10,8 +10,33 @@
 //! | [`input`] | [`SimInput`]: token ids, training mask, optional gradient / ICL masks |
 //! | [`math`] | LayerNorm / activation forward and first-order or exact backward |
 //! | [`loss`] | loss gradient (§7) and evaluation cross-entropy |
-//! | [`reference`] | [`FunctionalReference`]: the §9 update with plain tensor ops |
+//! | [`reference`] | [`FunctionalReference`]: the §9 update with plain tensor ops (oracle and fast path) |
+//! | [`simulator`] | [`TintSimulator`]: the constructed TinT network built from tint-ops modules |
+//! | [`param_count`] | official (§11) and paper (Table 3) parameter counts without building |
+//! | [`io`] | save / load a simulator (`tint_config.json` + `tint.safetensors`) |
 //! | [`error`] | [`SimError`] |
+//!
+//! # Usage
+//!
+//! ```text
+//! let model = tint_aux::load_model::<B>(dir, &device)?;
+//! let aux = AuxParams::from_aux(&model)?;                 // .cast(DType::F64) for exactness checks
+//! let config = TintConfig { inner_lr: 1e-4, ..TintConfig::for_model(768, 256, 256) };
+//! let input = SimInput::with_train_lengths(input_ids, &train_lengths)?;   // or SimInput::new(ids, mask)
+//! let out = TintSimulator::new(&aux, config.clone())?.forward(&input)?;   // first/final logits + losses
+//! let fast = FunctionalReference::new(aux, config)?.forward(&input)?;     // same result, plain tensors
+//! ```
+//!
+//! # Step size
+//!
+//! TinT descends on the **summed** next-token loss over the training targets; dynamic evaluation
+//! usually averages. With `n` loss terms (`Ltr - 1` for one training prefix), a TinT step `eta`
+//! corresponds to an averaged-loss step `lr = eta * n` (TINT_SPEC §10).
+//!
+//! # Precision
+//!
+//! Everything runs in the dtype of the auxiliary weights: f32 by default, f64 after
+//! [`AuxParams::cast`] (burn's Flex backend keeps f64 end to end). Gates are exact 0/1 selections.
 #![warn(missing_docs)]
 
 pub mod config;
