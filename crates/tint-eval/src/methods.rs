@@ -1,0 +1,105 @@
+//! The adaptation methods compared in the language-modelling evaluation.
+
+use burn::module::Module;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor, TensorData};
+use tint_aux::loss::next_token_nll;
+use tint_aux::{dynamic_eval, AuxModel, DynEvalConfig};
+
+use crate::lm::LmMethod;
+use crate::perplexity::BlockNll;
+use crate::EvalError;
+
+/// A block as a `[1, T]` id tensor.
+pub fn block_ids<B: Backend>(block: &[u32], device: &B::Device) -> Tensor<B, 2, Int> {
+    let ids: Vec<i64> = block.iter().map(|&t| t as i64).collect();
+    Tensor::from_data(TensorData::new(ids, [1, block.len()]), device)
+}
+
+/// Summed NLL of targets `train_len..T` from `[1, T, V]` logits of the block.
+pub fn eval_part_nll<B: Backend>(
+    logits: Tensor<B, 3>,
+    ids: Tensor<B, 2, Int>,
+    train_len: usize,
+) -> Result<BlockNll, EvalError> {
+    let [_, seq_length, _] = logits.dims();
+    // [1, T-1]: position t predicts token t+1; targets train_len..T come from positions train_len-1..T-1.
+    let nll = next_token_nll(logits, ids).slice([0..1, train_len - 1..seq_length - 1]);
+    let sum_nll = nll.sum().into_scalar_f64();
+    Ok(BlockNll {
+        sum_nll,
+        count: seq_length - train_len,
+    })
+}
+
+/// Small extension to read a scalar as f64 on any backend.
+trait IntoScalarF64 {
+    fn into_scalar_f64(self) -> f64;
+}
+
+impl<B: Backend> IntoScalarF64 for Tensor<B, 1> {
+    fn into_scalar_f64(self) -> f64 {
+        self.into_data().convert::<f64>().to_vec::<f64>().expect("converted to f64")[0]
+    }
+}
+
+/// The unadapted model, with the training part as plain context.
+pub struct Vanilla<'a, B: Backend> {
+    /// The auxiliary model.
+    pub model: &'a AuxModel<B>,
+}
+
+impl<B: Backend> LmMethod for Vanilla<'_, B> {
+    fn name(&self) -> String {
+        "vanilla".into()
+    }
+
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        let device = self.model.devices()[0].clone();
+        let ids = block_ids::<B>(block, &device);
+        let logits = self.model.forward(ids.clone())?;
+        eval_part_nll(logits, ids, train_len)
+    }
+}
+
+/// Dynamic evaluation: `steps` SGD steps on the MEAN next-token loss of the training part (all
+/// parameters, exact gradients, as the paper's baseline), then the updated model scores the rest.
+pub struct DynEval<'a, B: AutodiffBackend> {
+    /// The auxiliary model (never modified).
+    pub model: &'a AuxModel<B>,
+    /// Learning rate on the mean loss; `None` = matched to TinT: `inner_lr × (train_len − 1)`.
+    pub lr: Option<f64>,
+    /// TinT's inner learning rate on the summed loss, used for the matched step.
+    pub inner_lr: f64,
+    /// SGD steps.
+    pub steps: usize,
+}
+
+impl<B: AutodiffBackend> DynEval<'_, B> {
+    /// The learning rate used for a block with `train_len` training tokens: the mean loss over
+    /// `train_len − 1` targets with step `lr` equals the summed loss with step `lr / (train_len − 1)`.
+    pub fn lr_for(&self, train_len: usize) -> f64 {
+        self.lr.unwrap_or(self.inner_lr * (train_len - 1) as f64)
+    }
+}
+
+impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
+    fn name(&self) -> String {
+        "dyn-eval".into()
+    }
+
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        let device = self.model.devices()[0].clone();
+        let ids = block_ids::<B>(block, &device);
+        let config = DynEvalConfig {
+            lr: self.lr_for(train_len),
+            steps: self.steps,
+            ..Default::default()
+        };
+        let outcome = dynamic_eval(self.model, ids, train_len, &config)?;
+        Ok(BlockNll {
+            sum_nll: outcome.eval_nll[0].iter().sum(),
+            count: outcome.eval_nll[0].len(),
+        })
+    }
+}
