@@ -146,3 +146,34 @@ impl<B: Backend> DualBlock<B> {
         (x, y)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::attention_bias;
+    use crate::tests::TestBackend;
+    use burn::tensor::Distribution;
+
+    /// The x half never reads y: identical arithmetic, so outputs agree bit for bit.
+    const INDEPENDENCE_TOLERANCE: f32 = 0.0;
+
+    #[test]
+    fn x_output_ignores_y_and_matches_the_plain_block() {
+        let device = Default::default();
+        let config = CgtConfig::new(10, 8, 2, 8, 2)
+            .with_d_y(4)
+            .with_n_heads_y(2)
+            .with_readout_layer(1)
+            .with_init_std(0.3);
+        let block = DualBlock::<TestBackend>::new(&config, &device);
+        let x = Tensor::<TestBackend, 3>::random([2, 5, 8], Distribution::Normal(0.0, 1.0), &device);
+        let y = Tensor::<TestBackend, 3>::random([2, 5, 4], Distribution::Normal(0.0, 1.0), &device);
+        let bias = attention_bias::<TestBackend>(5, None, &device);
+        let (x1, y1) = block.forward(x.clone(), y.clone(), bias.clone());
+        let (x2, y2) = block.forward(x.clone(), y.mul_scalar(-3.0).add_scalar(2.0), bias.clone());
+        assert!((x1.clone() - x2).abs().max().into_scalar() <= INDEPENDENCE_TOLERANCE);
+        assert!((y1 - y2).abs().max().into_scalar() > 1e-3);
+        let plain = block.x_block.forward(x, None, bias);
+        assert!((x1 - plain).abs().max().into_scalar() <= INDEPENDENCE_TOLERANCE);
+    }
+}

@@ -105,7 +105,7 @@ impl CgtConfig {
         if self.output_size == 0 || self.max_seq_len == 0 || self.n_layers == 0 {
             return bad("output_size, max_seq_len and n_layers must be positive".into());
         }
-        if self.d_x == 0 || self.n_heads_x == 0 || self.d_x % self.n_heads_x != 0 {
+        if self.d_x == 0 || self.n_heads_x == 0 || !self.d_x.is_multiple_of(self.n_heads_x) {
             return bad(format!(
                 "d_x = {} must be a positive multiple of n_heads_x = {}",
                 self.d_x, self.n_heads_x
@@ -124,7 +124,7 @@ impl CgtConfig {
                     self.readout_layer, self.n_layers
                 ));
             }
-            if self.d_y == 0 || self.n_heads_y == 0 || self.d_y % self.n_heads_y != 0 {
+            if self.d_y == 0 || self.n_heads_y == 0 || !self.d_y.is_multiple_of(self.n_heads_y) {
                 return bad(format!(
                     "d_y = {} must be a positive multiple of n_heads_y = {}",
                     self.d_y, self.n_heads_y

@@ -82,6 +82,9 @@ pub fn heat_map(matrix: &[f32], n: usize, scale: usize) -> Result<Raster> {
     Ok(raster)
 }
 
+/// A curve: `(x, y)` points and an RGB colour.
+pub type Curve = (Vec<(f64, f64)>, [u8; 3]);
+
 /// Line chart of several curves (each a list of `(x, y)`), auto-scaled, with a light frame.
 pub fn line_chart(
     curves: &[(Vec<(f64, f64)>, [u8; 3])],
