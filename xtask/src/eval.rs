@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use tint_aux::AuxModel;
-use tint_eval::methods::Vanilla;
+use tint_eval::methods::{default_tint_config, Tint, Vanilla};
 use tint_eval::{run_lm_eval, LmEvalConfig, LmMethod, LmReport};
+use tint_sim::TintConfig;
 
 use crate::backend::{device, AB, B, BACKEND_NAME};
 use crate::model_arg::{load_aux, load_tokenizer, ModelArg};
@@ -51,7 +52,8 @@ pub struct LmArgs {
     /// At most this many blocks, evenly spaced over the text.
     #[arg(long, default_value_t = 8)]
     pub max_blocks: usize,
-    /// Methods, comma-separated: vanilla, dyn-eval.
+    /// Methods, comma-separated: vanilla, dyn-eval, tint (the simulator), tint-ref (its functional
+    /// reference).
     #[arg(long, value_delimiter = ',', default_value = "vanilla,dyn-eval")]
     pub methods: Vec<String>,
     /// Dynamic-evaluation learning rate on the MEAN loss. Default: matched to TinT,
@@ -64,9 +66,92 @@ pub struct LmArgs {
     /// SGD steps of dynamic evaluation (and simulated steps of TinT).
     #[arg(long, default_value_t = 1)]
     pub steps: usize,
+    /// TinT hyper-parameters (`--tint-hidden-size`, `--tint-prefixes`, `--tint-heads`, `--sim-layers`, …).
+    #[command(flatten)]
+    pub tint: TintFlags,
     /// Output JSON file (a markdown table is written next to it).
     #[arg(long, default_value = "results/lm.json")]
     pub out: PathBuf,
+}
+
+/// The methods `eval lm` knows.
+const METHODS: [&str; 4] = ["vanilla", "dyn-eval", "tint", "tint-ref"];
+
+/// TinT hyper-parameters on the command line (shared by `eval lm` and `logits --tint`).
+#[derive(clap::Args, Debug, Clone, serde::Serialize)]
+pub struct TintFlags {
+    /// TinT width `Ds`. Default: `D (S + 1)` with `S = D / P`.
+    #[arg(long)]
+    pub tint_hidden_size: Option<usize>,
+    /// Number of prefix tokens `P`. Default: `D / 4` (or `D / 3`).
+    #[arg(long)]
+    pub tint_prefixes: Option<usize>,
+    /// Number of TinT softmax heads `Hs`. Default: `Ds / (D / H)`.
+    #[arg(long)]
+    pub tint_heads: Option<usize>,
+    /// Number of top auxiliary layers that TinT updates: a number or `all`.
+    #[arg(long, default_value = "all")]
+    pub sim_layers: String,
+    /// Reproduce the official code's quirks (MLP output-bias step ×4, unmasked last position).
+    #[arg(long)]
+    pub official_compat: bool,
+    /// Exact LayerNorm/activation derivatives instead of finite differences (tint-ref only).
+    #[arg(long)]
+    pub exact_derivatives: bool,
+    /// Build separate modules for the final forward pass and for every step (the official
+    /// `reuse_*_blocks False`): more parameters, same result.
+    #[arg(long)]
+    pub no_reuse: bool,
+}
+
+impl Default for TintFlags {
+    fn default() -> Self {
+        Self {
+            tint_hidden_size: None,
+            tint_prefixes: None,
+            tint_heads: None,
+            sim_layers: "all".into(),
+            official_compat: false,
+            exact_derivatives: false,
+            no_reuse: false,
+        }
+    }
+}
+
+impl TintFlags {
+    /// The simulator configuration for `model` with step `inner_lr` and `steps` simulated steps.
+    pub fn config<Bk: burn::tensor::backend::Backend>(
+        &self,
+        model: &AuxModel<Bk>,
+        inner_lr: f64,
+        steps: usize,
+    ) -> Result<TintConfig> {
+        let n_heads = tint_sim::AuxParams::from_aux(model)?.dims().n_heads;
+        let mut config = default_tint_config(
+            model.hidden_size(),
+            n_heads,
+            self.tint_hidden_size,
+            self.tint_prefixes,
+            self.tint_heads,
+        );
+        config.inner_lr = inner_lr;
+        config.n_forward_backward = steps;
+        config.official_compat = self.official_compat;
+        config.reuse_forward_blocks = !self.no_reuse;
+        config.reuse_backward_blocks = !self.no_reuse;
+        config.restrict_prefixes = true;
+        config.n_simulation_layers = match self.sim_layers.as_str() {
+            "all" => None,
+            n => Some(
+                n.parse()
+                    .with_context(|| format!("--sim-layers {n:?}: expected a number or `all`"))?,
+            ),
+        };
+        if self.exact_derivatives {
+            config.derivatives = tint_sim::DerivativeMode::Exact;
+        }
+        Ok(config)
+    }
 }
 
 fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S::Ok, S::Error> {
@@ -95,6 +180,7 @@ fn run_default(out: &Path) -> Result<()> {
         lr: None,
         inner_lr: 1e-5,
         steps: 1,
+        tint: TintFlags::default(),
         out: out.join("lm-smollm2-sotu.json"),
     };
     run_lm(&lm)?;
@@ -110,10 +196,13 @@ fn run_quick(out: &Path) -> Result<()> {
         block_size: 64,
         train_fraction: vec![0.5],
         max_blocks: 4,
-        methods: vec!["vanilla".into(), "dyn-eval".into()],
+        methods: ["vanilla", "dyn-eval", "tint", "tint-ref"]
+            .map(String::from)
+            .to_vec(),
         lr: None,
         inner_lr: 1e-2,
         steps: 1,
+        tint: TintFlags::default(),
         out: out.join("lm-quick.json"),
     };
     run_lm(&lm)?;
@@ -122,22 +211,30 @@ fn run_quick(out: &Path) -> Result<()> {
 
 /// The repository root (xtask lives one level below it).
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent")
+        .to_path_buf()
 }
 
 /// Runs `cargo xtask eval lm` and writes `<out>.json` and `<out>.md`.
 pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
     for m in &args.methods {
-        if !["vanilla", "dyn-eval"].contains(&m.as_str()) {
-            bail!("unknown method {m:?}; available: vanilla, dyn-eval");
+        if !METHODS.contains(&m.as_str()) {
+            bail!("unknown method {m:?}; available: {}", METHODS.join(", "));
         }
     }
     let text_path = match &args.text {
         Some(p) => p.clone(),
         None => crate::fetch::sotu_text()?,
     };
-    let text = std::fs::read_to_string(&text_path).with_context(|| format!("reading {}", text_path.display()))?;
-    eprintln!("model {} | text {} | backend {BACKEND_NAME}", args.model, text_path.display());
+    let text = std::fs::read_to_string(&text_path)
+        .with_context(|| format!("reading {}", text_path.display()))?;
+    eprintln!(
+        "model {} | text {} | backend {BACKEND_NAME}",
+        args.model,
+        text_path.display()
+    );
     let tokenizer = load_tokenizer(&args.model)?;
     let tokens = tokenizer.encode(&text)?;
     // Only the blocks that will be used are needed; the tokenizer is fast, the models are not.
@@ -166,12 +263,23 @@ pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
                 inner_lr: args.inner_lr,
                 steps: args.steps,
             })),
+            "tint" | "tint-ref" => {
+                let config = args.tint.config(&inference, args.inner_lr, args.steps)?;
+                let method = if m == "tint" {
+                    Tint::simulator(&inference, config)?
+                } else {
+                    Tint::reference(&inference, config)?
+                };
+                methods.push(Box::new(method));
+            }
             _ => unreachable!("checked above"),
         }
     }
     let bar = ProgressBar::new(0).with_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}")
-            .expect("valid template"),
+        ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
+        )
+        .expect("valid template"),
     );
     let settings = serde_json::json!({
         "args": args,
@@ -189,11 +297,17 @@ pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
     report.write_json(&args.out)?;
     let table = report.markdown_table();
     let md = args.out.with_extension("md");
-    std::fs::write(&md, format!("{table}\nSettings: see {}\n", args.out.display()))
-        .with_context(|| format!("writing {}", md.display()))?;
+    std::fs::write(
+        &md,
+        format!("{table}\nSettings: see {}\n", args.out.display()),
+    )
+    .with_context(|| format!("writing {}", md.display()))?;
     println!("{table}");
     for r in &report.results {
-        println!("{:>9} f={:.1}: {:.1}s", r.method, r.train_fraction, r.seconds);
+        println!(
+            "{:>9} f={:.1}: {:.1}s",
+            r.method, r.train_fraction, r.seconds
+        );
     }
     println!("wrote {} and {}", args.out.display(), md.display());
     Ok(report)

@@ -34,6 +34,9 @@ pub enum EvalError {
     /// Error from the auxiliary model crate.
     #[error(transparent)]
     Aux(#[from] tint_aux::AuxError),
+    /// Error from the simulator crate (configuration, input, unsupported model).
+    #[error(transparent)]
+    Sim(#[from] tint_sim::SimError),
     /// Writing a report failed.
     #[error("cannot write {path}: {source}")]
     Io {

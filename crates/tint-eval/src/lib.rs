@@ -12,8 +12,8 @@ pub mod methods;
 pub mod perplexity;
 pub mod report;
 
-pub use perplexity::{BlockNll, Perplexity};
 pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
+pub use perplexity::{BlockNll, Perplexity};
 pub use report::{LmReport, MethodResult};
 
 pub use error::EvalError;

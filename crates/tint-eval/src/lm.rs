@@ -114,13 +114,23 @@ pub fn run_lm_eval(
                 progress(LmProgress {
                     done,
                     total,
-                    message: format!("{name} f={:.1} block {}/{}", spec.train_fraction, b + 1, blocks.len()),
+                    message: format!(
+                        "{name} f={:.1} block {}/{}",
+                        spec.train_fraction,
+                        b + 1,
+                        blocks.len()
+                    ),
                 });
             }
             results.push(MethodResult {
                 method: name,
                 train_fraction: spec.train_fraction,
-                perplexity: bootstrap(&nlls, config.ci_level, config.bootstrap_resamples, config.seed),
+                perplexity: bootstrap(
+                    &nlls,
+                    config.ci_level,
+                    config.bootstrap_resamples,
+                    config.seed,
+                ),
                 blocks: nlls,
                 seconds: start.elapsed().as_secs_f64(),
             });
@@ -150,7 +160,10 @@ mod tests {
         fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
             self.calls += 1;
             let count = block.len() - train_len;
-            Ok(BlockNll { sum_nll: count as f64 * 0.5, count })
+            Ok(BlockNll {
+                sum_nll: count as f64 * 0.5,
+                count,
+            })
         }
     }
 
@@ -168,9 +181,14 @@ mod tests {
         let mut seen = 0;
         {
             let mut methods: Vec<Box<dyn LmMethod + '_>> = vec![Box::new(&mut counting)];
-            let report =
-                run_lm_eval(&tokens, &config, &mut methods, serde_json::json!({}), &mut |p| seen = p.done)
-                    .unwrap();
+            let report = run_lm_eval(
+                &tokens,
+                &config,
+                &mut methods,
+                serde_json::json!({}),
+                &mut |p| seen = p.done,
+            )
+            .unwrap();
             assert_eq!(report.results.len(), 2);
             // 3 and 5 training tokens of 10: 7 and 5 evaluated targets per block.
             assert_eq!(report.results[0].perplexity.tokens, 4 * 7);
@@ -189,14 +207,31 @@ mod tests {
                 "nan".into()
             }
             fn block_nll(&mut self, _: &[u32], _: usize) -> Result<BlockNll, EvalError> {
-                Ok(BlockNll { sum_nll: f64::NAN, count: 1 })
+                Ok(BlockNll {
+                    sum_nll: f64::NAN,
+                    count: 1,
+                })
             }
         }
         let tokens: Vec<u32> = (0..20).collect();
-        let config = LmEvalConfig { block_size: 10, train_fractions: vec![0.5], ..Default::default() };
+        let config = LmEvalConfig {
+            block_size: 10,
+            train_fractions: vec![0.5],
+            ..Default::default()
+        };
         let mut methods: Vec<Box<dyn LmMethod>> = vec![Box::new(Nan)];
-        let err = run_lm_eval(&tokens, &config, &mut methods, serde_json::json!({}), &mut |_| {}).unwrap_err();
-        assert!(matches!(err, EvalError::NonFinite { block: 0, .. }), "{err}");
+        let err = run_lm_eval(
+            &tokens,
+            &config,
+            &mut methods,
+            serde_json::json!({}),
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, EvalError::NonFinite { block: 0, .. }),
+            "{err}"
+        );
     }
 }
 

@@ -5,6 +5,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::loss::next_token_nll;
 use tint_aux::{dynamic_eval, AuxModel, DynEvalConfig};
+use tint_sim::{AuxParams, FunctionalReference, SimInput, SimOutput, TintConfig, TintSimulator};
 
 use crate::lm::LmMethod;
 use crate::perplexity::BlockNll;
@@ -39,7 +40,10 @@ trait IntoScalarF64 {
 
 impl<B: Backend> IntoScalarF64 for Tensor<B, 1> {
     fn into_scalar_f64(self) -> f64 {
-        self.into_data().convert::<f64>().to_vec::<f64>().expect("converted to f64")[0]
+        self.into_data()
+            .convert::<f64>()
+            .to_vec::<f64>()
+            .expect("converted to f64")[0]
     }
 }
 
@@ -101,5 +105,90 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
             sum_nll: outcome.eval_nll[0].iter().sum(),
             count: outcome.eval_nll[0].len(),
         })
+    }
+}
+
+/// TinT hyper-parameters that fit an auxiliary model of width `d_model` with `n_heads` heads: `S`
+/// weight rows per prefix (4 when `d_model` is divisible by 4, else 3), `P = D / S` prefixes,
+/// `Ds = D (S + 1)`, and softmax heads of the auxiliary head size (`Hs = Ds / (D / H)`), which satisfy
+/// every constraint of TINT_SPEC §1.2. Explicit values replace the defaults.
+pub fn default_tint_config(
+    d_model: usize,
+    n_heads: usize,
+    hidden_size: Option<usize>,
+    num_prefixes: Option<usize>,
+    num_heads: Option<usize>,
+) -> TintConfig {
+    let stack = if d_model % 4 == 0 { 4 } else { 3 };
+    let num_prefixes = num_prefixes.unwrap_or(d_model / stack);
+    let head_size = d_model / n_heads.max(1);
+    let mut config = TintConfig::for_model(d_model, num_prefixes, head_size);
+    if let Some(ds) = hidden_size {
+        config.hidden_size = ds;
+        config.num_heads = ds / head_size.max(1);
+    }
+    if let Some(hs) = num_heads {
+        config.num_heads = hs;
+    }
+    config
+}
+
+/// Which TinT implementation scores a block.
+enum TintEngine<B: Backend> {
+    /// The constructed simulator network.
+    Simulator(TintSimulator<B>),
+    /// The functional reference (the same update with plain tensor ops).
+    Reference(FunctionalReference<B>),
+}
+
+/// TinT: one forward pass of the simulator (or of its functional reference) trains on the block's
+/// training part with `config.inner_lr` on the SUMMED loss and scores the rest.
+pub struct Tint<B: Backend> {
+    engine: TintEngine<B>,
+    device: B::Device,
+}
+
+impl<B: Backend> Tint<B> {
+    /// The constructed simulator for `model`.
+    pub fn simulator(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
+        let aux = AuxParams::from_aux(model)?;
+        Ok(Self {
+            engine: TintEngine::Simulator(TintSimulator::new(&aux, config)?),
+            device: aux.device(),
+        })
+    }
+
+    /// The functional reference for `model`.
+    pub fn reference(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
+        let aux = AuxParams::from_aux(model)?;
+        let device = aux.device();
+        Ok(Self {
+            engine: TintEngine::Reference(FunctionalReference::new(aux, config)?),
+            device,
+        })
+    }
+
+    /// First-pass and final logits of one `[1, T]` block.
+    pub fn run(&self, input: &SimInput<B>) -> Result<SimOutput<B>, EvalError> {
+        Ok(match &self.engine {
+            TintEngine::Simulator(sim) => sim.forward(input)?,
+            TintEngine::Reference(reference) => reference.forward(input)?,
+        })
+    }
+}
+
+impl<B: Backend> LmMethod for Tint<B> {
+    fn name(&self) -> String {
+        match self.engine {
+            TintEngine::Simulator(_) => "tint".into(),
+            TintEngine::Reference(_) => "tint-ref".into(),
+        }
+    }
+
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        let ids = block_ids::<B>(block, &self.device);
+        let input = SimInput::with_train_lengths(ids.clone(), &[train_len])?;
+        let output = self.run(&input)?;
+        eval_part_nll(output.final_logits, ids, train_len)
     }
 }

@@ -90,8 +90,14 @@ mod tests {
     #[test]
     fn perplexity_is_token_weighted() {
         let blocks = [
-            BlockNll { sum_nll: 2.0, count: 1 },
-            BlockNll { sum_nll: 0.0, count: 3 },
+            BlockNll {
+                sum_nll: 2.0,
+                count: 1,
+            },
+            BlockNll {
+                sum_nll: 0.0,
+                count: 3,
+            },
         ];
         // Σ nll / Σ count = 0.5, not the mean of per-block means (1.0).
         assert!((perplexity_of(&blocks) - 0.5f64.exp()).abs() < 1e-12);
@@ -100,7 +106,10 @@ mod tests {
     #[test]
     fn bootstrap_interval_contains_the_value_and_is_deterministic() {
         let blocks: Vec<BlockNll> = (0..20)
-            .map(|i| BlockNll { sum_nll: 10.0 + i as f64, count: 5 })
+            .map(|i| BlockNll {
+                sum_nll: 10.0 + i as f64,
+                count: 5,
+            })
             .collect();
         let a = bootstrap(&blocks, 0.95, 500, 7);
         let b = bootstrap(&blocks, 0.95, 500, 7);
@@ -108,7 +117,13 @@ mod tests {
         assert!(a.ci_low < a.value && a.value < a.ci_high, "{a:?}");
         assert_eq!(a.tokens, 100);
         // Identical blocks have no spread.
-        let same = vec![BlockNll { sum_nll: 3.0, count: 2 }; 10];
+        let same = vec![
+            BlockNll {
+                sum_nll: 3.0,
+                count: 2
+            };
+            10
+        ];
         let c = bootstrap(&same, 0.9, 200, 1);
         assert!((c.ci_high - c.ci_low).abs() < 1e-12);
     }

@@ -50,7 +50,10 @@ impl LmReport {
         let mut fractions: Vec<f64> = Vec::new();
         let mut methods: Vec<&str> = Vec::new();
         for r in &self.results {
-            if !fractions.iter().any(|f| (f - r.train_fraction).abs() < 1e-12) {
+            if !fractions
+                .iter()
+                .any(|f| (f - r.train_fraction).abs() < 1e-12)
+            {
                 fractions.push(r.train_fraction);
             }
             if !methods.contains(&r.method.as_str()) {
@@ -91,7 +94,16 @@ mod tests {
 
     #[test]
     fn table_has_one_row_per_method_and_one_column_per_fraction() {
-        let blocks = vec![BlockNll { sum_nll: 4.0, count: 2 }, BlockNll { sum_nll: 2.0, count: 2 }];
+        let blocks = vec![
+            BlockNll {
+                sum_nll: 4.0,
+                count: 2,
+            },
+            BlockNll {
+                sum_nll: 2.0,
+                count: 2,
+            },
+        ];
         let result = |method: &str, f: f64| MethodResult {
             method: method.into(),
             train_fraction: f,
@@ -101,18 +113,27 @@ mod tests {
         };
         let report = LmReport {
             settings: serde_json::json!({"block_size": 4}),
-            results: vec![result("vanilla", 0.5), result("dyn-eval", 0.5), result("vanilla", 0.9)],
+            results: vec![
+                result("vanilla", 0.5),
+                result("dyn-eval", 0.5),
+                result("vanilla", 0.9),
+            ],
         };
         let table = report.markdown_table();
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines[0], "| method | 50% | 90% |");
         assert_eq!(lines.len(), 4, "{table}");
         assert!(lines[3].starts_with("| dyn-eval | 4.48"), "{table}");
-        assert!(lines[3].ends_with("– |"), "missing cells are marked: {table}");
+        assert!(
+            lines[3].ends_with("– |"),
+            "missing cells are marked: {table}"
+        );
 
-        let path = std::env::temp_dir().join(format!("tint-eval-report-{}.json", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("tint-eval-report-{}.json", std::process::id()));
         report.write_json(&path).unwrap();
-        let back: LmReport = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let back: LmReport =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(back.results.len(), 3);
         std::fs::remove_file(&path).ok();
     }

