@@ -40,6 +40,10 @@ fn main() -> anyhow::Result<()> {
         Cmd::Logits(args) => logits::run(args)?,
         Cmd::Fetch(args) => fetch::run(args)?,
     }
-    eprintln!("done in {:.1}s (backend: {})", start.elapsed().as_secs_f64(), backend::BACKEND_NAME);
+    eprintln!(
+        "done in {:.1}s (backend: {})",
+        start.elapsed().as_secs_f64(),
+        backend::BACKEND_NAME
+    );
     Ok(())
 }

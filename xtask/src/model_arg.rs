@@ -42,9 +42,8 @@ impl std::fmt::Display for ModelArg {
 /// Loads the auxiliary model named by `arg`, fetching the asset first when needed.
 pub fn load_aux<B: Backend>(arg: &ModelArg, device: &B::Device) -> Result<AuxModel<B>> {
     match arg {
-        ModelArg::Dir(dir) => {
-            tint_aux::load_model(dir, device).with_context(|| format!("loading model from {}", dir.display()))
-        }
+        ModelArg::Dir(dir) => tint_aux::load_model(dir, device)
+            .with_context(|| format!("loading model from {}", dir.display())),
         ModelArg::Gguf(path) => load_gguf(path, device),
         ModelArg::SmolLm2 => {
             let path = crate::fetch::smollm2_gguf()?;
@@ -54,7 +53,8 @@ pub fn load_aux<B: Backend>(arg: &ModelArg, device: &B::Device) -> Result<AuxMod
 }
 
 fn load_gguf<B: Backend>(path: &std::path::Path, device: &B::Device) -> Result<AuxModel<B>> {
-    tint_aux::load_gguf_model(path, device).with_context(|| format!("loading GGUF model {}", path.display()))
+    tint_aux::load_gguf_model(path, device)
+        .with_context(|| format!("loading GGUF model {}", path.display()))
 }
 
 /// Loads the tokenizer that belongs to the model named by `arg`.
@@ -68,5 +68,6 @@ pub fn load_tokenizer(arg: &ModelArg) -> Result<tint_aux::tokenizer::AuxTokenize
 }
 
 fn gguf_tokenizer(path: &std::path::Path) -> Result<tint_aux::tokenizer::AuxTokenizer> {
-    tint_aux::gguf_tokenizer(path).with_context(|| format!("reading the tokenizer of {}", path.display()))
+    tint_aux::gguf_tokenizer(path)
+        .with_context(|| format!("reading the tokenizer of {}", path.display()))
 }
