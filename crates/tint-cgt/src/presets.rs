@@ -151,12 +151,13 @@ impl ExperimentPreset {
                 }
             }
             "icl-small" => {
-                let data = icl(2, 2, 32);
+                // Sized for ~25 minutes for all four variants on a shared 2-core CPU.
+                let data = icl(2, 2, 16);
                 Self {
                     name: name.into(),
-                    model: model(vocab, data.sequence_length(), 4, 64, 4, 32, 2, 2, 4, 8),
+                    model: model(vocab, data.sequence_length(), 4, 48, 4, 32, 2, 2, 4, 8),
                     data: DataPreset::Arithmetic(data),
-                    training: training(600, 2e-3, 40),
+                    training: training(400, 2e-3, 30),
                     eval_batches: 8,
                 }
             }
