@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use burn::tensor::{Int, Tensor, TensorData, Tolerance};
+use burn::tensor::{Int, Tensor, TensorData};
 use safetensors::SafeTensors;
 use tint_aux::llama::load_llama_gguf;
 
@@ -101,11 +101,23 @@ fn smollm2_gguf_matches_hf_transformers() {
         .iter()
         .map(|&p| logits.clone().slice([0..1, p as usize..p as usize + 1]))
         .collect();
-    Tensor::cat(rows, 1)
+    let ours = Tensor::cat(rows, 1)
         .reshape([positions.len(), vocab])
-        .to_data()
-        .assert_approx_eq::<f32>(
-            &TensorData::new(expected_logits, [positions.len(), vocab]),
-            Tolerance::absolute(SMOLLM2_LOGITS_TOL),
-        );
+        .into_data()
+        .to_vec::<f32>()
+        .unwrap();
+    assert_eq!(ours.len(), expected_logits.len());
+    let max_diff = ours
+        .iter()
+        .zip(&expected_logits)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    eprintln!(
+        "SmolLM2 max |logit difference| vs HF over {} positions: {max_diff:.2e}",
+        positions.len()
+    );
+    assert!(
+        max_diff <= SMOLLM2_LOGITS_TOL,
+        "max |logit difference| {max_diff} > {SMOLLM2_LOGITS_TOL}"
+    );
 }

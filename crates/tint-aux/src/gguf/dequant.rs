@@ -79,7 +79,7 @@ pub fn dequantize(
         dims: vec![n_elements as u64],
         reason,
     };
-    if n_elements % ty.block_len() != 0 {
+    if !n_elements.is_multiple_of(ty.block_len()) {
         return Err(bad_shape(format!(
             "{n_elements} elements is not a multiple of the {} block length {}",
             ty.name(),

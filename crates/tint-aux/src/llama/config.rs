@@ -72,19 +72,19 @@ impl LlamaConfig {
         if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
             return fail(format!("{name} must be positive"));
         }
-        if self.d_model % self.n_heads != 0 {
+        if !self.d_model.is_multiple_of(self.n_heads) {
             return fail(format!(
                 "d_model {} is not a multiple of n_heads {}",
                 self.d_model, self.n_heads
             ));
         }
-        if self.n_heads % self.n_kv_heads != 0 {
+        if !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return fail(format!(
                 "n_heads {} is not a multiple of n_kv_heads {}",
                 self.n_heads, self.n_kv_heads
             ));
         }
-        if self.head_dim() % 2 != 0 {
+        if !self.head_dim().is_multiple_of(2) {
             return fail(format!(
                 "head_dim {} must be even for rotary embeddings",
                 self.head_dim()
