@@ -237,7 +237,12 @@ impl GgufFile {
             if n_elements.is_none() {
                 return Err(bad_shape("element count overflows u64".to_string()));
             }
-            if !dims.first().copied().unwrap_or(1).is_multiple_of(ty.block_len() as u64) {
+            if !dims
+                .first()
+                .copied()
+                .unwrap_or(1)
+                .is_multiple_of(ty.block_len() as u64)
+            {
                 return Err(bad_shape(format!(
                     "rows are not a multiple of the {} block length {}",
                     ty.name(),
