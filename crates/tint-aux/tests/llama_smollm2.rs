@@ -93,6 +93,19 @@ fn smollm2_gguf_matches_hf_transformers() {
         text
     );
 
+    // Control tokens (type 3) are matched whole; BOS/EOS come from the metadata.
+    let tokenizer = &loaded.tokenizer;
+    assert_eq!(
+        (
+            tokenizer.bos_token_id,
+            tokenizer.eos_token_id,
+            tokenizer.add_bos
+        ),
+        (Some(1), Some(2), false)
+    );
+    assert_eq!(tokenizer.encode("<|im_start|>user").unwrap()[0], 1);
+    assert_eq!(tokenizer.vocab_size(), config.vocab_size);
+
     let n = ids.len();
     let input = Tensor::<TestBackend, 2, Int>::from_data(TensorData::new(ids, [1, n]), &device);
     let logits = loaded.model.forward(input).unwrap(); // [1, n, vocab]

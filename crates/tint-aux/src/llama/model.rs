@@ -164,6 +164,12 @@ impl<B: Backend> LlamaModel<B> {
             .blocks
             .first()
             .map_or(2, |block| block.attention.head_dim);
-        rotary_tables(seq_length, head_dim, self.rope_theta, device)
+        rotary_tables(
+            seq_length,
+            head_dim,
+            self.rope_theta,
+            device,
+            self.embedding.weight.val().dtype(),
+        )
     }
 }

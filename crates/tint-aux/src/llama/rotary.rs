@@ -6,16 +6,17 @@
 //! the two conventions agree, and the GGUF loader undoes that permutation
 //! ([`unpermute_rotary_rows`](super::loader::unpermute_rotary_rows)).
 
-use burn::tensor::{backend::Backend, Tensor, TensorData};
+use burn::tensor::{backend::Backend, DType, Tensor, TensorData};
 
 /// `cos` and `sin` tables of shape `[seq_length, head_dim]` for positions `0..seq_length`.
 ///
-/// Angles are computed in f64 and rounded once to the backend's float type.
+/// Angles are computed in f64 and rounded once to `dtype` (the model's float type, e.g. `DType::F32`).
 pub fn rotary_tables<B: Backend>(
     seq_length: usize,
     head_dim: usize,
     theta: f64,
     device: &B::Device,
+    dtype: DType,
 ) -> (Tensor<B, 2>, Tensor<B, 2>) {
     let half = head_dim / 2;
     let mut cos = Vec::with_capacity(seq_length * head_dim);
@@ -29,8 +30,14 @@ pub fn rotary_tables<B: Backend>(
             sin.push(angle.sin());
         }
     }
-    let cos = Tensor::from_data(TensorData::new(cos, [seq_length, head_dim]), device);
-    let sin = Tensor::from_data(TensorData::new(sin, [seq_length, head_dim]), device);
+    let cos = Tensor::from_data(
+        TensorData::new(cos, [seq_length, head_dim]),
+        (device, dtype),
+    );
+    let sin = Tensor::from_data(
+        TensorData::new(sin, [seq_length, head_dim]),
+        (device, dtype),
+    );
     (cos, sin)
 }
 
@@ -71,7 +78,7 @@ mod tests {
         let (s, d, theta) = (5, 8, 100.0);
         let x =
             Tensor::<TestBackend, 4>::random([1, 2, s, d], Distribution::Normal(0.0, 1.0), &device);
-        let (cos, sin) = rotary_tables::<TestBackend>(s, d, theta, &device);
+        let (cos, sin) = rotary_tables::<TestBackend>(s, d, theta, &device, DType::F32);
         let y = apply_rotary(x.clone(), cos, sin);
         let xs = x.to_data().to_vec::<f32>().unwrap();
         let mut expected = vec![0f32; xs.len()];
@@ -93,5 +100,16 @@ mod tests {
             &TensorData::new(expected, [1, 2, s, d]),
             Tolerance::absolute(ROPE_TOL),
         );
+    }
+
+    #[test]
+    fn tables_follow_the_requested_dtype() {
+        let device = Default::default();
+        let (cos, sin) = rotary_tables::<TestBackend>(3, 4, 10.0, &device, DType::F64);
+        assert_eq!((cos.dtype(), sin.dtype()), (DType::F64, DType::F64));
+        // Position 2, pair 1 of 2: angle 2·10^(−1/2); f64 keeps it to ~1e-16.
+        let angle = 2.0 * 10f64.powf(-0.5);
+        let value = cos.slice([2..3, 1..2]).into_data().to_vec::<f64>().unwrap()[0];
+        assert!((value - angle.cos()).abs() < 1e-12, "{value}");
     }
 }
