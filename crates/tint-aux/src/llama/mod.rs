@@ -26,4 +26,4 @@ pub use loader::{
 pub use mlp::{SwiGluMlp, SwiGluTrace};
 pub use model::{LlamaModel, LlamaTrace};
 pub use rms_norm::RmsNorm;
-pub use rotary::{apply_rotary, rotary_tables};
+pub use rotary::{apply_rotary, rotary_tables, rotary_tables_dtype};

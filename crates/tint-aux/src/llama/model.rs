@@ -6,7 +6,7 @@ use burn::tensor::{backend::Backend, Int, Tensor};
 
 use super::block::{LlamaBlock, LlamaLayerTrace};
 use super::rms_norm::RmsNorm;
-use super::rotary::rotary_tables;
+use super::rotary::rotary_tables_dtype;
 use crate::AuxError;
 
 /// A LLaMA-architecture decoder (SmolLM2, TinyLlama, …), all weights `[d_input, d_output]`.
@@ -164,7 +164,7 @@ impl<B: Backend> LlamaModel<B> {
             .blocks
             .first()
             .map_or(2, |block| block.attention.head_dim);
-        rotary_tables(
+        rotary_tables_dtype(
             seq_length,
             head_dim,
             self.rope_theta,

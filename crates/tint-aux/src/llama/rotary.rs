@@ -8,16 +8,8 @@
 
 use burn::tensor::{backend::Backend, DType, Tensor, TensorData};
 
-/// `cos` and `sin` tables of shape `[seq_length, head_dim]` for positions `0..seq_length`.
-///
-/// Angles are computed in f64 and rounded once to `dtype` (the model's float type, e.g. `DType::F32`).
-pub fn rotary_tables<B: Backend>(
-    seq_length: usize,
-    head_dim: usize,
-    theta: f64,
-    device: &B::Device,
-    dtype: DType,
-) -> (Tensor<B, 2>, Tensor<B, 2>) {
+/// `cos` and `sin` of `p · θ_(j mod head_dim/2)` for `p < seq_length`, `j < head_dim`, row-major, in f64.
+fn rotary_angles(seq_length: usize, head_dim: usize, theta: f64) -> (TensorData, TensorData) {
     let half = head_dim / 2;
     let mut cos = Vec::with_capacity(seq_length * head_dim);
     let mut sin = Vec::with_capacity(seq_length * head_dim);
@@ -30,15 +22,40 @@ pub fn rotary_tables<B: Backend>(
             sin.push(angle.sin());
         }
     }
-    let cos = Tensor::from_data(
+    (
         TensorData::new(cos, [seq_length, head_dim]),
-        (device, dtype),
-    );
-    let sin = Tensor::from_data(
         TensorData::new(sin, [seq_length, head_dim]),
-        (device, dtype),
-    );
-    (cos, sin)
+    )
+}
+
+/// `cos` and `sin` tables of shape `[seq_length, head_dim]` for positions `0..seq_length`, in the device's
+/// default float type (see [`rotary_tables_dtype`] for another). Angles are computed in f64 and rounded once.
+pub fn rotary_tables<B: Backend>(
+    seq_length: usize,
+    head_dim: usize,
+    theta: f64,
+    device: &B::Device,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let (cos, sin) = rotary_angles(seq_length, head_dim, theta);
+    (
+        Tensor::from_data(cos, device),
+        Tensor::from_data(sin, device),
+    )
+}
+
+/// [`rotary_tables`] in float type `dtype` (the model's, e.g. `DType::F64` for a float64 model).
+pub fn rotary_tables_dtype<B: Backend>(
+    seq_length: usize,
+    head_dim: usize,
+    theta: f64,
+    device: &B::Device,
+    dtype: DType,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let (cos, sin) = rotary_angles(seq_length, head_dim, theta);
+    (
+        Tensor::from_data(cos, (device, dtype)),
+        Tensor::from_data(sin, (device, dtype)),
+    )
 }
 
 /// `[−x₂, x₁]` over the last dimension.
@@ -78,7 +95,7 @@ mod tests {
         let (s, d, theta) = (5, 8, 100.0);
         let x =
             Tensor::<TestBackend, 4>::random([1, 2, s, d], Distribution::Normal(0.0, 1.0), &device);
-        let (cos, sin) = rotary_tables::<TestBackend>(s, d, theta, &device, DType::F32);
+        let (cos, sin) = rotary_tables::<TestBackend>(s, d, theta, &device);
         let y = apply_rotary(x.clone(), cos, sin);
         let xs = x.to_data().to_vec::<f32>().unwrap();
         let mut expected = vec![0f32; xs.len()];
@@ -105,7 +122,7 @@ mod tests {
     #[test]
     fn tables_follow_the_requested_dtype() {
         let device = Default::default();
-        let (cos, sin) = rotary_tables::<TestBackend>(3, 4, 10.0, &device, DType::F64);
+        let (cos, sin) = rotary_tables_dtype::<TestBackend>(3, 4, 10.0, &device, DType::F64);
         assert_eq!((cos.dtype(), sin.dtype()), (DType::F64, DType::F64));
         // Position 2, pair 1 of 2: angle 2·10^(−1/2); f64 keeps it to ~1e-16.
         let angle = 2.0 * 10f64.powf(-0.5);
