@@ -566,45 +566,52 @@ mod tests {
     use crate::{
         prefix,
         testing::{
-            context, f64_options, max_abs_diff, random, state_with_linear, test_dims, TestBackend,
+            context, context_in, f64_options, max_abs_diff, options_in, random, rounded,
+            state_with_linear, test_dims, TestBackend,
         },
     };
+    use burn::tensor::DType;
 
     /// f64 with O(1) random values and sums of at most `D` products: round-off ~1e-14;
     /// 1e-10 leaves room while still catching any construction error (which is O(1)).
     const F64_TOL: f64 = 1e-10;
+    /// f32 (eps 1.2e-7) with the same O(1) inputs: sums of at most `D` = 16 products of O(1) values
+    /// (outputs up to ~10) accumulate a few ulp; the largest error seen over repeated random runs
+    /// was 1.5e-6 (forward) and 1.6e-7 (descent), so 2e-5 keeps a >10x margin while any
+    /// construction error (O(1)) is caught.
+    const F32_TOL: f64 = 2e-5;
     const BATCH: usize = 2;
 
     fn tokens(state: Tensor<TestBackend, 3>, p: usize) -> Tensor<TestBackend, 3> {
         crate::layout::token_rows(state, p)
     }
 
-    #[test]
-    fn linear_forward_computes_w_x_plus_b_and_stores_x() {
+    /// Runs LinearForward in `dtype` on inputs rounded to `dtype`; the reference is f64 math.
+    fn linear_forward_case(dtype: DType, tol: f64) {
         let device = Default::default();
         for dims in test_dims() {
-            let (d, p, ds, t) = (
-                dims.d_model(),
-                dims.n_prefixes(),
-                dims.d_sim(),
-                dims.seq_length(),
-            );
+            let (d, p) = (dims.d_model(), dims.n_prefixes());
             let mem = dims.linear_memory_index();
             let module =
-                LinearForward::<TestBackend>::new(&dims, Some(mem), &f64_options(), &device)
+                LinearForward::<TestBackend>::new(&dims, Some(mem), &options_in(dtype), &device)
                     .unwrap();
-            let ctx = context(&dims, BATCH);
-            let weight = random([BATCH, d, d], 1.0);
-            let bias = random([BATCH, d], 1.0);
-            let state = state_with_linear(&dims, weight.clone(), bias.clone());
-            let out = module.forward(state.clone(), &ctx);
+            let ctx = context_in(&dims, BATCH, dtype);
+            let weight = rounded(random([BATCH, d, d], 1.0), dtype);
+            let bias = rounded(random([BATCH, d], 1.0), dtype);
+            let state = rounded(
+                state_with_linear(&dims, weight.clone(), bias.clone()),
+                dtype,
+            );
+            let out = module
+                .forward(state.clone().cast(dtype), &ctx)
+                .cast(DType::F64);
             let x = tokens(state.clone(), p).narrow(2, 0, d); // [B, T, D]
             let expected = x.clone().matmul(weight.swap_dims(1, 2)) + bias.unsqueeze_dim(1);
             let out_tokens = tokens(out.clone(), p);
             let err = max_abs_diff(out_tokens.clone().narrow(2, 0, d), expected);
             assert!(
-                err < F64_TOL,
-                "S = {}: |y - (W x + b)| = {err}",
+                err < tol,
+                "{dtype:?}, S = {}: |y - (W x + b)| = {err}",
                 dims.stack()
             );
             assert_eq!(
@@ -623,10 +630,21 @@ mod tests {
                 max_abs_diff(out.clone().narrow(1, 0, p), state.clone().narrow(1, 0, p)),
                 0.0
             );
-            let dense = module.forward_dense(state, &ctx);
-            assert!(max_abs_diff(dense, out) < F64_TOL);
-            let _ = (ds, t);
+            let dense = module
+                .forward_dense(state.cast(dtype), &ctx)
+                .cast(DType::F64);
+            assert!(max_abs_diff(dense, out) < tol);
         }
+    }
+
+    #[test]
+    fn linear_forward_computes_w_x_plus_b_and_stores_x() {
+        linear_forward_case(DType::F64, F64_TOL);
+    }
+
+    #[test]
+    fn linear_forward_in_f32_computes_w_x_plus_b_and_stores_x() {
+        linear_forward_case(DType::F32, F32_TOL);
     }
 
     #[test]
@@ -692,24 +710,29 @@ mod tests {
         (new_weight, bias - grad_b * eta)
     }
 
-    #[test]
-    fn linear_descent_backward_updates_prefix_and_backpropagates_with_old_weights() {
+    /// Runs LinearDescentBackward in `dtype` on inputs rounded to `dtype`; the reference is f64 math.
+    fn linear_descent_backward_case(dtype: DType, tol: f64) {
         let device = Default::default();
         let eta = 0.1;
         for bias_only in [false, true] {
             for dims in test_dims() {
                 let (d, p) = (dims.d_model(), dims.n_prefixes());
                 let mem = dims.linear_memory_index();
-                let options = f64_options().with_inner_lr(eta);
+                let options = options_in(dtype).with_inner_lr(eta);
                 let module = LinearDescentBackward::<TestBackend>::new(
                     &dims, mem, bias_only, &options, &device,
                 )
                 .unwrap();
-                let ctx = context(&dims, BATCH);
-                let weight = random([BATCH, d, d], 1.0);
-                let bias = random([BATCH, d], 1.0);
-                let state = state_with_linear(&dims, weight.clone(), bias.clone());
-                let out = module.forward(state.clone(), &ctx);
+                let ctx = context_in(&dims, BATCH, dtype);
+                let weight = rounded(random([BATCH, d, d], 1.0), dtype);
+                let bias = rounded(random([BATCH, d], 1.0), dtype);
+                let state = rounded(
+                    state_with_linear(&dims, weight.clone(), bias.clone()),
+                    dtype,
+                );
+                let out = module
+                    .forward(state.clone().cast(dtype), &ctx)
+                    .cast(DType::F64);
                 let token_in = tokens(state.clone(), p);
                 let dy = token_in.clone().narrow(2, 0, d);
                 let x = token_in.narrow(2, mem, d);
@@ -718,17 +741,17 @@ mod tests {
                     bias.clone(),
                     dy.clone(),
                     x,
-                    ctx.train_mask.clone(),
+                    ctx.train_mask.clone().cast(DType::F64),
                     eta,
                     bias_only,
                 );
                 let (got_weight, got_bias) =
                     prefix::read_linear(out.clone().narrow(1, 0, p), &dims).unwrap();
                 let err_w = max_abs_diff(got_weight, new_weight.clone());
-                let err_b = max_abs_diff(got_bias, new_bias.clone());
+                let err_b = max_abs_diff(got_bias, new_bias);
                 assert!(
-                    err_w < F64_TOL && err_b < F64_TOL,
-                    "S = {}: W err {err_w}, b err {err_b}",
+                    err_w < tol && err_b < tol,
+                    "{dtype:?}, S = {}: W err {err_w}, b err {err_b}",
                     dims.stack()
                 );
                 // The rest of the prefix rows: bias copies of prefixes >= 1 unchanged, other dims 0.
@@ -738,13 +761,26 @@ mod tests {
                     got_prefix.narrow(1, 1, p - 1),
                     expected_prefix.narrow(1, 1, p - 1),
                 );
-                assert!(rest_err < F64_TOL, "prefixes >= 1: {rest_err}");
+                assert!(rest_err < tol, "{dtype:?}, prefixes >= 1: {rest_err}");
                 // Token rows: Wᵀ dy with the old weights.
                 let err = max_abs_diff(tokens(out, p).narrow(2, 0, d), dy.matmul(weight));
-                assert!(err < F64_TOL);
-                let _ = new_bias;
+                assert!(
+                    err < tol,
+                    "{dtype:?}, S = {}: |dx - Wᵀ dy| = {err}",
+                    dims.stack()
+                );
             }
         }
+    }
+
+    #[test]
+    fn linear_descent_backward_updates_prefix_and_backpropagates_with_old_weights() {
+        linear_descent_backward_case(DType::F64, F64_TOL);
+    }
+
+    #[test]
+    fn linear_descent_backward_in_f32_updates_prefix_and_backpropagates() {
+        linear_descent_backward_case(DType::F32, F32_TOL);
     }
 
     #[test]

@@ -310,12 +310,17 @@ mod tests {
     use super::*;
     use crate::{
         prefix,
-        testing::{context, f64_options, max_abs_diff, random, test_dims, TestBackend},
+        testing::{context_in, max_abs_diff, options_in, random, rounded, test_dims, TestBackend},
     };
     use burn::tensor::activation::softmax;
+    use burn::tensor::DType;
 
     /// f64 softmax attention over a handful of O(1) scores: round-off ~1e-15.
     const F64_TOL: f64 = 1e-10;
+    /// f32 (eps 1.2e-7): q, k, v are sums of ≤ 16 products of O(1) values, the softmax and the
+    /// value sums keep that relative round-off; the largest error seen over repeated random runs
+    /// was 1.5e-6, so 2e-5 keeps a >10x margin and still catches any construction error.
+    const F32_TOL: f64 = 2e-5;
     const BATCH: usize = 2;
 
     /// Plain multi-head causal attention probabilities `a[b, h, i, j]`.
@@ -350,8 +355,8 @@ mod tests {
         dims
     }
 
-    #[test]
-    fn attention_forward_matches_causal_multi_head_attention() {
+    /// SelfAttentionForward in `dtype` on inputs rounded to `dtype`; the reference is f64 math.
+    fn attention_forward_case(dtype: DType, tol: f64) {
         let device = Default::default();
         for dims in all_dims() {
             let (d, p, h, mem) = (
@@ -362,11 +367,12 @@ mod tests {
             );
             let t = dims.seq_length();
             let module =
-                SelfAttentionForward::<TestBackend>::new(&dims, &f64_options(), &device).unwrap();
-            let ctx = context(&dims, BATCH);
+                SelfAttentionForward::<TestBackend>::new(&dims, &options_in(dtype), &device)
+                    .unwrap();
+            let ctx = context_in(&dims, BATCH, dtype);
             let block = || {
-                let w = random([BATCH, d, d], 0.5);
-                let b = random([BATCH, d], 0.5);
+                let w = rounded(random([BATCH, d, d], 0.5), dtype);
+                let b = rounded(random([BATCH, d], 0.5), dtype);
                 (
                     prefix::write_linear(w.clone(), b.clone(), &dims).unwrap(),
                     w,
@@ -376,16 +382,18 @@ mod tests {
             let (pq, wq, bq) = block();
             let (pk, wk, bk) = block();
             let (pv, wv, bv) = block();
-            let state = random([BATCH, dims.n_rows(), dims.d_sim()], 1.0);
-            let out = module.forward(
-                state.clone(),
-                &QkvPrefixes {
-                    query: pq.clone(),
-                    key: pk,
-                    value: pv,
-                },
-                &ctx,
-            );
+            let state = rounded(random([BATCH, dims.n_rows(), dims.d_sim()], 1.0), dtype);
+            let out = module
+                .forward(
+                    state.clone().cast(dtype),
+                    &QkvPrefixes {
+                        query: pq.clone().cast(dtype),
+                        key: pk.cast(dtype),
+                        value: pv.cast(dtype),
+                    },
+                    &ctx,
+                )
+                .cast(DType::F64);
             let x = layout::token_rows(state, p).narrow(2, 0, d);
             let lin = |w: Tensor<TestBackend, 3>, b: Tensor<TestBackend, 2>| {
                 x.clone().matmul(w.swap_dims(1, 2)) + b.unsqueeze_dim(1)
@@ -394,9 +402,9 @@ mod tests {
             let expected = merge(probs(q.clone(), k.clone(), h).matmul(heads(v, h)));
             let out_tok = layout::token_rows(out.clone(), p);
             let err = max_abs_diff(out_tok.clone().narrow(2, 0, d), expected);
-            assert!(err < F64_TOL, "S = {}, H = {h}: {err}", dims.stack());
+            assert!(err < tol, "{dtype:?}, S = {}, H = {h}: {err}", dims.stack());
             let memory = Tensor::cat(vec![q, k, x], 2);
-            assert!(max_abs_diff(out_tok.narrow(2, mem, 3 * d), memory) < F64_TOL);
+            assert!(max_abs_diff(out_tok.narrow(2, mem, 3 * d), memory) < tol);
             assert_eq!(
                 max_abs_diff(out.narrow(1, 0, p), pq),
                 0.0,
@@ -407,7 +415,17 @@ mod tests {
     }
 
     #[test]
-    fn attention_backward_descent_matches_value_only_backward_and_w_v_step() {
+    fn attention_forward_matches_causal_multi_head_attention() {
+        attention_forward_case(DType::F64, F64_TOL);
+    }
+
+    #[test]
+    fn attention_forward_in_f32_matches_causal_multi_head_attention() {
+        attention_forward_case(DType::F32, F32_TOL);
+    }
+
+    /// SelfAttentionBackwardDescent in `dtype` on inputs rounded to `dtype`; f64 reference.
+    fn attention_backward_descent_case(dtype: DType, tol: f64) {
         let device = Default::default();
         let eta = 0.1;
         for dims in all_dims() {
@@ -419,20 +437,21 @@ mod tests {
                 dims.d_sim(),
             );
             let t = dims.seq_length();
-            let options = f64_options().with_inner_lr(eta);
+            let options = options_in(dtype).with_inner_lr(eta);
             let module =
                 SelfAttentionBackwardDescent::<TestBackend>::new(&dims, true, &options, &device)
                     .unwrap();
-            let ctx = context(&dims, BATCH);
-            let wv = random([BATCH, d, d], 0.5);
-            let bv = random([BATCH, d], 0.5);
+            let ctx = context_in(&dims, BATCH, dtype);
+            let train_mask = ctx.train_mask.clone().cast(DType::F64);
+            let wv = rounded(random([BATCH, d, d], 0.5), dtype);
+            let bv = rounded(random([BATCH, d], 0.5), dtype);
             let (q, k, x, d_out) = (
-                random([BATCH, t, d], 1.0),
-                random([BATCH, t, d], 1.0),
-                random([BATCH, t, d], 1.0),
-                random([BATCH, t, d], 1.0),
+                rounded(random([BATCH, t, d], 1.0), dtype),
+                rounded(random([BATCH, t, d], 1.0), dtype),
+                rounded(random([BATCH, t, d], 1.0), dtype),
+                rounded(random([BATCH, t, d], 1.0), dtype),
             );
-            let junk = random([BATCH, t, mem - d], 1.0);
+            let junk = rounded(random([BATCH, t, mem - d], 1.0), dtype);
             let tokens = Tensor::cat(
                 vec![d_out.clone(), junk, q.clone(), k.clone(), x.clone()],
                 2,
@@ -442,24 +461,42 @@ mod tests {
                 prefix::write_linear(wv.clone(), bv.clone(), &dims).unwrap(),
                 tokens,
             );
-            let out = module.forward(state, &ctx);
+            let out = module.forward(state.cast(dtype), &ctx).cast(DType::F64);
             // Reference (TINT_SPEC §9.2): dv_j = Σ_i a[i,j] M[j,i] do_i, M[j,i] = 1[i <= j or train_i].
             let a = probs(q, k, h); // [B, H, i, j]
             let tril = Tensor::<TestBackend, 2>::ones([t, t], (&device, a.dtype())).tril(0);
-            let m = (tril.unsqueeze::<3>() + ctx.train_mask.clone().unsqueeze_dim::<3>(1))
-                .clamp_max(1.0); // [B, j, i]
+            let m =
+                (tril.unsqueeze::<3>() + train_mask.clone().unsqueeze_dim::<3>(1)).clamp_max(1.0); // [B, j, i]
             let weights = a.swap_dims(2, 3) * m.unsqueeze_dim(1); // [B, H, j, i]
             let dv = merge(weights.matmul(heads(d_out, h)));
             let da = dv.clone().matmul(wv.clone());
             let out_tok = layout::token_rows(out.clone(), p);
             let err = max_abs_diff(out_tok.narrow(2, 0, d), da);
-            assert!(err < F64_TOL, "S = {}, H = {h}: da err {err}", dims.stack());
-            let masked = dv * ctx.train_mask.clone().unsqueeze_dim(2);
+            assert!(
+                err < tol,
+                "{dtype:?}, S = {}, H = {h}: da err {err}",
+                dims.stack()
+            );
+            let masked = dv * train_mask.unsqueeze_dim(2);
             let new_w = wv - masked.clone().swap_dims(1, 2).matmul(x) * eta;
             let new_b = bv - masked.sum_dim(1).squeeze_dim(1) * eta;
             let (got_w, got_b) = prefix::read_linear(out.narrow(1, 0, p), &dims).unwrap();
-            assert!(max_abs_diff(got_w, new_w) < F64_TOL);
-            assert!(max_abs_diff(got_b, new_b) < F64_TOL);
+            let (err_w, err_b) = (max_abs_diff(got_w, new_w), max_abs_diff(got_b, new_b));
+            assert!(
+                err_w < tol && err_b < tol,
+                "{dtype:?}, S = {}: W_V err {err_w}, b_V err {err_b}",
+                dims.stack()
+            );
         }
+    }
+
+    #[test]
+    fn attention_backward_descent_matches_value_only_backward_and_w_v_step() {
+        attention_backward_descent_case(DType::F64, F64_TOL);
+    }
+
+    #[test]
+    fn attention_backward_descent_in_f32_matches_value_only_backward_and_w_v_step() {
+        attention_backward_descent_case(DType::F32, F32_TOL);
     }
 }

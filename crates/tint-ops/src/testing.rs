@@ -23,6 +23,30 @@ pub(crate) fn f64_options() -> TintOptions {
     TintOptions::default().with_float_dtype(DType::F64)
 }
 
+/// `options` with `dtype` as the float dtype of the constructed weights.
+pub(crate) fn options_in(dtype: DType) -> TintOptions {
+    TintOptions::default().with_float_dtype(dtype)
+}
+
+/// The f64 tensor rounded to `dtype` and back: the values a `dtype` module actually sees, so the f64
+/// reference math and the module start from identical inputs (copies stay exactly comparable).
+pub(crate) fn rounded<const D: usize>(
+    x: Tensor<TestBackend, D>,
+    dtype: DType,
+) -> Tensor<TestBackend, D> {
+    x.cast(dtype).cast(DType::F64)
+}
+
+/// A context whose training mask has the state dtype `dtype`.
+pub(crate) fn context_in(
+    dims: &TintDims,
+    batch_size: usize,
+    dtype: DType,
+) -> SimContext<TestBackend> {
+    let mask = train_mask(batch_size, dims.seq_length(), dims.seq_length() / 2).cast(dtype);
+    SimContext::new(dims, mask, &Default::default()).unwrap()
+}
+
 pub(crate) fn random<const D: usize>(shape: [usize; D], std: f64) -> Tensor<TestBackend, D> {
     Tensor::<TestBackend, D>::random(shape, Distribution::Normal(0.0, std), &Default::default())
         .cast(DType::F64)
