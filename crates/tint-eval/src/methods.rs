@@ -3,8 +3,10 @@
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
+use std::collections::HashMap;
 use tint_aux::loss::next_token_nll;
-use tint_aux::{dynamic_eval, AuxModel, DynEvalConfig};
+
+use tint_aux::{continuation_nll, dynamic_eval, AuxModel, DynEvalConfig};
 use tint_sim::{AuxParams, FunctionalReference, SimInput, SimOutput, TintConfig, TintSimulator};
 
 use crate::lm::LmMethod;
@@ -48,9 +50,22 @@ impl<B: Backend> IntoScalarF64 for Tensor<B, 1> {
 }
 
 /// The unadapted model, with the training part as plain context.
+///
+/// The model does not change between train fractions, so the per-target NLL of each block is computed
+/// once and reused for every fraction.
 pub struct Vanilla<'a, B: Backend> {
-    /// The auxiliary model.
-    pub model: &'a AuxModel<B>,
+    model: &'a AuxModel<B>,
+    cache: HashMap<Vec<u32>, Vec<f64>>,
+}
+
+impl<'a, B: Backend> Vanilla<'a, B> {
+    /// The plain model.
+    pub fn new(model: &'a AuxModel<B>) -> Self {
+        Self {
+            model,
+            cache: HashMap::new(),
+        }
+    }
 }
 
 impl<B: Backend> LmMethod for Vanilla<'_, B> {
@@ -59,10 +74,19 @@ impl<B: Backend> LmMethod for Vanilla<'_, B> {
     }
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        let device = self.model.devices()[0].clone();
-        let ids = block_ids::<B>(block, &device);
-        let logits = self.model.forward(ids.clone())?;
-        eval_part_nll(logits, ids, train_len)
+        if !self.cache.contains_key(block) {
+            let device = self.model.devices()[0].clone();
+            let ids = block_ids::<B>(block, &device);
+            // NLL of tokens 1..T, i.e. every target a train fraction can ask for.
+            let nll = continuation_nll(self.model, ids, 1)?.remove(0);
+            self.cache.insert(block.to_vec(), nll);
+        }
+        let nll = &self.cache[block];
+        // nll[k] is the NLL of token k + 1; targets train_len..T are nll[train_len - 1..].
+        Ok(BlockNll {
+            sum_nll: nll[train_len - 1..].iter().sum(),
+            count: block.len() - train_len,
+        })
     }
 }
 
