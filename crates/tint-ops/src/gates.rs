@@ -103,3 +103,132 @@ impl<B: Backend> Gates<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        linear::LinearForward,
+        testing::{context_in, options_in, random, rounded, test_dims, TestBackend},
+    };
+    use burn::tensor::DType;
+
+    const BATCH: usize = 2;
+    /// The default gate logit scale `g10`.
+    const GATE_SCALE: f64 = 10.0;
+    /// Round-off of `exact - tanh_form` against its prediction `(1 - tanh(10)) · exact`, relative to
+    /// the largest `|exact|`: both sides are one or two f64 products/sums (a few ulp, ~1e-16); 1e-14
+    /// is far below the effect being measured (`1 - tanh(10) ≈ 4.1e-9`).
+    const F64_ROUND_OFF: f64 = 1e-14;
+
+    fn all_bits(x: Tensor<TestBackend, 3>) -> Vec<u32> {
+        x.into_data()
+            .to_vec::<f32>()
+            .expect("f32 tensor")
+            .into_iter()
+            .map(f32::to_bits)
+            .collect()
+    }
+
+    fn max_abs(x: Tensor<TestBackend, 3>) -> f64 {
+        x.abs().max().into_scalar().elem()
+    }
+
+    use burn::tensor::ElementConversion;
+
+    /// `(input, module_out)` rounded to `dtype`, random everywhere (prefix and token rows).
+    fn gate_inputs(
+        dims: &TintDims,
+        dtype: DType,
+    ) -> (Tensor<TestBackend, 3>, Tensor<TestBackend, 3>) {
+        let shape = [BATCH, dims.n_rows(), dims.d_sim()];
+        (
+            rounded(random(shape, 1.0), dtype),
+            rounded(random(shape, 1.0), dtype),
+        )
+    }
+
+    #[test]
+    fn tanh_gates_equal_exact_gates_bit_for_bit_in_f32() {
+        // The premise: tanh(10) rounds to exactly 1 in f32 (1 - tanh(10) ≈ 4.1e-9 < half an ulp
+        // below 1, 3e-8), both on the host and in the backend's tensor tanh.
+        assert_eq!((GATE_SCALE as f32).tanh(), 1.0);
+        let device = Default::default();
+        let ten =
+            Tensor::<TestBackend, 1>::from_floats([GATE_SCALE as f32, -GATE_SCALE as f32], &device);
+        assert_eq!(
+            ten.tanh().into_data().to_vec::<f32>().unwrap(),
+            vec![1.0, -1.0]
+        );
+        for dims in test_dims() {
+            let ctx = context_in(&dims, BATCH, DType::F32);
+            let exact = options_in(DType::F32).with_gate_scale(GATE_SCALE);
+            let tanh = exact.with_gate_mode(GateMode::Tanh);
+            for kind in [GateKind::ForwardBackward, GateKind::Descent] {
+                let (input, module_out) = gate_inputs(&dims, DType::F32);
+                let (input, module_out) = (input.cast(DType::F32), module_out.cast(DType::F32));
+                let run = |options: &TintOptions| {
+                    Gates::<TestBackend>::new(kind, &dims, options, &device).forward(
+                        input.clone(),
+                        module_out.clone(),
+                        &ctx,
+                    )
+                };
+                assert_eq!(all_bits(run(&tanh)), all_bits(run(&exact)), "{kind:?}");
+            }
+            // A whole module whose only tanh use is the Gates: LinearForward. (The LayerNorm
+            // modules also use `TintOptions::gate_on_value`, computed in f64 as 1 - 4.1e-9, in their
+            // group-norm; in f32 that moves a few elements by 1 ulp, so they are not bit-exact.)
+            let state = gate_inputs(&dims, DType::F32).0.cast(DType::F32);
+            let mem = Some(dims.linear_memory_index());
+            let run = |options: &TintOptions| {
+                LinearForward::<TestBackend>::new(&dims, mem, options, &device)
+                    .unwrap()
+                    .forward(state.clone(), &ctx)
+            };
+            assert_eq!(all_bits(run(&tanh)), all_bits(run(&exact)), "LinearForward");
+        }
+    }
+
+    #[test]
+    fn tanh_gates_in_f64_differ_from_exact_gates_by_one_minus_tanh_10() {
+        // In f64, tanh(10) = 1 - 4.12e-9: every "on" gate scales its operand by tanh(10) and every
+        // "off" gate is tanh(0) = 0 exactly, so exact - tanh_form = (1 - tanh(10)) · exact.
+        let deficit = 1.0 - GATE_SCALE.tanh();
+        assert!(
+            (4.0e-9..4.3e-9).contains(&deficit),
+            "1 - tanh(10) = {deficit}"
+        );
+        let device = Default::default();
+        for dims in test_dims() {
+            let ctx = context_in(&dims, BATCH, DType::F64);
+            let exact = options_in(DType::F64).with_gate_scale(GATE_SCALE);
+            let tanh = exact.with_gate_mode(GateMode::Tanh);
+            for kind in [GateKind::ForwardBackward, GateKind::Descent] {
+                let (input, module_out) = gate_inputs(&dims, DType::F64);
+                let run = |options: &TintOptions| {
+                    Gates::<TestBackend>::new(kind, &dims, options, &device).forward(
+                        input.clone(),
+                        module_out.clone(),
+                        &ctx,
+                    )
+                };
+                let (exact_out, tanh_out) = (run(&exact), run(&tanh));
+                let magnitude = max_abs(exact_out.clone());
+                let difference = exact_out.clone() - tanh_out;
+                let largest = max_abs(difference.clone());
+                // The gap is there (the tanh form is really evaluated) and has the predicted size.
+                assert!(
+                    largest > 0.5 * deficit * magnitude && largest <= deficit * magnitude * 1.01,
+                    "{kind:?}: max |exact - tanh| = {largest:e}, (1 - tanh 10) max |exact| = {:e}",
+                    deficit * magnitude
+                );
+                let residual = max_abs(difference - exact_out * deficit);
+                assert!(
+                    residual < F64_ROUND_OFF * magnitude,
+                    "{kind:?}: |(exact - tanh) - (1 - tanh 10) exact| = {residual:e}"
+                );
+            }
+        }
+    }
+}
