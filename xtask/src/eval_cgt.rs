@@ -388,41 +388,40 @@ fn render_section(preset: &ExperimentPreset, results: &[VariantResult], plots: &
             ));
         }
         DataPreset::LinearRegression(_) => {
-            let cells = |index: usize, frozen: bool| -> Vec<String> {
+            // Dynamic: mean error on pairs k.. with the whole context; frozen: y frozen after k pairs,
+            // the first k pairs hidden.
+            let cells = |k: usize, frozen: bool| -> Vec<String> {
                 results
                     .iter()
                     .map(|r| {
-                        r.regression
-                            .as_ref()
-                            .and_then(|e| e.specialised.get(index))
-                            .map_or_else(
-                                || {
-                                    let tail = r.regression.as_ref().map(|e| {
-                                        let k = e.specialised.get(index).map(|s| s.0);
-                                        (k, e.dynamic_by_pair.clone())
-                                    });
-                                    tail.and_then(|(_, d)| d.last().copied())
-                                        .map_or("–".into(), |v| format!("{v:.3} (last pair)"))
-                                },
-                                |s| format!("{:.3}", if frozen { s.2 } else { s.1 }),
-                            )
+                        let Some(evaluation) = &r.regression else {
+                            return "–".to_string();
+                        };
+                        if frozen {
+                            evaluation
+                                .specialised
+                                .iter()
+                                .find(|s| s.0 == k)
+                                .map_or("–".into(), |s| format!("{:.3}", s.2))
+                        } else {
+                            let tail = &evaluation.dynamic_by_pair[k..];
+                            format!("{:.3}", tail.iter().sum::<f64>() / tail.len().max(1) as f64)
+                        }
                     })
                     .collect()
             };
-            if let Some(first) = results
-                .iter()
-                .find_map(|r| r.regression.as_ref().filter(|e| !e.specialised.is_empty()))
-            {
-                for (i, (k, _, _)) in first.specialised.iter().enumerate() {
+            if let DataPreset::LinearRegression(data) = &preset.data {
+                let n = data.n_pairs;
+                for k in [n / 4, n / 2, 3 * n / 4] {
                     out.push_str(&row(
-                        &format!("L2 after {k} pairs, dynamic y"),
-                        cells(i, false),
+                        &format!("L2 on pairs {k}.., dynamic y (full context)"),
+                        cells(k, false),
                         "–",
                     ));
                     out.push_str(&row(
-                        &format!("L2 after {k} pairs, y frozen at {k}"),
-                        cells(i, true),
-                        "–",
+                        &format!("L2 on pairs {k}.., y frozen after {k} pairs"),
+                        cells(k, true),
+                        "specialised ≈ in-context",
                     ));
                 }
             }
