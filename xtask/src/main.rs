@@ -10,6 +10,7 @@ mod eval_cgt;
 mod fetch;
 mod logits;
 mod model_arg;
+mod report_doc;
 
 use std::time::Instant;
 
