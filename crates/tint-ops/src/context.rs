@@ -24,6 +24,9 @@ pub struct SimContext<B: Backend> {
 impl<B: Backend> SimContext<B> {
     /// Builds the context for `dims.seq_length()` tokens.
     ///
+    /// # Shapes
+    /// * `train_mask`: `[batch_size, T]` (1.0 on training tokens, the state dtype)
+    ///
     /// # Errors
     /// [`TintOpsError::Shape`] if `train_mask` is not `[batch_size, T]`.
     pub fn new(
@@ -55,6 +58,9 @@ impl<B: Backend> SimContext<B> {
 
     /// Adds the ICL mask.
     ///
+    /// # Shapes
+    /// * `icl_mask`: `[batch_size, T, T]` (1.0 where token `i` may attend token `j`)
+    ///
     /// # Errors
     /// [`TintOpsError::Shape`] if it is not `[batch_size, T, T]`.
     pub fn with_icl_mask(mut self, icl_mask: Tensor<B, 3>) -> Result<Self, TintOpsError> {
@@ -77,6 +83,9 @@ impl<B: Backend> SimContext<B> {
     }
 
     /// Checks that a state is `[batch_size, P + T, d_sim]`.
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, d_sim]` expected
     ///
     /// # Errors
     /// [`TintOpsError::Shape`].

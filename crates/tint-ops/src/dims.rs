@@ -46,7 +46,7 @@ impl TintDims {
             }
         }
         // Rule 1.
-        if d_model % n_prefixes != 0 {
+        if !d_model.is_multiple_of(n_prefixes) {
             return Err(TintOpsError::ModelNotMultipleOfPrefixes {
                 d_model,
                 n_prefixes,
@@ -54,7 +54,7 @@ impl TintDims {
         }
         let stack = d_model / n_prefixes;
         // Rule 2.
-        if d_sim % n_prefixes != 0 || d_sim < d_model * (stack + 1) {
+        if !d_sim.is_multiple_of(n_prefixes) || d_sim < d_model * (stack + 1) {
             return Err(TintOpsError::SimWidthTooSmallForStacking {
                 d_sim,
                 n_prefixes,
@@ -66,16 +66,16 @@ impl TintDims {
         if d_sim < 4 * d_model {
             return Err(TintOpsError::SimWidthTooSmallForMemory { d_sim, d_model });
         }
-        if d_model % n_heads_aux != 0 {
+        if !d_model.is_multiple_of(n_heads_aux) {
             return Err(TintOpsError::AuxHeadsDoNotDivideModel {
                 d_model,
                 n_heads_aux,
             });
         }
         // Rule 4.
-        let head_layout_ok = d_sim % n_heads_sim == 0
-            && d_model % (d_sim / n_heads_sim) == 0
-            && n_heads_aux % (d_model / (d_sim / n_heads_sim)) == 0
+        let head_layout_ok = d_sim.is_multiple_of(n_heads_sim)
+            && d_model.is_multiple_of(d_sim / n_heads_sim)
+            && n_heads_aux.is_multiple_of(d_model / (d_sim / n_heads_sim))
             && n_heads_aux <= n_heads_sim;
         if !head_layout_ok {
             return Err(TintOpsError::HeadLayout {
@@ -89,7 +89,7 @@ impl TintDims {
         // Rule 5.
         for k in 1..=3 {
             let rest = d_sim - k * d_model;
-            if rest % n_prefixes != 0 || rest % head_dim_sim != 0 {
+            if !rest.is_multiple_of(n_prefixes) || !rest.is_multiple_of(head_dim_sim) {
                 return Err(TintOpsError::MemoryAlignment {
                     d_sim,
                     d_model,

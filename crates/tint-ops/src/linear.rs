@@ -31,7 +31,7 @@ pub(crate) fn check_memory_index(
     head_size: usize,
     dims: &TintDims,
 ) -> Result<(), TintOpsError> {
-    if memory_index + width > dims.d_sim() || memory_index % head_size != 0 {
+    if memory_index + width > dims.d_sim() || !memory_index.is_multiple_of(head_size) {
         return Err(TintOpsError::BadMemoryIndex {
             memory_index,
             width,
