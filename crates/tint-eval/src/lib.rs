@@ -7,6 +7,7 @@
 
 pub mod blocks;
 pub mod error;
+pub mod icl;
 pub mod lm;
 pub mod methods;
 pub mod perplexity;

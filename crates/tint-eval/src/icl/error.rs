@@ -94,6 +94,9 @@ pub enum IclError {
     /// Error from the auxiliary model crate.
     #[error(transparent)]
     Aux(#[from] tint_aux::AuxError),
+    /// Error from the evaluation crate's shared methods (TinT construction and forward).
+    #[error(transparent)]
+    Eval(#[from] crate::EvalError),
 }
 
 impl IclError {

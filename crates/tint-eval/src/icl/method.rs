@@ -1,0 +1,274 @@
+//! The methods compared in in-context classification: plain in-context learning, dynamic evaluation
+//! (explicit SGD on the demonstrations, then classification), and any other method — TinT's
+//! simulator — through the [`IclMethod`] trait.
+
+use burn::module::{AutodiffModule, Module};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor, TensorData};
+use tint_aux::loss::next_token_nll;
+use tint_aux::{sgd_update, AuxModel, DynEvalConfig, LossMask};
+
+use super::error::IclError;
+use super::prompt::TrainingSequences;
+
+/// What a method scores: candidate continuations of a context, and which part of the context is
+/// demonstrations (for methods that train inside the forward pass, like TinT).
+#[derive(Debug, Clone, Copy)]
+pub struct ScoreRequest<'a> {
+    /// The classification context (demonstrations, if any, then the query or calibration prompt).
+    pub context: &'a [u32],
+    /// `context[..demo_len]` are demonstrations; 0 when there are none in the context.
+    pub demo_len: usize,
+    /// Training targets over `context[..demo_len]` (label-only or full-context loss).
+    pub demo_targets: &'a [bool],
+    /// Candidate continuations (the label words' token ids).
+    pub candidates: &'a [Vec<u32>],
+}
+
+impl<'a> ScoreRequest<'a> {
+    /// A request without demonstrations in the context.
+    pub fn plain(context: &'a [u32], candidates: &'a [Vec<u32>]) -> Self {
+        Self {
+            context,
+            demo_len: 0,
+            demo_targets: &[],
+            candidates,
+        }
+    }
+}
+
+/// A way to classify with label-word log-probabilities, possibly after internal training.
+///
+/// The runner calls [`IclMethod::adapt`] with the training sequences (the k demonstrations in the
+/// Single or Multi format, or, zero-shot, the query's own context) and then [`IclMethod::score`] for
+/// every context that uses that adaptation. A method that trains and evaluates in one forward pass
+/// (TinT) keeps the sequences in `adapt` and uses them in `score`.
+pub trait IclMethod {
+    /// Name in reports.
+    fn name(&self) -> String;
+
+    /// Whether the method trains on the demonstrations (false: they only go in the context).
+    fn trains(&self) -> bool;
+
+    /// Adapts to `train` (replacing any earlier adaptation); an empty set restores the base model.
+    ///
+    /// # Errors
+    ///
+    /// Model errors, invalid training settings.
+    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError>;
+
+    /// `log P(candidate_c | context)` for every candidate continuation (summed over its tokens).
+    ///
+    /// # Errors
+    ///
+    /// Model errors (e.g. a context longer than the model's positions).
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError>;
+
+    /// Training loss before each step of the last adaptation (empty if none or not reported).
+    fn train_losses(&self) -> Vec<f64> {
+        Vec::new()
+    }
+}
+
+/// Right-pads `rows` with `pad` to a `[rows, max_len]` id tensor.
+///
+/// # Shapes
+///
+/// - output: `[rows.len(), max_len]`
+pub fn padded_ids<B: Backend>(rows: &[Vec<u32>], pad: u32, device: &B::Device) -> Tensor<B, 2, Int> {
+    let max_len = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut flat = Vec::with_capacity(rows.len() * max_len);
+    for row in rows {
+        flat.extend(row.iter().map(|&t| t as i64));
+        flat.extend(std::iter::repeat_n(pad as i64, max_len - row.len()));
+    }
+    Tensor::from_data(TensorData::new(flat, [rows.len(), max_len]), device)
+}
+
+/// `log P(candidate_c | context)` for each candidate under `model`, in one batched forward pass of
+/// the sequences `context ++ candidate_c` (right-padded; causal attention keeps padding invisible).
+///
+/// # Errors
+///
+/// An empty context or candidate list, an empty candidate, and model errors.
+pub fn candidate_log_probs<B: Backend>(
+    model: &AuxModel<B>,
+    context: &[u32],
+    candidates: &[Vec<u32>],
+) -> Result<Vec<f64>, IclError> {
+    if context.is_empty() || candidates.is_empty() || candidates.iter().any(Vec::is_empty) {
+        return Err(IclError::InvalidSetting {
+            name: "context/candidates",
+            value: format!("{} context tokens, {} candidates", context.len(), candidates.len()),
+            rule: "scoring needs a non-empty context and non-empty candidates".into(),
+        });
+    }
+    let device = model.devices()[0].clone();
+    let ids = candidate_batch::<B>(context, candidates, &device);
+    let logits = model.forward(ids.clone())?;
+    sum_candidate_log_probs(logits, ids, context.len(), candidates)
+}
+
+/// The `[n_candidates, context + longest candidate]` batch of `context ++ candidate_c`, right-padded
+/// with `context[0]`.
+///
+/// # Shapes
+///
+/// - output: `[candidates.len(), context.len() + max candidate length]`
+pub fn candidate_batch<B: Backend>(
+    context: &[u32],
+    candidates: &[Vec<u32>],
+    device: &B::Device,
+) -> Tensor<B, 2, Int> {
+    let rows: Vec<Vec<u32>> = candidates
+        .iter()
+        .map(|c| context.iter().chain(c).copied().collect())
+        .collect();
+    padded_ids::<B>(&rows, context[0], device)
+}
+
+/// Sums `log P(token | prefix)` over each candidate's tokens, from the logits of a
+/// [`candidate_batch`].
+///
+/// # Shapes
+///
+/// - logits: `[n_candidates, seq_length, vocab_size]`
+/// - ids: `[n_candidates, seq_length]`
+///
+/// # Errors
+///
+/// [`IclError::InvalidSetting`] when the logits cannot be read as `f64`.
+pub fn sum_candidate_log_probs<B: Backend>(
+    logits: Tensor<B, 3>,
+    ids: Tensor<B, 2, Int>,
+    context_len: usize,
+    candidates: &[Vec<u32>],
+) -> Result<Vec<f64>, IclError> {
+    let [_, seq_length] = ids.dims();
+    // [n_candidates, seq_length - 1]: entry (b, t) is -log P(token t + 1 | tokens ..= t).
+    let nll = next_token_nll(logits, ids)
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .map_err(|e| IclError::InvalidSetting {
+            name: "logits",
+            value: format!("{e:?}"),
+            rule: "must be readable as f64".into(),
+        })?;
+    let width = seq_length - 1;
+    Ok(candidates
+        .iter()
+        .enumerate()
+        .map(|(b, cand)| {
+            (0..cand.len())
+                .map(|j| -nll[b * width + context_len + j - 1])
+                .sum()
+        })
+        .collect())
+}
+
+/// Plain (in-context) classification with the unchanged model: demonstrations, if any, are part of
+/// the context.
+pub struct PlainIcl<'a, B: Backend> {
+    /// The auxiliary model.
+    pub model: &'a AuxModel<B>,
+}
+
+impl<B: Backend> IclMethod for PlainIcl<'_, B> {
+    fn name(&self) -> String {
+        "icl".into()
+    }
+
+    fn trains(&self) -> bool {
+        false
+    }
+
+    fn adapt(&mut self, _train: &TrainingSequences) -> Result<(), IclError> {
+        Ok(())
+    }
+
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+        candidate_log_probs(self.model, request.context, request.candidates)
+    }
+}
+
+/// Dynamic evaluation: `config.steps` SGD steps on the training sequences (loss on their target
+/// tokens, `config.loss_mask` is replaced by them), then classification with the updated model.
+pub struct DynEvalIcl<'a, B: AutodiffBackend> {
+    /// The auxiliary model (never modified).
+    pub model: &'a AuxModel<B>,
+    /// Learning rate, steps, reduction and trained parameters.
+    pub config: DynEvalConfig,
+    /// The model without autodiff, used before any adaptation.
+    base: AuxModel<B::InnerBackend>,
+    /// The adapted model, `None` until [`IclMethod::adapt`] is called with training data.
+    adapted: Option<AuxModel<B::InnerBackend>>,
+    /// Training loss before each step of the last adaptation.
+    pub last_losses: Vec<f64>,
+}
+
+impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
+    /// Dynamic evaluation of `model` with `config`.
+    pub fn new(model: &'a AuxModel<B>, config: DynEvalConfig) -> Self {
+        Self {
+            model,
+            config,
+            base: model.valid(),
+            adapted: None,
+            last_losses: Vec::new(),
+        }
+    }
+}
+
+impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
+    fn name(&self) -> String {
+        format!("dyn-eval(lr={:e},steps={})", self.config.lr, self.config.steps)
+    }
+
+    fn trains(&self) -> bool {
+        true
+    }
+
+    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
+        self.last_losses.clear();
+        if train.is_empty() || train.n_targets() == 0 {
+            self.adapted = None;
+            return Ok(());
+        }
+        let device = self.model.devices()[0].clone();
+        let ids = padded_ids::<B>(&train.ids, train.ids[0][0], &device);
+        let [_, max_len] = ids.dims();
+        let targets = train
+            .targets
+            .iter()
+            .map(|row| {
+                let mut padded = row.clone();
+                padded.resize(max_len, false);
+                padded
+            })
+            .collect();
+        let config = DynEvalConfig {
+            loss_mask: LossMask::Targets(targets),
+            ..self.config.clone()
+        };
+        let update = sgd_update(self.model, ids, &config)?;
+        if let Some(&bad) = update.losses.iter().find(|l| !l.is_finite()) {
+            return Err(IclError::NonFinite {
+                method: self.name(),
+                value: bad,
+            });
+        }
+        self.last_losses = update.losses;
+        self.adapted = Some(update.model.valid());
+        Ok(())
+    }
+
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+        let model = self.adapted.as_ref().unwrap_or(&self.base);
+        candidate_log_probs(model, request.context, request.candidates)
+    }
+
+    fn train_losses(&self) -> Vec<f64> {
+        self.last_losses.clone()
+    }
+}

@@ -1,0 +1,36 @@
+//! In-context classification (paper Table 1, appendix L): task loaders, prompt templates and label
+//! words, zero-shot and k-shot prompts with seeded demonstration draws, Single / Multi training
+//! formats with label-only or full-context loss, predictions with and without calibration
+//! (`argmax_c P(c | input, prompt) / P(c | prompt)`), and the methods plain ICL, dynamic evaluation
+//! and — through [`IclMethod`] — TinT.
+//!
+//! Flow: load a [`TaskData`] ([`loaders`]), bind a [`Template`] to the model's tokenizer with a
+//! [`PromptEncoder`], pick a method, call [`run_icl_cell`] per cell, collect the [`CellResult`]s in an
+//! [`IclReport`] (JSON, markdown) and draw [`accuracy_bars_svg`].
+
+pub mod calibration;
+pub mod error;
+pub mod loaders;
+pub mod method;
+pub mod plot;
+pub mod prompt;
+pub mod report;
+pub mod result;
+pub mod runner;
+pub mod sampling;
+pub mod task;
+pub mod template;
+pub mod tint;
+
+pub use error::IclError;
+pub use method::{candidate_log_probs, DynEvalIcl, IclMethod, PlainIcl, ScoreRequest};
+pub use plot::accuracy_bars_svg;
+pub use prompt::{
+    DemoFormat, EncodedDemo, InContext, PromptEncoder, TrainLoss, TrainingSequences,
+};
+pub use report::IclReport;
+pub use result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
+pub use runner::{cell_key, run_icl_cell, IclProgress, IclSettings};
+pub use task::{Example, TaskData, TaskKind};
+pub use template::Template;
+pub use tint::TintIcl;

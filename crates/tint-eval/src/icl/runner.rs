@@ -1,0 +1,224 @@
+//! Runs one cell (task × method × k × format × loss) over its seeds.
+
+use super::calibration::{accuracy, mean_std, predict, predict_calibrated};
+use super::error::IclError;
+use super::method::{IclMethod, ScoreRequest};
+use super::prompt::{DemoFormat, InContext, PromptEncoder, TrainLoss, TrainingSequences};
+use super::result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
+use super::sampling::sample_demonstrations;
+use super::task::TaskData;
+
+/// Settings of a cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IclSettings {
+    /// Demonstrations per prompt / training set; 0 = zero-shot.
+    pub k: usize,
+    /// Seeds of the demonstration draws (one run each; zero-shot runs once with seed 0).
+    pub seeds: Vec<u64>,
+    /// Single or Multi training inputs.
+    pub format: DemoFormat,
+    /// Label-only or full-context training loss.
+    pub loss: TrainLoss,
+    /// Draw k / n_classes demonstrations per class.
+    pub balanced: bool,
+    /// Put the demonstrations in the classification context. `None`: yes for methods that do not
+    /// train, and for training methods in the Multi format (the demonstrations precede the query in
+    /// the same input, as in TinT's Multi mode); no for training methods in the Single format.
+    pub demos_in_context: Option<bool>,
+    /// Free-form method settings recorded in the report.
+    pub method_settings: String,
+}
+
+impl Default for IclSettings {
+    fn default() -> Self {
+        Self {
+            k: 32,
+            seeds: vec![0, 1, 2],
+            format: DemoFormat::Single,
+            loss: TrainLoss::LabelOnly,
+            balanced: false,
+            demos_in_context: None,
+            method_settings: String::new(),
+        }
+    }
+}
+
+/// Where a running cell is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IclProgress {
+    /// Examples classified so far in this cell (all seeds).
+    pub done: usize,
+    /// Examples to classify in this cell (all seeds).
+    pub total: usize,
+    /// Seed being run.
+    pub seed: u64,
+}
+
+/// The key a cell with these settings gets (what `--resume` compares).
+pub fn cell_key(task: super::TaskKind, method: &dyn IclMethod, settings: &IclSettings) -> CellKey {
+    let trains_on_demos = method.trains() && settings.k > 0;
+    CellKey {
+        task,
+        method: method.name(),
+        k: settings.k,
+        format: trains_on_demos.then_some(settings.format),
+        loss: trains_on_demos.then_some(settings.loss),
+    }
+}
+
+fn check_finite(method: &dyn IclMethod, scores: &[f64]) -> Result<(), IclError> {
+    match scores.iter().find(|s| !s.is_finite()) {
+        Some(&value) => Err(IclError::NonFinite {
+            method: method.name(),
+            value,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Classifies every evaluation example of `data` with `method`, for each seed of `settings`.
+///
+/// Per seed: draw k demonstrations; a training method adapts to them (Single/Multi, label/full
+/// loss) once, or — zero-shot — to each query's own context before classifying it; then every query
+/// is scored (with the demonstrations in its context when [`IclSettings::demos_in_context`] says so),
+/// and so is the calibration prompt.
+///
+/// # Errors
+///
+/// Invalid settings (no seed, k larger than the pool), prompts that do not fit, model errors,
+/// non-finite scores.
+pub fn run_icl_cell(
+    method: &mut dyn IclMethod,
+    encoder: &PromptEncoder<'_>,
+    data: &TaskData,
+    settings: &IclSettings,
+    progress: &mut dyn FnMut(IclProgress),
+) -> Result<CellResult, IclError> {
+    let n_classes = encoder.template().n_classes();
+    if n_classes != data.task.n_classes() {
+        return Err(IclError::InvalidSetting {
+            name: "template",
+            value: format!("{n_classes} label words"),
+            rule: format!("task {} has {} classes", data.task, data.task.n_classes()),
+        });
+    }
+    if data.test.is_empty() {
+        return Err(IclError::Empty {
+            what: format!("the evaluation set of {}", data.task),
+        });
+    }
+    let seeds: Vec<u64> = if settings.k == 0 {
+        vec![0]
+    } else if settings.seeds.is_empty() {
+        return Err(IclError::InvalidSetting {
+            name: "seeds",
+            value: "[]".into(),
+            rule: "k-shot runs need at least one seed".into(),
+        });
+    } else {
+        settings.seeds.clone()
+    };
+    let trains = method.trains();
+    let demos_in_context = settings
+        .demos_in_context
+        .unwrap_or(!trains || settings.format == DemoFormat::Multi);
+    let key = cell_key(data.task, method, settings);
+    let labels = encoder.label_ids().to_vec();
+    let total = seeds.len() * data.test.len();
+    let mut done = 0;
+    let mut runs = Vec::with_capacity(seeds.len());
+    for &seed in &seeds {
+        let demos = if settings.k > 0 {
+            sample_demonstrations(&data.train, settings.k, n_classes, settings.balanced, seed)?
+                .iter()
+                .map(|d| encoder.demo(d))
+                .collect::<Result<Vec<_>, _>>()?
+        } else {
+            Vec::new()
+        };
+        let per_query_training = trains && settings.k == 0;
+        let mut demos_used = demos.len();
+        if trains && settings.k > 0 {
+            let (train, kept) = encoder.training(&demos, settings.format, settings.loss);
+            demos_used = kept;
+            method.adapt(&train)?;
+        } else {
+            method.adapt(&TrainingSequences::default())?;
+        }
+        let context_for = |query: &[u32]| -> InContext {
+            if demos_in_context {
+                encoder.in_context(&demos, query, settings.loss)
+            } else {
+                encoder.in_context(&[], query, settings.loss)
+            }
+        };
+        let score = |method: &mut dyn IclMethod, ctx: &InContext| {
+            let scores = method.score(&ScoreRequest {
+                context: &ctx.ids,
+                demo_len: ctx.demo_len,
+                demo_targets: &ctx.demo_targets,
+                candidates: &labels,
+            })?;
+            check_finite(method, &scores)?;
+            Ok::<_, IclError>(scores)
+        };
+        let mut prior = Vec::new();
+        if !per_query_training {
+            prior = score(method, &context_for(encoder.calibration_ids()))?;
+        }
+        let mut predictions = Vec::with_capacity(data.test.len());
+        for (index, example) in data.test.iter().enumerate() {
+            let query = encoder.query_ids(&example.text)?;
+            if per_query_training {
+                method.adapt(&encoder.query_training(&query))?;
+                prior = score(method, &context_for(encoder.calibration_ids()))?;
+            }
+            let context = context_for(&query);
+            if demos_in_context {
+                demos_used = demos_used.min(context.kept);
+            }
+            let scores = score(method, &context)?;
+            predictions.push(Prediction {
+                index,
+                label: example.label,
+                predicted: predict(&scores).unwrap_or(0),
+                predicted_calibrated: predict_calibrated(&scores, &prior).unwrap_or(0),
+                scores,
+                prior: prior.clone(),
+            });
+            done += 1;
+            progress(IclProgress { done, total, seed });
+        }
+        let gold: Vec<usize> = predictions.iter().map(|p| p.label).collect();
+        let plain: Vec<usize> = predictions.iter().map(|p| p.predicted).collect();
+        let calibrated: Vec<usize> = predictions.iter().map(|p| p.predicted_calibrated).collect();
+        runs.push(SeedRun {
+            seed,
+            demos_used,
+            accuracy: accuracy(&plain, &gold),
+            accuracy_calibrated: accuracy(&calibrated, &gold),
+            train_losses: method.train_losses(),
+            predictions,
+        });
+    }
+    let plain: Vec<f64> = runs.iter().map(|r| r.accuracy).collect();
+    let calibrated: Vec<f64> = runs.iter().map(|r| r.accuracy_calibrated).collect();
+    let (accuracy_mean, accuracy_std) = mean_std(&plain);
+    let (calibrated_mean, calibrated_std) = mean_std(&calibrated);
+    Ok(CellResult {
+        key,
+        settings: CellSettings {
+            seeds,
+            balanced: settings.balanced,
+            demos_in_context,
+            n_test: data.test.len(),
+            max_input_tokens: encoder.max_input_tokens(),
+            method_settings: settings.method_settings.clone(),
+        },
+        runs,
+        accuracy_mean,
+        accuracy_std,
+        calibrated_mean,
+        calibrated_std,
+    })
+}

@@ -1,0 +1,85 @@
+//! TinT as an in-context classification method: one forward pass of the simulator (or its functional
+//! reference) trains the simulated auxiliary model on the demonstrations at the start of the input and
+//! scores the label words after the query with the updated model.
+//!
+//! TinT reads its training data from the same input, so it supports the Multi format (demonstrations
+//! and query in one sequence) and zero-shot (training on the query's own context); the Single format
+//! (a batch of separate demonstrations) is rejected. Calibration follows the same rule: the prior
+//! `P(c | prompt)` is scored with the demonstrations (k-shot) or the prompt itself (zero-shot) as the
+//! training part.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Bool, Tensor, TensorData};
+use tint_sim::SimInput;
+
+use super::error::IclError;
+use super::method::{candidate_batch, sum_candidate_log_probs, IclMethod, ScoreRequest};
+use super::prompt::TrainingSequences;
+use crate::methods::Tint;
+
+/// TinT (simulator or functional reference) behind [`IclMethod`].
+pub struct TintIcl<B: Backend> {
+    /// The constructed TinT.
+    pub tint: Tint<B>,
+    /// Name in reports (e.g. `tint(eta=1e-5)`).
+    pub label: String,
+    device: B::Device,
+}
+
+impl<B: Backend> TintIcl<B> {
+    /// Wraps a TinT built by [`Tint::simulator`] or [`Tint::reference`] for a model on `device`.
+    pub fn new(tint: Tint<B>, label: impl Into<String>, device: B::Device) -> Self {
+        Self {
+            tint,
+            label: label.into(),
+            device,
+        }
+    }
+}
+
+impl<B: Backend> IclMethod for TintIcl<B> {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    fn trains(&self) -> bool {
+        true
+    }
+
+    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
+        if train.ids.len() > 1 {
+            return Err(IclError::InvalidSetting {
+                name: "format",
+                value: "single".into(),
+                rule: "TinT trains inside its forward pass on one input: use the multi format".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+        let context = request.context;
+        let ids = candidate_batch::<B>(context, request.candidates, &self.device);
+        let [batch_size, seq_length] = ids.dims();
+        // Zero-shot: the training part is the whole context (the query or the prompt itself).
+        let (train_len, targets): (usize, Vec<bool>) = if request.demo_len > 0 {
+            (request.demo_len, request.demo_targets.to_vec())
+        } else {
+            let mut all = vec![true; context.len()];
+            all[0] = false;
+            (context.len(), all)
+        };
+        let row_targets: Vec<bool> = (0..seq_length)
+            .map(|t| t < targets.len() && targets[t])
+            .collect();
+        let gradient_mask = Tensor::<B, 2, Bool>::from_data(
+            TensorData::new(row_targets.repeat(batch_size), [batch_size, seq_length]),
+            &self.device,
+        );
+        let input = SimInput::with_train_lengths(ids.clone(), &vec![train_len; batch_size])
+            .map_err(|e| IclError::Eval(e.into()))?
+            .with_gradient_mask(gradient_mask);
+        let output = self.tint.run(&input)?;
+        sum_candidate_log_probs(output.final_logits, ids, context.len(), request.candidates)
+    }
+}
