@@ -144,6 +144,15 @@ pub fn run_lm_eval(
     Ok(LmReport { settings, results })
 }
 
+impl<M: LmMethod + ?Sized> LmMethod for &mut M {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        (**self).block_nll(block, train_len)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,14 +241,5 @@ mod tests {
             matches!(err, EvalError::NonFinite { block: 0, .. }),
             "{err}"
         );
-    }
-}
-
-impl<M: LmMethod + ?Sized> LmMethod for &mut M {
-    fn name(&self) -> String {
-        (**self).name()
-    }
-    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        (**self).block_nll(block, train_len)
     }
 }

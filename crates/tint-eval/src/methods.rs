@@ -143,7 +143,7 @@ pub fn default_tint_config(
     num_prefixes: Option<usize>,
     num_heads: Option<usize>,
 ) -> TintConfig {
-    let stack = if d_model % 4 == 0 { 4 } else { 3 };
+    let stack = if d_model.is_multiple_of(4) { 4 } else { 3 };
     let num_prefixes = num_prefixes.unwrap_or(d_model / stack);
     let head_size = d_model / n_heads.max(1);
     let mut config = TintConfig::for_model(d_model, num_prefixes, head_size);
@@ -159,8 +159,8 @@ pub fn default_tint_config(
 
 /// Which TinT implementation scores a block.
 enum TintEngine<B: Backend> {
-    /// The constructed simulator network.
-    Simulator(TintSimulator<B>),
+    /// The constructed simulator network (boxed: it is much larger than the reference).
+    Simulator(Box<TintSimulator<B>>),
     /// The functional reference (the same update with plain tensor ops).
     Reference(FunctionalReference<B>),
 }
@@ -177,7 +177,7 @@ impl<B: Backend> Tint<B> {
     pub fn simulator(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
         let aux = AuxParams::from_aux(model)?;
         Ok(Self {
-            engine: TintEngine::Simulator(TintSimulator::new(&aux, config)?),
+            engine: TintEngine::Simulator(Box::new(TintSimulator::new(&aux, config)?)),
             device: aux.device(),
         })
     }
