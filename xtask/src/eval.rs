@@ -31,6 +31,8 @@ enum EvalWhat {
     Lm(LmArgs),
     /// Contextually Guided Transformer: reduced-scale Table 1 (see `--preset`).
     Cgt(crate::eval_cgt::CgtArgs),
+    /// In-context classification (paper Table 1): ICL, dynamic evaluation, TinT.
+    Icl(crate::eval_icl::IclArgs),
 }
 
 /// Arguments of `cargo xtask eval lm`.
@@ -163,6 +165,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
     match &args.what {
         Some(EvalWhat::Lm(lm)) => run_lm(lm).map(|_| ()),
         Some(EvalWhat::Cgt(cgt)) => crate::eval_cgt::run(cgt),
+        Some(EvalWhat::Icl(icl)) => crate::eval_icl::run(icl),
         None if args.quick => run_quick(&args.out),
         None => run_default(&args.out),
     }

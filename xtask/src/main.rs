@@ -7,6 +7,7 @@ mod assets;
 mod backend;
 mod eval;
 mod eval_cgt;
+mod eval_icl;
 mod fetch;
 mod logits;
 mod model_arg;
