@@ -166,8 +166,10 @@ mod tests {
             .with_readout_layer(1)
             .with_init_std(0.3);
         let block = DualBlock::<TestBackend>::new(&config, &device);
-        let x = Tensor::<TestBackend, 3>::random([2, 5, 8], Distribution::Normal(0.0, 1.0), &device);
-        let y = Tensor::<TestBackend, 3>::random([2, 5, 4], Distribution::Normal(0.0, 1.0), &device);
+        let x =
+            Tensor::<TestBackend, 3>::random([2, 5, 8], Distribution::Normal(0.0, 1.0), &device);
+        let y =
+            Tensor::<TestBackend, 3>::random([2, 5, 4], Distribution::Normal(0.0, 1.0), &device);
         let bias = attention_bias::<TestBackend>(5, None, &device);
         let (x1, y1) = block.forward(x.clone(), y.clone(), bias.clone());
         let (x2, y2) = block.forward(x.clone(), y.mul_scalar(-3.0).add_scalar(2.0), bias.clone());

@@ -87,7 +87,7 @@ pub type Curve = (Vec<(f64, f64)>, [u8; 3]);
 
 /// Line chart of several curves (each a list of `(x, y)`), auto-scaled, with a light frame.
 pub fn line_chart(
-    curves: &[(Vec<(f64, f64)>, [u8; 3])],
+    curves: &[Curve],
     width: usize,
     height: usize,
 ) -> Result<Raster> {
