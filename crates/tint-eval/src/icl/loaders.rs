@@ -114,7 +114,11 @@ pub fn parse_csv(path: &Path, content: &str) -> Result<Vec<(usize, Vec<String>)>
         }
     }
     if in_quotes {
-        return Err(IclError::parse(path, start_line, "unterminated quoted field"));
+        return Err(IclError::parse(
+            path,
+            start_line,
+            "unterminated quoted field",
+        ));
     }
     if record_has_content || !field.is_empty() {
         fields.push(field);
@@ -202,7 +206,9 @@ pub fn load_jsonl(
         let text = value
             .get(text_field)
             .and_then(|v| v.as_str())
-            .ok_or_else(|| IclError::parse(path, i + 1, format!("no string field {text_field:?}")))?;
+            .ok_or_else(|| {
+                IclError::parse(path, i + 1, format!("no string field {text_field:?}"))
+            })?;
         let raw_label = match value.get(label_field) {
             Some(serde_json::Value::Number(n)) => n.to_string(),
             Some(serde_json::Value::String(s)) => s.clone(),
@@ -239,6 +245,7 @@ pub fn load_class_title_body_csv(
         if record.len() < 3 {
             return Err(IclError::parse(path, line, "expected `class,title,body`"));
         }
+        // AGNews writes line breaks as a backslash (sometimes `\n`); they become spaces.
         let body = record[2..].join(",").replace("\\n", " ").replace('\\', " ");
         let text = if title_in_text {
             format!("{} {}", record[1].trim(), body.trim())
@@ -247,7 +254,7 @@ pub fn load_class_title_body_csv(
         };
         examples.push(Example {
             label: parse_label(path, line, &record[0], 1, n_classes)?,
-            text: text.trim().to_string(),
+            text: text.split_whitespace().collect::<Vec<_>>().join(" "),
         });
     }
     non_empty(path, examples)
@@ -263,7 +270,11 @@ fn snippet_rows(path: &Path) -> Result<Vec<(usize, String, f64, String)>, IclErr
         }
         let mut cols = line.splitn(3, '\t');
         let (Some(id), Some(score), Some(text)) = (cols.next(), cols.next(), cols.next()) else {
-            return Err(IclError::parse(path, i + 1, "expected `id<TAB>score<TAB>text`"));
+            return Err(IclError::parse(
+                path,
+                i + 1,
+                "expected `id<TAB>score<TAB>text`",
+            ));
         };
         let score: f64 = score
             .trim()

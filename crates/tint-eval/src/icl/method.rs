@@ -75,7 +75,11 @@ pub trait IclMethod {
 /// # Shapes
 ///
 /// - output: `[rows.len(), max_len]`
-pub fn padded_ids<B: Backend>(rows: &[Vec<u32>], pad: u32, device: &B::Device) -> Tensor<B, 2, Int> {
+pub fn padded_ids<B: Backend>(
+    rows: &[Vec<u32>],
+    pad: u32,
+    device: &B::Device,
+) -> Tensor<B, 2, Int> {
     let max_len = rows.iter().map(Vec::len).max().unwrap_or(0);
     let mut flat = Vec::with_capacity(rows.len() * max_len);
     for row in rows {
@@ -99,7 +103,11 @@ pub fn candidate_log_probs<B: Backend>(
     if context.is_empty() || candidates.is_empty() || candidates.iter().any(Vec::is_empty) {
         return Err(IclError::InvalidSetting {
             name: "context/candidates",
-            value: format!("{} context tokens, {} candidates", context.len(), candidates.len()),
+            value: format!(
+                "{} context tokens, {} candidates",
+                context.len(),
+                candidates.len()
+            ),
             rule: "scoring needs a non-empty context and non-empty candidates".into(),
         });
     }
@@ -222,7 +230,10 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
 
 impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
     fn name(&self) -> String {
-        format!("dyn-eval(lr={:e},steps={})", self.config.lr, self.config.steps)
+        format!(
+            "dyn-eval(lr={:e},steps={})",
+            self.config.lr, self.config.steps
+        )
     }
 
     fn trains(&self) -> bool {

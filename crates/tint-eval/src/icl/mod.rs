@@ -25,9 +25,7 @@ pub mod tint;
 pub use error::IclError;
 pub use method::{candidate_log_probs, DynEvalIcl, IclMethod, PlainIcl, ScoreRequest};
 pub use plot::accuracy_bars_svg;
-pub use prompt::{
-    DemoFormat, EncodedDemo, InContext, PromptEncoder, TrainLoss, TrainingSequences,
-};
+pub use prompt::{DemoFormat, EncodedDemo, InContext, PromptEncoder, TrainLoss, TrainingSequences};
 pub use report::IclReport;
 pub use result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
 pub use runner::{cell_key, run_icl_cell, IclProgress, IclSettings};

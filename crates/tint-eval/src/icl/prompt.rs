@@ -105,7 +105,9 @@ fn targets_for(len: usize, spans: &[(usize, usize)], loss: TrainLoss) -> Vec<boo
         TrainLoss::FullContext => targets.iter_mut().skip(1).for_each(|t| *t = true),
         TrainLoss::LabelOnly => {
             for &(start, end) in spans {
-                targets[start.max(1)..end].iter_mut().for_each(|t| *t = true);
+                targets[start.max(1)..end]
+                    .iter_mut()
+                    .for_each(|t| *t = true);
             }
         }
     }
@@ -258,7 +260,11 @@ impl<'a> PromptEncoder<'a> {
 
     /// `demo_1 sep demo_2 sep … demo_k` limited to `budget` tokens by dropping the earliest
     /// demonstrations; returns the ids, the label spans in them, and how many demonstrations fit.
-    fn concat(&self, demos: &[EncodedDemo], budget: usize) -> (Vec<u32>, Vec<(usize, usize)>, usize) {
+    fn concat(
+        &self,
+        demos: &[EncodedDemo],
+        budget: usize,
+    ) -> (Vec<u32>, Vec<(usize, usize)>, usize) {
         let sep = self.separator_ids.len();
         let mut first = 0;
         let total = |from: usize| -> usize {

@@ -51,7 +51,8 @@ impl<B: Backend> IclMethod for TintIcl<B> {
             return Err(IclError::InvalidSetting {
                 name: "format",
                 value: "single".into(),
-                rule: "TinT trains inside its forward pass on one input: use the multi format".into(),
+                rule: "TinT trains inside its forward pass on one input: use the multi format"
+                    .into(),
             });
         }
         Ok(())

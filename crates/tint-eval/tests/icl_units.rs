@@ -1,0 +1,414 @@
+//! In-context classification: calibration math on hand-made probabilities, loaders on files the test
+//! writes, and template / label-word tokenisation with the committed micro GPT-2 tokenizer.
+
+use std::path::{Path, PathBuf};
+
+use tint_aux::AuxTokenizer;
+use tint_eval::icl::calibration::{
+    accuracy, argmax, calibrated_scores, mean_std, predict, predict_calibrated,
+};
+use tint_eval::icl::loaders::{
+    load_bbc_topics, load_class_title_body_csv, load_cr_snippets, load_jsonl, load_label_text_csv,
+    load_mr_snippets, load_offline_task, load_sst2_tsv, load_task_dir, BbcText,
+};
+use tint_eval::icl::{DemoFormat, Example, IclError, PromptEncoder, TaskKind, Template, TrainLoss};
+
+/// Sums of a few f64 logs: exact up to rounding of `ln`.
+const LOG_TOL: f64 = 1e-12;
+
+fn micro_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/official-tint/micro-gpt2-random")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tint-icl-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> PathBuf {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+#[test]
+fn calibration_divides_by_the_prompt_only_probability() {
+    // P(c | input, prompt) = (0.6, 0.4); P(c | prompt) = (0.8, 0.2).
+    // Uncalibrated: class 0. Calibrated: 0.6 / 0.8 = 0.75 < 0.4 / 0.2 = 2, so class 1.
+    let cond = [0.6f64.ln(), 0.4f64.ln()];
+    let prior = [0.8f64.ln(), 0.2f64.ln()];
+    assert_eq!(predict(&cond), Some(0));
+    assert_eq!(predict_calibrated(&cond, &prior), Some(1));
+    let ratio = calibrated_scores(&cond, &prior);
+    assert!((ratio[0] - 0.75f64.ln()).abs() < LOG_TOL);
+    assert!((ratio[1] - 2f64.ln()).abs() < LOG_TOL);
+
+    // Three classes where calibration does not change the winner.
+    let cond = [0.2f64.ln(), 0.7f64.ln(), 0.1f64.ln()];
+    let prior = [0.3f64.ln(), 0.4f64.ln(), 0.3f64.ln()];
+    assert_eq!(predict(&cond), Some(1));
+    assert_eq!(predict_calibrated(&cond, &prior), Some(1));
+
+    // Uniform prior: calibration is the identity on the argmax.
+    let prior = [(1.0f64 / 3.0).ln(); 3];
+    assert_eq!(predict_calibrated(&cond, &prior), predict(&cond));
+
+    // Ties go to the first class; non-finite or mismatched inputs give no prediction.
+    assert_eq!(argmax(&[1.0, 1.0]), Some(0));
+    assert_eq!(argmax(&[1.0, f64::NAN]), None);
+    assert_eq!(argmax(&[]), None);
+    assert_eq!(predict_calibrated(&[0.0, 1.0], &[0.0]), None);
+}
+
+#[test]
+fn accuracy_and_seed_statistics() {
+    assert_eq!(accuracy(&[0, 1, 1, 0], &[0, 1, 0, 0]), 0.75);
+    assert_eq!(accuracy(&[], &[]), 0.0);
+    let (mean, std) = mean_std(&[0.5, 0.7, 0.6]);
+    assert!((mean - 0.6).abs() < LOG_TOL);
+    // Population std: sqrt((0.01 + 0.01 + 0) / 3).
+    assert!((std - (0.02f64 / 3.0).sqrt()).abs() < LOG_TOL);
+}
+
+#[test]
+fn standard_layout_loaders() {
+    let dir = scratch("standard");
+    let sst2 = write(
+        &dir,
+        "sst2/train.tsv",
+        "sentence\tlabel\na gripping film \t1\ndull and flat\t0\n",
+    );
+    write(&dir, "sst2/dev.tsv", "sentence\tlabel\nfine work\t1\n");
+    write(
+        &dir,
+        "sst2/test.tsv",
+        "index\tsentence\n0\tno labels here\n",
+    );
+    let examples = load_sst2_tsv(&sst2).unwrap();
+    assert_eq!(
+        examples,
+        vec![
+            Example {
+                text: "a gripping film".into(),
+                label: 1
+            },
+            Example {
+                text: "dull and flat".into(),
+                label: 0
+            },
+        ]
+    );
+    // SST-2 evaluates on dev.tsv (GLUE's test.tsv has no labels).
+    let data = load_task_dir(TaskKind::Sst2, &dir.join("sst2")).unwrap();
+    assert_eq!((data.train.len(), data.test.len()), (2, 1));
+    assert!(matches!(
+        load_sst2_tsv(&dir.join("sst2/test.tsv")),
+        Err(IclError::Parse { line: 1, .. })
+    ));
+
+    let mr = write(
+        &dir,
+        "mr/train.csv",
+        "1,\"a \"\"fine\"\", funny film\"\n0,plain, unquoted, commas\r\n\n0,\"spans\ntwo lines\"\n",
+    );
+    let examples = load_label_text_csv(&mr, 2).unwrap();
+    assert_eq!(examples.len(), 3);
+    assert_eq!(examples[0].text, "a \"fine\", funny film");
+    assert_eq!(examples[1].text, "plain, unquoted, commas");
+    assert_eq!(examples[2].text, "spans\ntwo lines");
+    let bad = write(&dir, "bad.csv", "1,ok\n3,label out of range\n");
+    assert!(matches!(
+        load_label_text_csv(&bad, 2),
+        Err(IclError::BadLabel { line: 2, .. })
+    ));
+    let open = write(&dir, "open.csv", "1,\"never closed\n");
+    assert!(matches!(
+        load_label_text_csv(&open, 2),
+        Err(IclError::Parse { .. })
+    ));
+
+    let cr = write(
+        &dir,
+        "cr/train.jsonl",
+        "{\"text\": \"works well\", \"label\": 1}\n\n{\"text\": \"broke\", \"label\": \"0\"}\n",
+    );
+    let examples = load_jsonl(&cr, "text", "label", 2).unwrap();
+    assert_eq!(
+        examples[1],
+        Example {
+            text: "broke".into(),
+            label: 0
+        }
+    );
+    let bad = write(&dir, "bad.jsonl", "{\"sentence\": \"x\", \"label\": 1}\n");
+    assert!(matches!(
+        load_jsonl(&bad, "text", "label", 2),
+        Err(IclError::Parse { .. })
+    ));
+
+    // AGNews: classes 1..4, title + description; Amazon: labels 1/2, content only.
+    let ag = write(&dir, "ag.csv", "\"3\",\"Stocks rise\",\"Markets gained \\\\ today.\"\n\"2\",\"Cup final\",\"A late goal.\"\n");
+    let examples = load_class_title_body_csv(&ag, 4, true).unwrap();
+    assert_eq!(examples[0].label, 2);
+    assert_eq!(
+        examples[1],
+        Example {
+            text: "Cup final A late goal.".into(),
+            label: 1
+        }
+    );
+    let amazon = write(
+        &dir,
+        "amazon.csv",
+        "\"2\",\"Great\",\"Loved it, really.\"\n\"1\",\"Bad\",\"Broke fast.\"\n",
+    );
+    let examples = load_class_title_body_csv(&amazon, 2, false).unwrap();
+    assert_eq!(
+        examples[0],
+        Example {
+            text: "Loved it, really.".into(),
+            label: 1
+        }
+    );
+    assert!(matches!(
+        load_class_title_body_csv(&amazon, 2, true).map(|e| e[1].label),
+        Ok(0)
+    ));
+    assert!(matches!(
+        load_class_title_body_csv(&ag, 2, true),
+        Err(IclError::BadLabel { .. })
+    ));
+    let empty = write(&dir, "empty.csv", "\n");
+    assert!(matches!(
+        load_label_text_csv(&empty, 2),
+        Err(IclError::Empty { .. })
+    ));
+    assert!(matches!(
+        load_label_text_csv(&dir.join("missing.csv"), 2),
+        Err(IclError::Io { .. })
+    ));
+}
+
+#[test]
+fn offline_asset_loaders() {
+    let dir = scratch("offline");
+    let mr = write(
+        &dir,
+        "movieReviewSnippets_GroundTruth.txt",
+        "1\t2.2\tThe Rock is destined to shine.\r\n3\t-0.6\tEffective but too tepid biopic\r\n5152\t1.3\tLast positive.\r\n5153\t-1.4\tSimplistic, silly and tedious.\r\n",
+    );
+    let labels: Vec<usize> = load_mr_snippets(&mr)
+        .unwrap()
+        .iter()
+        .map(|e| e.label)
+        .collect();
+    // The label is the source file (ids up to 5152 are positive), not the crowd score's sign.
+    assert_eq!(labels, vec![1, 1, 1, 0]);
+
+    let cr = write(
+        &dir,
+        "amazonReviewSnippets_GroundTruth.txt",
+        "1_1\t-0.9\ttroubleshooting, no picture.\r\n1_2\t0\tneutral line\r\n1_3\t1.5\tgreat player\r\n",
+    );
+    let examples = load_cr_snippets(&cr).unwrap();
+    assert_eq!(
+        examples,
+        vec![
+            Example {
+                text: "troubleshooting, no picture.".into(),
+                label: 0
+            },
+            Example {
+                text: "great player".into(),
+                label: 1
+            },
+        ]
+    );
+    let bad = write(&dir, "bad.txt", "1\tnot-a-number\ttext\n");
+    assert!(matches!(
+        load_cr_snippets(&bad),
+        Err(IclError::Parse { line: 1, .. })
+    ));
+
+    let bbc = dir.join("bbc");
+    for (class, title) in [
+        ("business", "Profits up"),
+        ("entertainment", "Film wins"),
+        ("politics", "Vote today"),
+        ("sport", "Team wins"),
+        ("tech", "New phone"),
+    ] {
+        write(
+            &bbc,
+            &format!("{class}/001.txt"),
+            &format!("{title}\n\nFirst  paragraph\nof {class}.\n\nSecond paragraph.\n"),
+        );
+    }
+    let examples = load_bbc_topics(&bbc, BbcText::TitleAndLead).unwrap();
+    assert_eq!(examples.len(), 5);
+    assert_eq!(
+        examples[3],
+        Example {
+            text: "Team wins. First paragraph of sport.".into(),
+            label: 3
+        }
+    );
+    assert_eq!(
+        load_bbc_topics(&bbc, BbcText::Title).unwrap()[0].text,
+        "Profits up"
+    );
+    assert!(load_bbc_topics(&bbc, BbcText::Full).unwrap()[4]
+        .text
+        .ends_with("Second paragraph."));
+    assert!(matches!(
+        load_bbc_topics(&dir, BbcText::Title),
+        Err(IclError::Empty { .. })
+    ));
+
+    let data = load_offline_task(TaskKind::BbcTopics, &bbc, 2, 7).unwrap();
+    assert_eq!((data.train.len(), data.test.len()), (3, 2));
+    assert!(load_offline_task(TaskKind::BbcTopics, &bbc, 5, 7).is_err());
+    assert!(load_offline_task(TaskKind::Sst2, &bbc, 2, 7).is_err());
+}
+
+#[test]
+fn task_names_round_trip() {
+    for task in TaskKind::ALL {
+        assert_eq!(TaskKind::parse(task.name()).unwrap(), task);
+        assert_eq!(Template::for_task(task).n_classes(), task.n_classes());
+    }
+    assert!(matches!(
+        TaskKind::parse("imdb"),
+        Err(IclError::UnknownTask { .. })
+    ));
+}
+
+#[test]
+fn template_pieces_tokenise_like_the_joined_text() {
+    let tokenizer = AuxTokenizer::from_dir(&micro_dir()).unwrap();
+    let text = "a gripping, funny film.";
+    for task in TaskKind::ALL {
+        let template = Template::for_task(task);
+        let encoder = PromptEncoder::new(&tokenizer, &template, 256, 4096).unwrap();
+        let query = encoder.query_ids(text).unwrap();
+        assert_eq!(
+            query,
+            tokenizer.encode(&template.query(text)).unwrap(),
+            "{task}"
+        );
+        for c in 0..template.n_classes() {
+            let demo = encoder
+                .demo(&Example {
+                    text: text.into(),
+                    label: c,
+                })
+                .unwrap();
+            // Concatenated ids = tokenisation of the whole demonstration string.
+            assert_eq!(
+                demo.ids,
+                tokenizer.encode(&template.demonstration(text, c)).unwrap()
+            );
+            let label = tokenizer.decode(&demo.ids[demo.label_start..]).unwrap();
+            assert_eq!(label, format!(" {}", template.label_words[c]));
+        }
+        assert_eq!(
+            tokenizer.decode(encoder.calibration_ids()).unwrap(),
+            template.prompt.trim_start()
+        );
+    }
+}
+
+#[test]
+fn training_sequences_and_contexts() {
+    let tokenizer = AuxTokenizer::from_dir(&micro_dir()).unwrap();
+    let template = Template::for_task(TaskKind::Mr);
+    let encoder = PromptEncoder::new(&tokenizer, &template, 256, 64).unwrap();
+    let examples = [
+        Example {
+            text: "good".into(),
+            label: 1,
+        },
+        Example {
+            text: "bad film".into(),
+            label: 0,
+        },
+        Example {
+            text: "a fine cast".into(),
+            label: 1,
+        },
+    ];
+    let demos: Vec<_> = examples.iter().map(|e| encoder.demo(e).unwrap()).collect();
+    let label_tokens: usize = demos.iter().map(|d| d.ids.len() - d.label_start).sum();
+
+    let (single, kept) = encoder.training(&demos, DemoFormat::Single, TrainLoss::LabelOnly);
+    assert_eq!((single.ids.len(), kept), (3, 3));
+    assert_eq!(single.n_targets(), label_tokens);
+    for (ids, targets) in single.ids.iter().zip(&single.targets) {
+        let words: Vec<u32> = ids
+            .iter()
+            .zip(targets)
+            .filter(|(_, &t)| t)
+            .map(|(&i, _)| i)
+            .collect();
+        let word = tokenizer.decode(&words).unwrap();
+        assert!(word == " Positive" || word == " Negative", "{word:?}");
+    }
+
+    let (multi, kept) = encoder.training(&demos, DemoFormat::Multi, TrainLoss::LabelOnly);
+    assert_eq!((multi.ids.len(), kept), (1, 3));
+    assert_eq!(multi.n_targets(), label_tokens);
+    let joined = examples
+        .iter()
+        .map(|e| template.demonstration(&e.text, e.label))
+        .collect::<Vec<_>>()
+        .join(&template.separator);
+    assert_eq!(tokenizer.decode(&multi.ids[0]).unwrap(), joined);
+
+    let (full, _) = encoder.training(&demos, DemoFormat::Multi, TrainLoss::FullContext);
+    assert_eq!(full.n_targets(), full.ids[0].len() - 1);
+    assert!(!full.targets[0][0]);
+
+    // The context keeps the last demonstrations that fit in 64 positions with the label word.
+    let query = encoder
+        .query_ids("an overlong query that repeats itself and repeats itself again")
+        .unwrap();
+    let context = encoder.in_context(&demos, &query, TrainLoss::LabelOnly);
+    assert!(context.ids.len() + encoder.max_label_len() <= 64);
+    assert!(context.kept < 3, "kept {}", context.kept);
+    assert!(context.ids.ends_with(&query));
+    // With room for all of them, every demonstration is kept.
+    let wide = PromptEncoder::new(&tokenizer, &template, 256, 256).unwrap();
+    let ok = wide.query_ids("ok").unwrap();
+    let context = wide.in_context(&demos, &ok, TrainLoss::LabelOnly);
+    assert_eq!(context.kept, 3);
+    assert!(tokenizer
+        .decode(&context.ids)
+        .unwrap()
+        .starts_with("Review: good\nSentiment: Positive\n\nReview: bad film"));
+    // The demonstration part and its targets are those of the Multi training sequence.
+    assert_eq!(context.ids[..context.demo_len], multi.ids[0][..]);
+    assert_eq!(context.demo_targets, multi.targets[0]);
+    let full_context = wide.in_context(&demos, &ok, TrainLoss::FullContext);
+    assert_eq!(full_context.demo_targets, full.targets[0]);
+    // Inputs are cut to max_input_tokens; a prompt that cannot fit is an error.
+    let short = PromptEncoder::new(&tokenizer, &template, 2, 64).unwrap();
+    let cut = short.query_ids("one two three four five six").unwrap();
+    assert_eq!(
+        cut.len(),
+        2 + tokenizer.encode(&template.prompt).unwrap().len()
+    );
+    let tiny = PromptEncoder::new(&tokenizer, &template, 256, 8).unwrap();
+    assert!(matches!(
+        tiny.query_ids("a sentence far too long for eight positions"),
+        Err(IclError::PromptTooLong { .. })
+    ));
+    assert!(PromptEncoder::new(&tokenizer, &template, 0, 64).is_err());
+    let mut one_word = template.clone();
+    one_word.label_words.truncate(1);
+    assert!(PromptEncoder::new(&tokenizer, &one_word, 16, 64).is_err());
+}
