@@ -44,6 +44,7 @@ pub mod error;
 mod from_aux;
 pub mod input;
 pub mod io;
+pub mod llama;
 pub mod loss;
 pub mod math;
 pub mod param_count;

@@ -1,0 +1,25 @@
+//! TinT for the LLaMA family (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention, tied or
+//! untied LM head): the functional reference of a simulated SGD step (see docs/tint-llama.md).
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`config`] | [`LlamaTintConfig`], [`LlamaUpdates`]: hyper-parameters and which parameters move |
+//! | [`params`] | [`LlamaParams`]: the auxiliary weights as plain `[in, out]` tensors |
+//! | [`math`] | RMSNorm / SwiGLU forward and first-order or exact backward |
+//! | [`reference`] | [`LlamaReference`]: forward, approximate backward, descent, final forward |
+//!
+//! ```text
+//! let model = tint_aux::load_model::<B>(Path::new("model.gguf"), &device)?;
+//! let config = LlamaTintConfig { inner_lr: 1e-5, n_simulation_layers: Some(4), ..Default::default() };
+//! let out = LlamaReference::new(&model, config)?.forward_with_train_lengths(ids, &[128])?;
+//! // out.final_logits: [batch_size, seq_length, vocab_size]; out.final_loss: CE on the evaluation part
+//! ```
+
+pub mod config;
+pub mod math;
+pub mod params;
+pub mod reference;
+
+pub use config::{LlamaTintConfig, LlamaUpdates};
+pub use params::{LlamaLayerParams, LlamaParams};
+pub use reference::LlamaReference;

@@ -1,0 +1,165 @@
+//! [`LlamaParams`]: the weights of a LLaMA-family auxiliary model as plain tensors (`[in, out]`
+//! layout), read from an [`AuxModel::Llama`].
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Tensor};
+use tint_aux::AuxModel;
+
+use crate::error::SimError;
+
+/// The weights of one LLaMA block.
+#[derive(Debug, Clone)]
+pub struct LlamaLayerParams<B: Backend> {
+    /// Gain of the norm before attention `[d_model]`.
+    pub attn_norm: Tensor<B, 1>,
+    /// Query projection `[d_model, n_heads · head_dim]`.
+    pub w_q: Tensor<B, 2>,
+    /// Key projection `[d_model, n_kv_heads · head_dim]`.
+    pub w_k: Tensor<B, 2>,
+    /// Value projection `[d_model, n_kv_heads · head_dim]`.
+    pub w_v: Tensor<B, 2>,
+    /// Output projection `[n_heads · head_dim, d_model]`.
+    pub w_o: Tensor<B, 2>,
+    /// Gain of the norm before the MLP `[d_model]`.
+    pub mlp_norm: Tensor<B, 1>,
+    /// SwiGLU gate projection `[d_model, d_ff]`.
+    pub w_gate: Tensor<B, 2>,
+    /// SwiGLU up projection `[d_model, d_ff]`.
+    pub w_up: Tensor<B, 2>,
+    /// SwiGLU down projection `[d_ff, d_model]`.
+    pub w_down: Tensor<B, 2>,
+}
+
+/// The weights and hyper-parameters of a LLaMA-family auxiliary model.
+#[derive(Debug, Clone)]
+pub struct LlamaParams<B: Backend> {
+    /// Token embedding `[vocab_size, d_model]`.
+    pub embedding: Tensor<B, 2>,
+    /// Blocks, bottom to top.
+    pub layers: Vec<LlamaLayerParams<B>>,
+    /// Gain of the final norm `[d_model]`.
+    pub final_norm: Tensor<B, 1>,
+    /// Untied LM head `[d_model, vocab_size]`; `None` when tied to `embedding`.
+    pub lm_head: Option<Tensor<B, 2>>,
+    /// Query heads.
+    pub n_heads: usize,
+    /// Key/value heads (each shared by `n_heads / n_kv_heads` query heads).
+    pub n_kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// RMSNorm epsilon (from the model; used by the forward and the backward passes).
+    pub rms_eps: f64,
+    /// RoPE base θ.
+    pub rope_theta: f64,
+    /// Longest accepted sequence.
+    pub max_positions: usize,
+}
+
+impl<B: Backend> LlamaParams<B> {
+    /// Reads the weights of an [`AuxModel::Llama`].
+    ///
+    /// # Errors
+    /// [`SimError::UnsupportedModel`] for other architectures, a model without blocks, or linear
+    /// layers with biases (LLaMA has none; the reference would ignore them).
+    pub fn from_aux(model: &AuxModel<B>) -> Result<Self, SimError> {
+        let AuxModel::Llama(llama) = model else {
+            return Err(SimError::UnsupportedModel(format!(
+                "the LLaMA reference needs a LLaMA model, got {}",
+                model.model_type()
+            )));
+        };
+        let first = llama.blocks.first().ok_or_else(|| {
+            SimError::UnsupportedModel("the LLaMA model has no decoder block".into())
+        })?;
+        let linear = |l: &burn::nn::Linear<B>, name: &str| {
+            if l.bias.is_some() {
+                return Err(SimError::UnsupportedModel(format!(
+                    "{name} has a bias; the LLaMA reference supports bias-free linear layers only"
+                )));
+            }
+            Ok(l.weight.val())
+        };
+        let mut layers = Vec::with_capacity(llama.blocks.len());
+        for block in &llama.blocks {
+            let att = &block.attention;
+            layers.push(LlamaLayerParams {
+                attn_norm: block.attn_norm.weight.val(),
+                w_q: linear(&att.query, "attention.query")?,
+                w_k: linear(&att.key, "attention.key")?,
+                w_v: linear(&att.value, "attention.value")?,
+                w_o: linear(&att.output, "attention.output")?,
+                mlp_norm: block.mlp_norm.weight.val(),
+                w_gate: linear(&block.mlp.gate, "mlp.gate")?,
+                w_up: linear(&block.mlp.up, "mlp.up")?,
+                w_down: linear(&block.mlp.down, "mlp.down")?,
+            });
+        }
+        let lm_head = match &llama.lm_head {
+            Some(head) => Some(linear(head, "lm_head")?),
+            None => None,
+        };
+        Ok(Self {
+            embedding: llama.embedding.weight.val(),
+            layers,
+            final_norm: llama.final_norm.weight.val(),
+            lm_head,
+            n_heads: first.attention.n_heads,
+            n_kv_heads: first.attention.n_kv_heads,
+            head_dim: first.attention.head_dim,
+            rms_eps: first.attn_norm.eps,
+            rope_theta: llama.rope_theta,
+            max_positions: llama.max_positions,
+        })
+    }
+
+    /// Model width.
+    pub fn d_model(&self) -> usize {
+        self.embedding.dims()[1]
+    }
+
+    /// Vocabulary size.
+    pub fn vocab_size(&self) -> usize {
+        self.embedding.dims()[0]
+    }
+
+    /// Float type of the weights.
+    pub fn dtype(&self) -> DType {
+        self.embedding.dtype()
+    }
+
+    /// The LM head as `[vocab_size, d_model]` rows (the tied embedding or the untied head transposed):
+    /// logits are `hf · rowsᵀ`.
+    pub fn head_rows(&self) -> Tensor<B, 2> {
+        match &self.lm_head {
+            Some(head) => head.clone().transpose(),
+            None => self.embedding.clone(),
+        }
+    }
+
+    /// The same weights in another float type (e.g. `DType::F64` for exactness checks).
+    pub fn cast(&self, dtype: DType) -> Self {
+        let c1 = |t: &Tensor<B, 1>| t.clone().cast(dtype);
+        let c2 = |t: &Tensor<B, 2>| t.clone().cast(dtype);
+        Self {
+            embedding: c2(&self.embedding),
+            layers: self
+                .layers
+                .iter()
+                .map(|l| LlamaLayerParams {
+                    attn_norm: c1(&l.attn_norm),
+                    w_q: c2(&l.w_q),
+                    w_k: c2(&l.w_k),
+                    w_v: c2(&l.w_v),
+                    w_o: c2(&l.w_o),
+                    mlp_norm: c1(&l.mlp_norm),
+                    w_gate: c2(&l.w_gate),
+                    w_up: c2(&l.w_up),
+                    w_down: c2(&l.w_down),
+                })
+                .collect(),
+            final_norm: c1(&self.final_norm),
+            lm_head: self.lm_head.as_ref().map(c2),
+            ..self.clone()
+        }
+    }
+}

@@ -1,0 +1,589 @@
+//! The LLaMA functional reference: what one simulated TinT step computes on a LLaMA-family auxiliary
+//! model (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention), in the approximation style of
+//! TINT_SPEC §9 — first-order backward through the norms and the SwiGLU gate, value-only attention
+//! backward, SGD on the summed next-token loss of the training tokens (docs/tint-llama.md).
+//!
+//! Sequences of a batch are independent (each gets its own update), so they are processed one at a
+//! time with token-major activations `[seq_length, width]`.
+
+use burn::tensor::activation::softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Int, Tensor, TensorData};
+use tint_aux::llama::{apply_rotary, rotary_tables_dtype};
+use tint_aux::AuxModel;
+
+use super::config::LlamaTintConfig;
+use super::math::{rms_gain_gradient, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
+use super::params::{LlamaLayerParams, LlamaParams};
+use crate::error::SimError;
+use crate::input::SimInput;
+use crate::loss::{eval_loss, loss_gradient};
+use crate::reference::SimOutput;
+
+/// Additive score of masked attention entries: finite (no NaN) and small enough that `exp`
+/// underflows to exactly 0 in float32 and float64.
+const MASKED_SCORE: f64 = -1.0e30;
+
+/// Activations of one block kept for its backward pass.
+#[derive(Debug, Clone)]
+struct LayerTrace<B: Backend> {
+    /// Block input `[seq_length, d_model]`.
+    h_in: Tensor<B, 2>,
+    /// `RMSNorm₁(h_in)` `[seq_length, d_model]`.
+    a: Tensor<B, 2>,
+    /// Rotated queries `[n_heads, seq_length, head_dim]`.
+    q_rot: Tensor<B, 3>,
+    /// Rotated keys `[n_kv_heads, seq_length, head_dim]`.
+    k_rot: Tensor<B, 3>,
+    /// Heads concatenated before `W_O` `[seq_length, n_heads · head_dim]`.
+    o: Tensor<B, 2>,
+    /// Residual stream after attention `[seq_length, d_model]`.
+    h_mid: Tensor<B, 2>,
+    /// `RMSNorm₂(h_mid)` `[seq_length, d_model]`.
+    m: Tensor<B, 2>,
+    /// `m W_gate` `[seq_length, d_ff]`.
+    gate_pre: Tensor<B, 2>,
+    /// `m W_up` `[seq_length, d_ff]`.
+    up: Tensor<B, 2>,
+    /// `silu(gate_pre) ⊙ up` `[seq_length, d_ff]`.
+    hidden: Tensor<B, 2>,
+}
+
+/// Per-sequence constants: rotary tables and float masks.
+struct SequenceContext<B: Backend> {
+    /// Token ids `[seq_length]`.
+    ids: Tensor<B, 1, Int>,
+    /// RoPE tables `[seq_length, head_dim]`.
+    cos: Tensor<B, 2>,
+    sin: Tensor<B, 2>,
+    /// `[1, seq_length, seq_length]`: 0 where query `i` may attend key `j`, else [`MASKED_SCORE`].
+    attention_bias: Tensor<B, 3>,
+    /// `[1, seq_length, seq_length]`: `M[j, i]` at `[i, j]` = 1 if `i <= j` or `i` trains.
+    backward_mask: Tensor<B, 3>,
+    /// `[seq_length, 1]`: 1 on training tokens.
+    train: Tensor<B, 2>,
+    /// `[seq_length, 1]`: 1 where the target `t + 1` of position `t` counts in the loss.
+    next_target: Tensor<B, 2>,
+}
+
+/// A forward pass from layer `first` up, with traces.
+struct TopPass<B: Backend> {
+    traces: Vec<LayerTrace<B>>,
+    h_last: Tensor<B, 2>,
+    hf: Tensor<B, 2>,
+    logits: Tensor<B, 2>,
+}
+
+/// The LLaMA functional reference.
+#[derive(Debug, Clone)]
+pub struct LlamaReference<B: Backend> {
+    params: LlamaParams<B>,
+    config: LlamaTintConfig,
+}
+
+/// `[seq_length, n · head_dim]` → `[n, seq_length, head_dim]`.
+fn split_heads<B: Backend>(x: Tensor<B, 2>, n: usize) -> Tensor<B, 3> {
+    let [seq_length, width] = x.dims();
+    x.reshape([seq_length, n, width / n]).swap_dims(0, 1)
+}
+
+/// `[n, seq_length, head_dim]` → `[seq_length, n · head_dim]`.
+fn merge_heads<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 2> {
+    let [n, seq_length, head_dim] = x.dims();
+    x.swap_dims(0, 1).reshape([seq_length, n * head_dim])
+}
+
+/// `[n_kv, s, d]` → `[n_kv · n_rep, s, d]`: query head `h` reads key/value head `h / n_rep`.
+fn repeat_kv<B: Backend>(x: Tensor<B, 3>, n_rep: usize) -> Tensor<B, 3> {
+    if n_rep == 1 {
+        return x;
+    }
+    let [n_kv, s, d] = x.dims();
+    x.unsqueeze_dim::<4>(1)
+        .repeat_dim(1, n_rep)
+        .reshape([n_kv * n_rep, s, d])
+}
+
+/// The adjoint of [`repeat_kv`]: sums the `n_rep` query heads sharing each key/value head.
+fn sum_kv_groups<B: Backend>(x: Tensor<B, 3>, n_rep: usize) -> Tensor<B, 3> {
+    if n_rep == 1 {
+        return x;
+    }
+    let [n_heads, s, d] = x.dims();
+    let n_kv = n_heads / n_rep;
+    x.reshape([n_kv, n_rep, s, d])
+        .sum_dim(1)
+        .reshape([n_kv, s, d])
+}
+
+/// RoPE on `[n, seq_length, head_dim]`.
+fn rotate<B: Backend>(x: Tensor<B, 3>, cos: &Tensor<B, 2>, sin: &Tensor<B, 2>) -> Tensor<B, 3> {
+    apply_rotary(x.unsqueeze_dim::<4>(0), cos.clone(), sin.clone()).squeeze_dim::<3>(0)
+}
+
+/// Softmax attention probabilities `[n_heads, seq_length (query), seq_length (key)]` from rotated
+/// queries and keys (the value-only backward recomputes them from the stored `q_rot`, `k_rot`).
+fn attention_probs<B: Backend>(
+    q_rot: &Tensor<B, 3>,
+    k_rot: &Tensor<B, 3>,
+    attention_bias: &Tensor<B, 3>,
+) -> Tensor<B, 3> {
+    let [n_heads, _, head_dim] = q_rot.dims();
+    let n_rep = n_heads / k_rot.dims()[0];
+    let keys = repeat_kv(k_rot.clone(), n_rep);
+    let scores = q_rot
+        .clone()
+        .matmul(keys.swap_dims(1, 2))
+        .div_scalar((head_dim as f64).sqrt())
+        + attention_bias.clone();
+    softmax(scores, 2)
+}
+
+/// `W - eta xᵀ dy` (the rows of `dy` are already multiplied by the training mask).
+fn descend<B: Backend>(
+    w: &Tensor<B, 2>,
+    x: &Tensor<B, 2>,
+    dy_train: &Tensor<B, 2>,
+    lr: f64,
+) -> Tensor<B, 2> {
+    w.clone()
+        - x.clone()
+            .transpose()
+            .matmul(dy_train.clone())
+            .mul_scalar(lr)
+}
+
+/// Runs one block; returns its output and, if `keep`, its trace.
+///
+/// # Shapes
+/// `h`: `[seq_length, d_model]` → `[seq_length, d_model]`.
+fn layer_forward<B: Backend>(
+    layer: &LlamaLayerParams<B>,
+    params: &LlamaParams<B>,
+    h: Tensor<B, 2>,
+    ctx: &SequenceContext<B>,
+    keep: bool,
+) -> (Tensor<B, 2>, Option<LayerTrace<B>>) {
+    let eps = params.rms_eps;
+    let a = rms_norm(h.clone(), &layer.attn_norm, eps);
+    let q_rot = rotate(
+        split_heads(a.clone().matmul(layer.w_q.clone()), params.n_heads),
+        &ctx.cos,
+        &ctx.sin,
+    );
+    let k_rot = rotate(
+        split_heads(a.clone().matmul(layer.w_k.clone()), params.n_kv_heads),
+        &ctx.cos,
+        &ctx.sin,
+    );
+    let v = split_heads(a.clone().matmul(layer.w_v.clone()), params.n_kv_heads);
+    let probs = attention_probs(&q_rot, &k_rot, &ctx.attention_bias);
+    let n_rep = params.n_heads / params.n_kv_heads;
+    let o = merge_heads(probs.matmul(repeat_kv(v, n_rep)));
+    let h_mid = h.clone() + o.clone().matmul(layer.w_o.clone());
+    let m = rms_norm(h_mid.clone(), &layer.mlp_norm, eps);
+    let gate_pre = m.clone().matmul(layer.w_gate.clone());
+    let up = m.clone().matmul(layer.w_up.clone());
+    let hidden = swiglu(gate_pre.clone(), up.clone());
+    let out = h_mid.clone() + hidden.clone().matmul(layer.w_down.clone());
+    let trace = keep.then(|| LayerTrace {
+        h_in: h,
+        a,
+        q_rot,
+        k_rot,
+        o,
+        h_mid,
+        m,
+        gate_pre,
+        up,
+        hidden,
+    });
+    (out, trace)
+}
+
+/// Reads a `[batch_size, seq_length]` bool tensor as rows.
+fn bool_rows<B: Backend>(mask: &Tensor<B, 2, burn::tensor::Bool>) -> Vec<Vec<bool>> {
+    let [batch_size, seq_length] = mask.dims();
+    let flat: Vec<bool> = mask
+        .to_data()
+        .convert::<bool>()
+        .to_vec()
+        .unwrap_or_default();
+    (0..batch_size)
+        .map(|b| flat[b * seq_length..(b + 1) * seq_length].to_vec())
+        .collect()
+}
+
+impl<B: Backend> LlamaReference<B> {
+    /// Reads the weights of `model` (an [`AuxModel::Llama`]) and checks the configuration.
+    ///
+    /// # Errors
+    /// [`SimError::UnsupportedModel`] (not a bias-free LLaMA model), [`SimError::InvalidConfig`].
+    pub fn new(model: &AuxModel<B>, config: LlamaTintConfig) -> Result<Self, SimError> {
+        Self::from_params(LlamaParams::from_aux(model)?, config)
+    }
+
+    /// The reference on given weights (e.g. [`LlamaParams::cast`] to `DType::F64`).
+    ///
+    /// # Errors
+    /// [`SimError::InvalidConfig`], and [`SimError::UnsupportedModel`] when `n_kv_heads` does not
+    /// divide `n_heads`.
+    pub fn from_params(params: LlamaParams<B>, config: LlamaTintConfig) -> Result<Self, SimError> {
+        config.validate(params.layers.len())?;
+        if params.n_kv_heads == 0 || !params.n_heads.is_multiple_of(params.n_kv_heads) {
+            return Err(SimError::UnsupportedModel(format!(
+                "n_kv_heads = {} must divide n_heads = {}",
+                params.n_kv_heads, params.n_heads
+            )));
+        }
+        Ok(Self { params, config })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlamaTintConfig {
+        &self.config
+    }
+
+    /// The auxiliary weights.
+    pub fn params(&self) -> &LlamaParams<B> {
+        &self.params
+    }
+
+    /// Float type of the computation (that of the weights).
+    pub fn dtype(&self) -> DType {
+        self.params.dtype()
+    }
+
+    /// Runs the forward pass, `n_forward_backward` approximate SGD steps and the final forward pass,
+    /// each sequence with its own update. `input.icl_mask` restricts attention like in the GPT-2
+    /// reference; `input.gradient_mask` restricts the loss targets.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidInput`] for inconsistent shapes, sequences shorter than 2 or longer than the
+    /// model's positions, and token ids outside the vocabulary.
+    pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        self.forward_with_params(input).map(|(out, _)| out)
+    }
+
+    /// [`Self::forward`] with the training part of sequence `b` being its first `train_lengths[b]`
+    /// tokens.
+    ///
+    /// # Shapes
+    /// `input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// As [`Self::forward`], and a train length count different from the batch size or a train
+    /// length above the sequence length.
+    pub fn forward_with_train_lengths(
+        &self,
+        input_ids: Tensor<B, 2, Int>,
+        train_lengths: &[usize],
+    ) -> Result<SimOutput<B>, SimError> {
+        self.forward(&SimInput::with_train_lengths(input_ids, train_lengths)?)
+    }
+
+    /// Like [`Self::forward`], also returning the updated weights of each sequence.
+    ///
+    /// # Errors
+    /// As [`Self::forward`].
+    pub fn forward_with_params(
+        &self,
+        input: &SimInput<B>,
+    ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
+        self.validate(input)?;
+        let [batch_size, seq_length] = input.dims();
+        let train = bool_rows(&input.train_mask);
+        let gradient = input.gradient_mask.as_ref().map(bool_rows);
+        let icl: Option<Vec<bool>> = input
+            .icl_mask
+            .as_ref()
+            .map(|m| m.to_data().convert::<bool>().to_vec().unwrap_or_default());
+        let (mut first_logits, mut final_logits, mut updated) = (vec![], vec![], vec![]);
+        for b in 0..batch_size {
+            let ids = input
+                .input_ids
+                .clone()
+                .slice([b..b + 1, 0..seq_length])
+                .reshape([seq_length]);
+            let icl_rows = icl
+                .as_ref()
+                .map(|m| &m[b * seq_length * seq_length..(b + 1) * seq_length * seq_length]);
+            let ctx = self.context(
+                ids,
+                &train[b],
+                gradient.as_ref().map(|g| &g[b][..]),
+                icl_rows,
+            );
+            let (first, last, params) = self.run_sequence(&ctx);
+            first_logits.push(first.unsqueeze_dim::<3>(0));
+            final_logits.push(last.unsqueeze_dim::<3>(0));
+            updated.push(params);
+        }
+        let first_logits = Tensor::cat(first_logits, 0);
+        let final_logits = Tensor::cat(final_logits, 0);
+        let scored: Vec<Vec<bool>> = train
+            .iter()
+            .map(|row| (0..seq_length - 1).map(|t| !row[t + 1]).collect())
+            .collect();
+        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
+        let final_loss = eval_loss(final_logits.clone(), &input.input_ids, &scored);
+        Ok((
+            SimOutput {
+                first_logits,
+                final_logits,
+                first_loss,
+                final_loss,
+            },
+            updated,
+        ))
+    }
+
+    fn validate(&self, input: &SimInput<B>) -> Result<(), SimError> {
+        let [batch_size, seq_length] = input.dims();
+        let bad = |msg: String| Err(SimError::InvalidInput(msg));
+        if batch_size == 0 || seq_length < 2 {
+            return bad(format!(
+                "input_ids has shape [{batch_size}, {seq_length}]; need at least 1 sequence of 2 tokens"
+            ));
+        }
+        if seq_length > self.params.max_positions {
+            return bad(format!(
+                "sequence length {seq_length} exceeds the model's {} positions",
+                self.params.max_positions
+            ));
+        }
+        if input.train_mask.dims() != [batch_size, seq_length] {
+            return bad(format!(
+                "train_mask has shape {:?}, input_ids [{batch_size}, {seq_length}]",
+                input.train_mask.dims()
+            ));
+        }
+        if let Some(m) = &input.gradient_mask {
+            if m.dims() != [batch_size, seq_length] {
+                return bad(format!(
+                    "gradient_mask has shape {:?}, input_ids [{batch_size}, {seq_length}]",
+                    m.dims()
+                ));
+            }
+        }
+        if let Some(m) = &input.icl_mask {
+            if m.dims() != [batch_size, seq_length, seq_length] {
+                return bad(format!(
+                    "icl_mask has shape {:?}, expected [{batch_size}, {seq_length}, {seq_length}]",
+                    m.dims()
+                ));
+            }
+        }
+        let ids: Vec<i64> = input
+            .input_ids
+            .to_data()
+            .convert::<i64>()
+            .to_vec()
+            .unwrap_or_default();
+        let vocab_size = self.params.vocab_size();
+        if let Some(&id) = ids.iter().find(|&&id| id < 0 || id as usize >= vocab_size) {
+            return bad(format!(
+                "token id {id} is outside the vocabulary of {vocab_size} tokens"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Rotary tables and masks of one sequence.
+    fn context(
+        &self,
+        ids: Tensor<B, 1, Int>,
+        train: &[bool],
+        gradient: Option<&[bool]>,
+        icl: Option<&[bool]>,
+    ) -> SequenceContext<B> {
+        let seq_length = train.len();
+        let device = ids.device();
+        let dtype = self.params.dtype();
+        // Angles in f64, rounded once to the weights' float type (as the auxiliary forward).
+        let (cos, sin) = rotary_tables_dtype::<B>(
+            seq_length,
+            self.params.head_dim,
+            self.params.rope_theta,
+            &device,
+            dtype,
+        );
+        let float = |values: Vec<f64>| {
+            let n = values.len();
+            Tensor::<B, 1>::from_data(TensorData::new(values, [n]), &device).cast(dtype)
+        };
+        let mut bias = Vec::with_capacity(seq_length * seq_length);
+        let mut backward = Vec::with_capacity(seq_length * seq_length);
+        for i in 0..seq_length {
+            for j in 0..seq_length {
+                let allowed = j <= i && icl.is_none_or(|m| m[i * seq_length + j]);
+                bias.push(if allowed { 0.0 } else { MASKED_SCORE });
+                backward.push(if i <= j || train[i] { 1.0 } else { 0.0 });
+            }
+        }
+        let square = [1, seq_length, seq_length];
+        let next_target: Vec<f64> = (0..seq_length)
+            .map(|t| {
+                let counts =
+                    t + 1 < seq_length && train[t + 1] && gradient.is_none_or(|g| g[t + 1]);
+                if counts {
+                    1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let train_values = train.iter().map(|&t| if t { 1.0 } else { 0.0 }).collect();
+        SequenceContext {
+            ids,
+            cos,
+            sin,
+            attention_bias: float(bias).reshape(square),
+            backward_mask: float(backward).reshape(square),
+            train: float(train_values).reshape([seq_length, 1]),
+            next_target: float(next_target).reshape([seq_length, 1]),
+        }
+    }
+
+    /// First logits, final logits `[seq_length, vocab_size]` and updated weights of one sequence.
+    fn run_sequence(
+        &self,
+        ctx: &SequenceContext<B>,
+    ) -> (Tensor<B, 2>, Tensor<B, 2>, LlamaParams<B>) {
+        let n_layers = self.params.layers.len();
+        let first = n_layers - self.config.simulated_layers(n_layers);
+        let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
+        for layer in &self.params.layers[..first] {
+            h = layer_forward(layer, &self.params, h, ctx, false).0;
+        }
+        let mut params = self.params.clone();
+        let mut pass = top_pass(&params, h.clone(), first, ctx);
+        let first_logits = pass.logits.clone();
+        for _ in 0..self.config.n_forward_backward {
+            self.descend_step(&mut params, &pass, first, ctx);
+            pass = top_pass(&params, h.clone(), first, ctx);
+        }
+        (first_logits, pass.logits, params)
+    }
+
+    /// One approximate backward pass and descent step on `params` (all updates use the old weights).
+    fn descend_step(
+        &self,
+        params: &mut LlamaParams<B>,
+        pass: &TopPass<B>,
+        first: usize,
+        ctx: &SequenceContext<B>,
+    ) {
+        let cfg = &self.config;
+        let (lr, s, mode, eps) = (
+            cfg.inner_lr,
+            cfg.scale_embeddings,
+            cfg.derivatives,
+            params.rms_eps,
+        );
+        let updates = cfg.updates;
+        let train = &ctx.train;
+        let [seq_length, d_model] = pass.hf.dims();
+        let grad = loss_gradient(
+            pass.hf.clone().unsqueeze_dim::<3>(0),
+            &params.head_rows(),
+            &ctx.ids.clone().reshape([1, seq_length]),
+            &ctx.next_target.clone().unsqueeze_dim::<3>(0),
+            cfg.loss_gradient,
+        )
+        .reshape([seq_length, d_model]);
+        let mut delta = rms_norm_backward(
+            pass.h_last.clone(),
+            &params.final_norm,
+            grad.clone(),
+            eps,
+            mode,
+            s,
+        );
+        if updates.norm_gains {
+            let g = rms_gain_gradient(pass.h_last.clone(), grad, train, eps);
+            params.final_norm = params.final_norm.clone() - g.mul_scalar(lr);
+        }
+        let n_rep = params.n_heads / params.n_kv_heads;
+        for (l, trace) in pass.traces.iter().enumerate().rev() {
+            let layer = &params.layers[first + l];
+            let mut updated = layer.clone();
+            // SwiGLU MLP.
+            let d_hidden = delta.clone().matmul(layer.w_down.clone().transpose());
+            let (d_gate, d_up) =
+                swiglu_backward(trace.gate_pre.clone(), trace.up.clone(), d_hidden, mode, s);
+            let dm = d_gate.clone().matmul(layer.w_gate.clone().transpose())
+                + d_up.clone().matmul(layer.w_up.clone().transpose());
+            if updates.mlp {
+                updated.w_down = descend(
+                    &layer.w_down,
+                    &trace.hidden,
+                    &(delta.clone() * train.clone()),
+                    lr,
+                );
+                updated.w_gate = descend(&layer.w_gate, &trace.m, &(d_gate * train.clone()), lr);
+                updated.w_up = descend(&layer.w_up, &trace.m, &(d_up * train.clone()), lr);
+            }
+            if updates.norm_gains {
+                let g = rms_gain_gradient(trace.h_mid.clone(), dm.clone(), train, eps);
+                updated.mlp_norm = layer.mlp_norm.clone() - g.mul_scalar(lr);
+            }
+            let delta_mid = delta.clone()
+                + rms_norm_backward(trace.h_mid.clone(), &layer.mlp_norm, dm, eps, mode, s);
+            // Output projection and value-only attention backward (scores recomputed, not differentiated).
+            let d_o = delta_mid.clone().matmul(layer.w_o.clone().transpose());
+            if updates.attn_output {
+                updated.w_o = descend(
+                    &layer.w_o,
+                    &trace.o,
+                    &(delta_mid.clone() * train.clone()),
+                    lr,
+                );
+            }
+            let weights = attention_probs(&trace.q_rot, &trace.k_rot, &ctx.attention_bias)
+                * ctx.backward_mask.clone(); // [n_heads, i, j]
+            let dv_heads = weights
+                .swap_dims(1, 2)
+                .matmul(split_heads(d_o, params.n_heads)); // [n_heads, j, head_dim]
+            let dv = merge_heads(sum_kv_groups(dv_heads, n_rep)); // [seq_length, n_kv · head_dim]
+            let da = dv.clone().matmul(layer.w_v.clone().transpose());
+            if updates.attn_value {
+                updated.w_v = descend(&layer.w_v, &trace.a, &(dv * train.clone()), lr);
+            }
+            if updates.norm_gains {
+                let g = rms_gain_gradient(trace.h_in.clone(), da.clone(), train, eps);
+                updated.attn_norm = layer.attn_norm.clone() - g.mul_scalar(lr);
+            }
+            let delta_in = delta_mid
+                + rms_norm_backward(trace.h_in.clone(), &layer.attn_norm, da, eps, mode, s);
+            params.layers[first + l] = updated;
+            delta = delta_in;
+        }
+    }
+}
+
+/// Layers `first..` with traces, the final norm and the logits.
+fn top_pass<B: Backend>(
+    params: &LlamaParams<B>,
+    mut h: Tensor<B, 2>,
+    first: usize,
+    ctx: &SequenceContext<B>,
+) -> TopPass<B> {
+    let mut traces = Vec::with_capacity(params.layers.len() - first);
+    for layer in &params.layers[first..] {
+        let (out, trace) = layer_forward(layer, params, h, ctx, true);
+        traces.extend(trace);
+        h = out;
+    }
+    let hf = rms_norm(h.clone(), &params.final_norm, params.rms_eps);
+    let logits = hf.clone().matmul(params.head_rows().transpose());
+    TopPass {
+        traces,
+        h_last: h,
+        hf,
+        logits,
+    }
+}

@@ -1,0 +1,382 @@
+//! The LLaMA functional reference on the tiny random LLaMA fixtures (grouped-query attention,
+//! rotary embeddings, untied and tied LM heads): exactness against burn-autodiff SGD, the lr = 0
+//! identity, finite differences against exact derivatives, descent, and typed errors.
+
+use std::path::PathBuf;
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::Param;
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Int, Tensor, TensorData, Tolerance};
+use tint_aux::loss::next_token_nll;
+use tint_aux::{
+    sgd_update, AuxModel, DynEvalConfig, LossMask, LossReduction, ParamGroup, ParamInfo,
+    ParamMapper, ParamSelection,
+};
+use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig, LlamaUpdates};
+use tint_sim::{DerivativeMode, SimError, SimInput};
+
+type Ad = Autodiff<Flex>;
+
+/// f32 forward of the same function by two code paths (aux model vs reference): a few ulps of
+/// logits of order 1–10 after 2 layers.
+const F32_FORWARD_TOL: f32 = 1e-4;
+/// f64 exact reference vs burn-autodiff SGD: both compute the same derivatives with different
+/// summation orders; round-off ~1e-15 relative on logits of order 10 and a few hundred
+/// accumulations, so 1e-9 leaves ample margin while any missing or wrong term (the update moves
+/// logits by > 1e-2) fails.
+const F64_EXACT_TOL: f64 = 1e-9;
+/// f64 finite differences with s = 1e6 vs exact derivatives: first-order error O(|dz|/s) with
+/// |dz| ≲ 10 gives ~1e-5 relative on an update of ~0.1, i.e. ≲ 1e-6 on logits; round-off
+/// 1e-16 · s ≈ 1e-10.
+const FD_VS_EXACT_TOL: f64 = 1e-5;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/llama")
+        .join(name)
+}
+
+fn load<B: Backend>(name: &str) -> AuxModel<B> {
+    tint_aux::load_model::<B>(&fixture(name), &Default::default()).expect("tiny LLaMA loads")
+}
+
+/// Casts every parameter to float64 (detached: `sgd_update` marks what trains).
+struct CastF64;
+
+impl<B: Backend> ParamMapper<B> for CastF64 {
+    fn map<const D: usize>(
+        &mut self,
+        _: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        param.map(|t| t.cast(DType::F64))
+    }
+}
+
+/// Deterministic token ids in `0..97` (the fixtures' vocabulary).
+fn ids<B: Backend>(seq_length: usize, seed: usize) -> Tensor<B, 2, Int> {
+    let ids: Vec<i64> = (0..seq_length)
+        .map(|t| ((t * 37 + seed * 11 + 5) % 97) as i64)
+        .collect();
+    Tensor::from_data(TensorData::new(ids, [1, seq_length]), &Default::default())
+}
+
+fn values<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
+    t.into_data().convert::<f64>().to_vec().unwrap()
+}
+
+fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+fn exact_top_layer_config(lr: f64, steps: usize) -> LlamaTintConfig {
+    LlamaTintConfig {
+        n_simulation_layers: Some(1),
+        n_forward_backward: steps,
+        inner_lr: lr,
+        derivatives: DerivativeMode::Exact,
+        updates: LlamaUpdates {
+            attn_value: true,
+            attn_output: true,
+            mlp: true,
+            norm_gains: false,
+        },
+        ..Default::default()
+    }
+}
+
+#[test]
+fn lr_zero_reproduces_the_aux_forward() {
+    for name in ["tiny", "tiny_tied"] {
+        let model = load::<Flex>(name);
+        let input = ids::<Flex>(12, 1);
+        let expected = model.forward(input.clone()).unwrap().into_data();
+        for n_sim in [1, 2] {
+            let config = LlamaTintConfig {
+                inner_lr: 0.0,
+                n_simulation_layers: Some(n_sim),
+                n_forward_backward: 2,
+                updates: LlamaUpdates {
+                    norm_gains: true,
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let out = LlamaReference::new(&model, config)
+                .unwrap()
+                .forward_with_train_lengths(input.clone(), &[7])
+                .unwrap();
+            let tol = Tolerance::<f32>::absolute(F32_FORWARD_TOL);
+            out.first_logits
+                .into_data()
+                .assert_approx_eq::<f32>(&expected, tol);
+            out.final_logits
+                .into_data()
+                .assert_approx_eq::<f32>(&expected, tol);
+            assert_eq!(out.first_loss.n_targets, vec![5], "targets 7..12");
+            assert_eq!(out.first_loss, out.final_loss);
+        }
+    }
+}
+
+/// With exact derivatives, only the top layer simulated, and only parameters whose exact gradient
+/// does not pass through attention scores (W_V, W_O, gate/up/down of the top layer), the reference
+/// step is exactly SGD on the summed training loss.
+#[test]
+fn exact_top_layer_step_equals_autodiff_sgd_in_f64() {
+    for name in ["tiny", "tiny_tied"] {
+        let model = load::<Ad>(name).map_named_params(&mut CastF64);
+        let seq_length = 14;
+        let train_length = 8;
+        for (seed, steps, lr) in [(1, 1, 0.05), (2, 2, 0.03)] {
+            let input = ids::<Ad>(seq_length, seed);
+            let reference = LlamaReference::new(&model, exact_top_layer_config(lr, steps)).unwrap();
+            assert_eq!(reference.dtype(), DType::F64);
+            let sim_input = SimInput::with_train_lengths(input.clone(), &[train_length]).unwrap();
+            let (out, updated) = reference.forward_with_params(&sim_input).unwrap();
+
+            let selection = ParamSelection {
+                top_layers: Some(1),
+                groups: Some(vec![
+                    ParamGroup::AttnValue,
+                    ParamGroup::AttnOutput,
+                    ParamGroup::Mlp,
+                ]),
+            };
+            let config = DynEvalConfig {
+                lr,
+                steps,
+                reduction: LossReduction::Sum,
+                params: selection,
+                loss_mask: LossMask::AllTokens,
+            };
+            let train_ids = input.clone().slice([0..1, 0..train_length]);
+            let sgd = sgd_update(&model, train_ids, &config).unwrap();
+            let expected = values(sgd.model.forward(input.clone()).unwrap());
+            let first = values(out.first_logits);
+            let last = values(out.final_logits);
+            let moved = max_abs_diff(&first, &last);
+            assert!(
+                moved > 1e-2,
+                "{name}: the update must move the logits (moved {moved})"
+            );
+            let err = max_abs_diff(&last, &expected);
+            assert!(
+                err < F64_EXACT_TOL,
+                "{name} steps {steps}: final logits differ by {err}"
+            );
+
+            // The updated weights themselves.
+            let sgd_params = LlamaParams::from_aux(&sgd.model).unwrap();
+            let (ours, theirs) = (&updated[0].layers[1], &sgd_params.layers[1]);
+            for (what, a, b) in [
+                ("w_v", &ours.w_v, &theirs.w_v),
+                ("w_o", &ours.w_o, &theirs.w_o),
+                ("w_gate", &ours.w_gate, &theirs.w_gate),
+                ("w_up", &ours.w_up, &theirs.w_up),
+                ("w_down", &ours.w_down, &theirs.w_down),
+                ("w_q (frozen)", &ours.w_q, &theirs.w_q),
+            ] {
+                let err = max_abs_diff(&values(a.clone()), &values(b.clone()));
+                assert!(
+                    err < F64_EXACT_TOL,
+                    "{name} {what}: weights differ by {err}"
+                );
+            }
+            // Layer 0 is not simulated: untouched.
+            let err = max_abs_diff(
+                &values(updated[0].layers[0].w_v.clone()),
+                &values(reference.params().layers[0].w_v.clone()),
+            );
+            assert_eq!(err, 0.0);
+        }
+    }
+}
+
+/// The final-norm gain and the top layer's MLP-norm gain have exact gradients that do not pass
+/// through attention scores: with `norm_gains` their updates equal autodiff SGD on the `ln` group.
+#[test]
+fn exact_norm_gain_updates_equal_autodiff_sgd_in_f64() {
+    let model = load::<Ad>("tiny_tied").map_named_params(&mut CastF64);
+    let input = ids::<Ad>(12, 3);
+    let lr = 0.05;
+    let mut config = exact_top_layer_config(lr, 1);
+    config.updates = LlamaUpdates {
+        attn_value: false,
+        attn_output: false,
+        mlp: false,
+        norm_gains: true,
+    };
+    let reference = LlamaReference::new(&model, config).unwrap();
+    let (_, updated) = reference
+        .forward_with_params(&SimInput::with_train_lengths(input.clone(), &[9]).unwrap())
+        .unwrap();
+    let dyn_config = DynEvalConfig {
+        lr,
+        steps: 1,
+        reduction: LossReduction::Sum,
+        params: ParamSelection {
+            top_layers: Some(1),
+            groups: Some(vec![ParamGroup::LayerNorm]),
+        },
+        loss_mask: LossMask::AllTokens,
+    };
+    let sgd = sgd_update(&model, input.slice([0..1, 0..9]), &dyn_config).unwrap();
+    let theirs = LlamaParams::from_aux(&sgd.model).unwrap();
+    let ours = &updated[0];
+    let before = reference.params();
+    for (what, a, b, old) in [
+        (
+            "final_norm",
+            &ours.final_norm,
+            &theirs.final_norm,
+            &before.final_norm,
+        ),
+        (
+            "mlp_norm",
+            &ours.layers[1].mlp_norm,
+            &theirs.layers[1].mlp_norm,
+            &before.layers[1].mlp_norm,
+        ),
+    ] {
+        let moved = max_abs_diff(&values(a.clone()), &values(old.clone()));
+        assert!(moved > 1e-3, "{what} must move (moved {moved})");
+        let err = max_abs_diff(&values(a.clone()), &values(b.clone()));
+        assert!(err < F64_EXACT_TOL, "{what}: gains differ by {err}");
+    }
+}
+
+#[test]
+fn finite_differences_converge_to_exact_derivatives_on_all_layers() {
+    let model = load::<Flex>("tiny").map_named_params(&mut CastF64);
+    let input = ids::<Flex>(10, 4);
+    let run = |mode: DerivativeMode| {
+        let config = LlamaTintConfig {
+            inner_lr: 0.05,
+            scale_embeddings: 1e6,
+            derivatives: mode,
+            updates: LlamaUpdates {
+                norm_gains: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let out = LlamaReference::new(&model, config)
+            .unwrap()
+            .forward_with_train_lengths(input.clone(), &[6])
+            .unwrap();
+        (values(out.first_logits), values(out.final_logits))
+    };
+    let (first, fd) = run(DerivativeMode::FiniteDifference);
+    let (_, exact) = run(DerivativeMode::Exact);
+    assert!(
+        max_abs_diff(&first, &exact) > 1e-2,
+        "the update must move the logits"
+    );
+    let err = max_abs_diff(&fd, &exact);
+    assert!(
+        err < FD_VS_EXACT_TOL,
+        "finite differences differ from exact by {err}"
+    );
+}
+
+/// Summed next-token NLL over the training targets `1..train_length`.
+fn train_loss(logits: Tensor<Flex, 3>, input: Tensor<Flex, 2, Int>, train_length: usize) -> f64 {
+    let nll = next_token_nll(logits, input);
+    values(nll.slice([0..1, 0..train_length - 1])).iter().sum()
+}
+
+/// The approximate step on every layer (finite differences, value-only attention backward, all
+/// updates) is a descent step on the training loss, and two sequences in a batch get independent
+/// updates.
+#[test]
+fn approximate_step_on_all_layers_descends_and_batches_are_independent() {
+    let model = load::<Flex>("tiny");
+    let (seq_length, train_length) = (16, 10);
+    let a = ids::<Flex>(seq_length, 5);
+    let b = ids::<Flex>(seq_length, 6);
+    let config = LlamaTintConfig {
+        inner_lr: 0.01,
+        updates: LlamaUpdates {
+            norm_gains: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let reference = LlamaReference::new(&model, config).unwrap();
+    let out_a = reference
+        .forward_with_train_lengths(a.clone(), &[train_length])
+        .unwrap();
+    let before = train_loss(out_a.first_logits.clone(), a.clone(), train_length);
+    let after = train_loss(out_a.final_logits.clone(), a.clone(), train_length);
+    assert!(after < before - 1e-3, "training loss {before} -> {after}");
+
+    let out_b = reference
+        .forward_with_train_lengths(b.clone(), &[train_length - 3])
+        .unwrap();
+    let batch = Tensor::cat(vec![a, b], 0);
+    let out = reference
+        .forward_with_train_lengths(batch, &[train_length, train_length - 3])
+        .unwrap();
+    let [_, _, vocab_size] = out.final_logits.dims();
+    let split =
+        |t: Tensor<Flex, 3>, i: usize| values(t.slice([i..i + 1, 0..seq_length, 0..vocab_size]));
+    // Same per-sequence computation; only summation order in batched ops may differ.
+    assert!(
+        max_abs_diff(
+            &split(out.final_logits.clone(), 0),
+            &values(out_a.final_logits)
+        ) < 1e-5
+    );
+    assert!(max_abs_diff(&split(out.final_logits, 1), &values(out_b.final_logits)) < 1e-5);
+    assert_eq!(
+        out.final_loss.n_targets,
+        vec![seq_length - train_length, seq_length - train_length + 3]
+    );
+}
+
+#[test]
+fn bad_models_configs_and_inputs_are_typed_errors() {
+    let gpt2 = tint_aux::load_model::<Flex>(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aux/gpt2-tiny"),
+        &Default::default(),
+    )
+    .unwrap();
+    assert!(matches!(
+        LlamaReference::new(&gpt2, LlamaTintConfig::default()),
+        Err(SimError::UnsupportedModel(_))
+    ));
+    let model = load::<Flex>("tiny");
+    let bad_config = LlamaTintConfig {
+        n_simulation_layers: Some(3),
+        ..Default::default()
+    };
+    assert!(matches!(
+        LlamaReference::new(&model, bad_config),
+        Err(SimError::InvalidConfig(_))
+    ));
+    let reference = LlamaReference::new(&model, LlamaTintConfig::default()).unwrap();
+    let device = Default::default();
+    let out_of_vocab =
+        Tensor::<Flex, 2, Int>::from_data(TensorData::new(vec![1i64, 97, 3], [1, 3]), &device);
+    let too_long = ids::<Flex>(33, 0);
+    let too_short = ids::<Flex>(1, 0);
+    for (input, lengths) in [
+        (out_of_vocab, vec![2]),
+        (too_long, vec![4]),
+        (too_short, vec![1]),
+        (ids::<Flex>(6, 0), vec![7]),
+        (ids::<Flex>(6, 0), vec![3, 3]),
+    ] {
+        let result = reference.forward_with_train_lengths(input, &lengths);
+        assert!(
+            matches!(result, Err(SimError::InvalidInput(_))),
+            "{lengths:?}: {result:?}"
+        );
+    }
+}
