@@ -320,7 +320,7 @@ fn tint_plugs_in_as_a_method() {
     let mut config = default_tint_config(32, 4, None, None, None);
     config.inner_lr = 0.0;
     let tint = Tint::reference(&model, config.clone()).unwrap();
-    let mut frozen = TintIcl::new(tint, "tint-ref(eta=0)", device.clone());
+    let mut frozen = TintIcl::new(tint, "tint-ref(eta=0)", &device);
     let cell = run_icl_cell(&mut frozen, &encoder, &data, &settings, &mut |_| {}).unwrap();
     assert!(cell.settings.demos_in_context);
     assert_eq!(cell.key.format, Some(DemoFormat::Multi));
@@ -341,7 +341,7 @@ fn tint_plugs_in_as_a_method() {
 
     config.inner_lr = 1e-1;
     let tint = Tint::reference(&model, config).unwrap();
-    let mut trained = TintIcl::new(tint, "tint-ref", device);
+    let mut trained = TintIcl::new(tint, "tint-ref", &device);
     let cell = run_icl_cell(&mut trained, &encoder, &data, &settings, &mut |_| {}).unwrap();
     let moved = cell.runs[0]
         .predictions

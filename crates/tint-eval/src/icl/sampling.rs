@@ -74,7 +74,7 @@ pub fn sample_demonstrations(
         }
         return Ok(order[..k].iter().map(|&i| pool[i].clone()).collect());
     }
-    if n_classes == 0 || k % n_classes != 0 {
+    if n_classes == 0 || !k.is_multiple_of(n_classes) {
         return Err(IclError::InvalidSetting {
             name: "k",
             value: k.to_string(),

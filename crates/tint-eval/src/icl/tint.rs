@@ -28,11 +28,11 @@ pub struct TintIcl<B: Backend> {
 
 impl<B: Backend> TintIcl<B> {
     /// Wraps a TinT built by [`Tint::simulator`] or [`Tint::reference`] for a model on `device`.
-    pub fn new(tint: Tint<B>, label: impl Into<String>, device: B::Device) -> Self {
+    pub fn new(tint: Tint<B>, label: impl Into<String>, device: &B::Device) -> Self {
         Self {
             tint,
             label: label.into(),
-            device,
+            device: device.clone(),
         }
     }
 }
