@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use tint_aux::loss::next_token_nll;
 
 use tint_aux::{continuation_nll, dynamic_eval, AuxModel, DynEvalConfig};
+use tint_sim::llama::{LlamaReference, LlamaTintConfig};
 use tint_sim::{AuxParams, FunctionalReference, SimInput, SimOutput, TintConfig, TintSimulator};
 
 use crate::lm::LmMethod;
@@ -163,6 +164,8 @@ enum TintEngine<B: Backend> {
     Simulator(Box<TintSimulator<B>>),
     /// The functional reference (the same update with plain tensor ops).
     Reference(FunctionalReference<B>),
+    /// The functional reference for the LLaMA family (RMSNorm, SwiGLU, rotary, GQA).
+    LlamaReference(LlamaReference<B>),
 }
 
 /// TinT: one forward pass of the simulator (or of its functional reference) trains on the block's
@@ -182,8 +185,18 @@ impl<B: Backend> Tint<B> {
         })
     }
 
-    /// The functional reference for `model`.
+    /// The functional reference for `model` (GPT-2/OPT, or LLaMA with [`LlamaTintConfig::from_tint`]).
     pub fn reference(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
+        if let AuxModel::Llama(_) = model {
+            let device = model.devices()[0].clone();
+            return Ok(Self {
+                engine: TintEngine::LlamaReference(LlamaReference::new(
+                    model,
+                    LlamaTintConfig::from_tint(&config),
+                )?),
+                device,
+            });
+        }
         let aux = AuxParams::from_aux(model)?;
         let device = aux.device();
         Ok(Self {
@@ -197,6 +210,7 @@ impl<B: Backend> Tint<B> {
         Ok(match &self.engine {
             TintEngine::Simulator(sim) => sim.forward(input)?,
             TintEngine::Reference(reference) => reference.forward(input)?,
+            TintEngine::LlamaReference(reference) => reference.forward(input)?,
         })
     }
 }
@@ -205,7 +219,7 @@ impl<B: Backend> LmMethod for Tint<B> {
     fn name(&self) -> String {
         match self.engine {
             TintEngine::Simulator(_) => "tint".into(),
-            TintEngine::Reference(_) => "tint-ref".into(),
+            TintEngine::Reference(_) | TintEngine::LlamaReference(_) => "tint-ref".into(),
         }
     }
 
