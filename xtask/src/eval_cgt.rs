@@ -495,4 +495,3 @@ fn render_section(preset: &ExperimentPreset, results: &[VariantResult], plots: &
     }
     out
 }
-

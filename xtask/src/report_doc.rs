@@ -14,12 +14,17 @@ pub fn write_marked_section(path: &Path, key: &str, section: &str, header: &str)
     let block = format!("{begin}\n{section}{end}");
     let updated = match (existing.find(&begin), existing.find(&end)) {
         (Some(from), Some(to)) if to > from => {
-            format!("{}{block}{}", &existing[..from], &existing[to + end.len()..])
+            format!(
+                "{}{block}{}",
+                &existing[..from],
+                &existing[to + end.len()..]
+            )
         }
         _ => format!("{}\n\n{block}\n", existing.trim_end()),
     };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
     }
     std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))
 }
