@@ -252,10 +252,7 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
                     };
                     let name = if *reference { "tint-ref" } else { "tint" };
                     let label = format!("{name}(eta={:e},steps={})", args.inner_lr, args.steps);
-                    (
-                        Box::new(TintIcl::new(tint, label, &device)),
-                        settings,
-                    )
+                    (Box::new(TintIcl::new(tint, label, &device)), settings)
                 }
             };
             for &k in &args.shots {
