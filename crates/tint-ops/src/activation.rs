@@ -108,6 +108,8 @@ impl<B: Backend> ActivationForward<B> {
         let [batch_size, n_rows, ds] = state.dims();
         let p = ctx.n_prefixes;
         let tokens = state.clone().narrow(1, p, n_rows - p);
+        // Fresh contiguous rows: elementwise ops on a row-range view walk element by element.
+        let tokens = tokens.clone().reshape(tokens.dims());
         let out = self
             .c_proj
             .forward(activate(self.activation, self.c_fc.forward(tokens.clone())));

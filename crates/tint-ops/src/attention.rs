@@ -18,7 +18,7 @@ use burn::{
 
 use crate::{
     host::tensor_from_f64,
-    hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+    hsplit::{BlockKind, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
 };
 
 /// Additive value used for masked softmax scores. Finite (like `finfo.min` in the official code) so a
@@ -148,12 +148,25 @@ impl PositionProjectionBuilder {
     pub fn build<B: Backend>(self, dtype: DType, device: &B::Device) -> PositionProjection<B> {
         let (pd, d, nh) = (self.position_dim, self.head_dim, self.n_heads);
         let active = [0, 1, 2].map(|w| self.lambda[w * nh..(w + 1) * nh].iter().any(|&l| l != 0.0));
+        let active_heads = [0, 1, 2].map(|w| {
+            self.lambda[w * nh..(w + 1) * nh]
+                .iter()
+                .map(|&l| l != 0.0)
+                .collect()
+        });
         PositionProjection {
             weight: Param::from_tensor(tensor_from_f64(self.weight, [pd, 3 * d], dtype, device)),
             bias: Param::from_tensor(Tensor::zeros([3 * d], (device, dtype))),
-            lambda: Param::from_tensor(tensor_from_f64(self.lambda, [3, nh], dtype, device)),
+            lambda: Param::from_tensor(tensor_from_f64(
+                self.lambda.clone(),
+                [3, nh],
+                dtype,
+                device,
+            )),
             lambda_bias: Param::from_tensor(Tensor::zeros([nh], (device, dtype))),
             active,
+            active_heads,
+            lambda_values: self.lambda,
         }
     }
 }
@@ -173,6 +186,12 @@ pub struct PositionProjection<B: Backend> {
     /// Whether `λ_q`, `λ_k`, `λ_v` have a non-zero entry (detected at construction).
     #[module(skip)]
     pub active: [bool; 3],
+    /// Per head: whether `λ_q`, `λ_k`, `λ_v` is non-zero.
+    #[module(skip)]
+    pub active_heads: [Vec<bool>; 3],
+    /// Host copy of `λ` (`[3, nh]` row-major), used to build the position terms without broadcasts.
+    #[module(skip)]
+    pub lambda_values: Vec<f64>,
 }
 
 impl<B: Backend> PositionProjection<B> {
@@ -195,13 +214,48 @@ impl<B: Backend> PositionProjection<B> {
             .select(0, position_index)
             .narrow(1, which as usize * d, d)
             + self.bias.val().narrow(0, which as usize * d, d).unsqueeze(); // [n_rows, d]
-        let lambda = self
-            .lambda
-            .val()
-            .narrow(0, which as usize, 1)
-            .reshape([1, nh, 1]);
-        Some((pos.unsqueeze_dim::<3>(1) * lambda).reshape([1, n_rows, nh * d]))
+                                                                            // λ[h] · pos per head, laid out head after head along the row (no broadcast product).
+        let lambda = &self.lambda_values[which as usize * nh..(which as usize + 1) * nh];
+        let parts: Vec<Tensor<B, 2>> = lambda
+            .iter()
+            .map(|&l| {
+                if l == 1.0 {
+                    pos.clone()
+                } else if l == 0.0 {
+                    pos.zeros_like()
+                } else {
+                    pos.clone().mul_scalar(l)
+                }
+            })
+            .collect();
+        Some(Tensor::cat(parts, 1).reshape([1, n_rows, nh * d]))
     }
+}
+
+/// `op(scores_b, mask_b)` for each batch entry, with `scores_b` = the `[nh, a, c]` head matrices and
+/// `mask_b` `[1, a', c']` broadcast over them (3-d shared-row broadcasts take flex's fast path, 4-d
+/// ones a strided element walk); a mask with batch size 1 is shared by the whole batch.
+///
+/// # Shapes
+/// * `scores`: `[batch_size, nh, a, c]`, `mask`: `[batch_size or 1, a or 1, c]` → `[batch_size, nh, a, c]`
+fn per_head_matrix<B: Backend>(
+    scores: Tensor<B, 4>,
+    mask: Tensor<B, 3>,
+    op: impl Fn(Tensor<B, 3>, Tensor<B, 3>) -> Tensor<B, 3>,
+) -> Tensor<B, 4> {
+    let [batch_size, nh, a, c] = scores.dims();
+    if mask.dims()[0] == 1 {
+        return op(scores.reshape([batch_size * nh, a, c]), mask).reshape([batch_size, nh, a, c]);
+    }
+    let parts: Vec<Tensor<B, 3>> = (0..batch_size)
+        .map(|b| {
+            op(
+                scores.clone().narrow(0, b, 1).reshape([nh, a, c]),
+                mask.clone().narrow(0, b, 1),
+            )
+        })
+        .collect();
+    Tensor::cat(parts, 0).reshape([batch_size, nh, a, c])
 }
 
 /// Masks and score options of one attention call.
@@ -215,6 +269,9 @@ pub struct AttentionMasks<B: Backend> {
     pub multiplicative: Option<Tensor<B, 3>>,
     /// Additive mask applied to the scores before softmax, `[batch_size, n_queries, n_keys]`.
     pub additive: Option<Tensor<B, 3>>,
+    /// Multiplicative mask over the keys, the same for every query, `[batch_size, n_keys]`: the
+    /// `multiplicative` mask `m[b, j]` repeated over the queries, without building it.
+    pub key_mask: Option<Tensor<B, 2>>,
 }
 
 impl<B: Backend> AttentionMasks<B> {
@@ -225,6 +282,7 @@ impl<B: Backend> AttentionMasks<B> {
             transpose_scores: false,
             multiplicative: None,
             additive: None,
+            key_mask: None,
         }
     }
 
@@ -313,6 +371,9 @@ impl<B: Backend> TintAttention<B> {
         let (k_start, n_k) = (rows.keys.start, rows.keys.len());
         let project = |proj: &ContentProjection<B>, which: Qkv, start: usize, len: usize| {
             let x = hidden.clone().narrow(1, start, len);
+            // A row range of a batch-1 state is not "contiguous" for flex (size-1 batch stride):
+            // one memcpy here keeps every later elementwise op on the fast path.
+            let x = x.clone().reshape(x.dims());
             let content = if dense {
                 proj.forward_dense(x)
             } else {
@@ -325,9 +386,19 @@ impl<B: Backend> TintAttention<B> {
             };
             out.reshape([batch_size, len, nh, d]).swap_dims(1, 2) // [batch_size, nh, len, d]
         };
-        let q = project(&self.query, Qkv::Query, q_start, n_q);
-        let k = project(&self.key, Qkv::Key, k_start, n_k);
-        let v = project(&self.value, Qkv::Value, k_start, n_k);
+        // Heads whose value is identically zero (zero value block, λ_v = 0) or that `c_proj`
+        // ignores contribute nothing: attend over the contiguous range of the others only.
+        let heads = if dense { 0..nh } else { self.live_heads() };
+        let select_heads = |x: Tensor<B, 4>| {
+            if heads.len() == nh {
+                x
+            } else {
+                x.narrow(1, heads.start, heads.len())
+            }
+        };
+        let q = select_heads(project(&self.query, Qkv::Query, q_start, n_q));
+        let k = select_heads(project(&self.key, Qkv::Key, k_start, n_k));
+        let v = select_heads(project(&self.value, Qkv::Value, k_start, n_k));
         let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch_size, nh, n_q, n_k]
         let device = scores.device();
         let dtype = scores.dtype();
@@ -337,42 +408,70 @@ impl<B: Backend> TintAttention<B> {
                     (0..n_k).map(move |j| if k_start + j <= q_start + i { 1.0 } else { 0.0 })
                 })
                 .collect();
-            tensor_from_f64::<B, 2>(allowed, [n_q, n_k], dtype, &device).reshape([1, 1, n_q, n_k])
+            tensor_from_f64::<B, 2>(allowed, [n_q, n_k], dtype, &device).reshape([1, n_q, n_k])
         });
+        let add = |s: Tensor<B, 3>, m: Tensor<B, 3>| s + m;
+        let mul = |s: Tensor<B, 3>, m: Tensor<B, 3>| s * m;
         match self.scoring {
             Scoring::Linear => {
                 if let Some(allowed) = causal {
-                    scores = scores * allowed;
+                    scores = per_head_matrix(scores, allowed, mul);
                 }
                 if let Some(additive) = masks.additive {
-                    scores = scores + additive.unsqueeze_dim(1);
+                    scores = per_head_matrix(scores, additive, add);
                 }
             }
             Scoring::Softmax { scale } => {
                 scores = scores * scale;
                 if let Some(allowed) = causal {
-                    scores = scores + (allowed - 1.0) * (-MASKED_SCORE);
+                    scores = per_head_matrix(scores, (allowed - 1.0) * (-MASKED_SCORE), add);
                 }
                 if let Some(additive) = masks.additive {
-                    scores = scores + additive.unsqueeze_dim(1);
+                    scores = per_head_matrix(scores, additive, add);
                 }
                 scores = softmax(scores, 3);
             }
         }
-        if masks.transpose_scores {
-            scores = scores.swap_dims(2, 3);
+        if let Some(key_mask) = masks.key_mask {
+            scores = per_head_matrix(scores, key_mask.unsqueeze_dim(1), mul);
         }
-        if let Some(multiplicative) = masks.multiplicative {
-            scores = scores * multiplicative.unsqueeze_dim(1);
+        match (masks.transpose_scores, masks.multiplicative) {
+            // (Sᵀ ⊙ M) = (S ⊙ Mᵀ)ᵀ: multiply the contiguous scores, then transpose the view.
+            (true, Some(multiplicative)) => {
+                let transposed = multiplicative.swap_dims(1, 2);
+                let transposed = transposed.clone().reshape(transposed.dims());
+                scores = per_head_matrix(scores, transposed, mul).swap_dims(2, 3);
+            }
+            (true, None) => scores = scores.swap_dims(2, 3),
+            (false, Some(multiplicative)) => {
+                scores = per_head_matrix(scores, multiplicative, mul);
+            }
+            (false, None) => {}
         }
-        let out = scores
-            .matmul(v) // [batch_size, nh, n_q, d]
-            .swap_dims(1, 2)
-            .reshape([batch_size, n_q, d_sim]);
+        let out = scores.matmul(v); // [batch_size, live heads, n_q, d]
         if dense {
-            self.c_proj.forward_dense(out)
+            self.c_proj
+                .forward_dense(out.swap_dims(1, 2).reshape([batch_size, n_q, d_sim]))
         } else {
-            self.c_proj.forward(out)
+            self.c_proj.forward_heads(out, heads)
+        }
+    }
+
+    /// The smallest contiguous range of heads that can contribute to the output: a head whose
+    /// value content block is zero and `λ_v = 0`, or that `c_proj` never reads, outputs nothing.
+    pub fn live_heads(&self) -> Range<usize> {
+        let used = self.c_proj.used_blocks();
+        let kinds = &self.value.split_wise.block_kinds;
+        let live: Vec<usize> = (0..self.n_heads)
+            .filter(|&h| {
+                let value_zero = kinds.get(h) == Some(&BlockKind::Zero)
+                    && !self.positions.active_heads[Qkv::Value as usize][h];
+                used[h] && !value_zero
+            })
+            .collect();
+        match (live.first(), live.last()) {
+            (Some(&first), Some(&last)) => first..last + 1,
+            _ => 0..self.n_heads,
         }
     }
 }

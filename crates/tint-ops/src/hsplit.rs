@@ -12,12 +12,138 @@
 //! identity and zero blocks become copies, coordinate-independent dimension-wise ops one `[nf, nf]`
 //! matmul. [`SplitWise::forward_dense`] / [`DimWise::forward_dense`] always run the batched matmul.
 
+use core::ops::Range;
+
 use burn::{
     module::{Module, Param},
     tensor::{backend::Backend, DType, Int, Tensor, TensorData},
 };
 
 use crate::host::tensor_from_f64;
+
+/// One run of output columns of an H-split op with 0/1-structured weights, detected at
+/// construction; [`apply_segments`] evaluates a plan on a `[rows, width]` view without transposes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Segment {
+    /// `len` output columns copy input columns `[source, source + len)`.
+    Copy {
+        /// First input column.
+        source: usize,
+        /// Number of columns.
+        len: usize,
+    },
+    /// `len` zero columns.
+    Zero {
+        /// Number of columns.
+        len: usize,
+    },
+    /// `len` columns `Σ coef · input[source .. source + len)` over the terms (dimension-wise mixing).
+    Sum {
+        /// `(first input column, coefficient)` per term.
+        terms: Vec<(usize, f64)>,
+        /// Number of columns.
+        len: usize,
+    },
+    /// Output column `c` = input column `index[c]` (a 0/1 selection matrix).
+    Gather {
+        /// Input column of each output column.
+        index: Vec<usize>,
+    },
+    /// Split-wise block `block` applied as a matmul (`len` = block size).
+    Dense {
+        /// Block index.
+        block: usize,
+        /// Block size.
+        len: usize,
+    },
+}
+
+impl Segment {
+    fn len(&self) -> usize {
+        match self {
+            Segment::Copy { len, .. }
+            | Segment::Zero { len }
+            | Segment::Sum { len, .. }
+            | Segment::Dense { len, .. } => *len,
+            Segment::Gather { index } => index.len(),
+        }
+    }
+}
+
+/// Appends `next` to a plan, merging it with the last segment where both are contiguous copies,
+/// zeros or gathers.
+fn push_segment(plan: &mut Vec<Segment>, next: Segment) {
+    match (plan.last_mut(), next) {
+        (Some(Segment::Zero { len }), Segment::Zero { len: more }) => *len += more,
+        (
+            Some(Segment::Copy { source, len }),
+            Segment::Copy {
+                source: s2,
+                len: more,
+            },
+        ) if *source + *len == s2 => *len += more,
+        (Some(Segment::Gather { index }), Segment::Gather { index: more }) => index.extend(more),
+        (_, next) => plan.push(next),
+    }
+}
+
+/// Evaluates a segment plan on the rows of `x`; `dense_block(i, block_input)` applies split-wise
+/// block `i` for [`Segment::Dense`].
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, width]` → `[batch_size, n_rows, Σ segment lengths]`
+pub fn apply_segments<B: Backend>(
+    x: Tensor<B, 3>,
+    plan: &[Segment],
+    dense_block: impl Fn(usize, Tensor<B, 2>) -> Tensor<B, 2>,
+) -> Tensor<B, 3> {
+    let [batch_size, n_rows, width] = x.dims();
+    if let [Segment::Copy { source: 0, len }] = plan {
+        if *len == width {
+            return x;
+        }
+    }
+    let rows = batch_size * n_rows;
+    let (device, dtype) = (x.device(), x.dtype());
+    let x2 = x.reshape([rows, width]);
+    let out_width: usize = plan.iter().map(Segment::len).sum();
+    let parts: Vec<Tensor<B, 2>> = plan
+        .iter()
+        .map(|segment| match segment {
+            Segment::Copy { source, len } => x2.clone().narrow(1, *source, *len),
+            Segment::Zero { len } => Tensor::zeros([rows, *len], (&device, dtype)),
+            Segment::Sum { terms, len } => {
+                let term = |&(source, coef): &(usize, f64)| {
+                    let block = x2.clone().narrow(1, source, *len);
+                    if coef == 1.0 {
+                        block
+                    } else {
+                        block.mul_scalar(coef)
+                    }
+                };
+                terms
+                    .iter()
+                    .skip(1)
+                    .fold(term(&terms[0]), |acc, t| acc + term(t))
+            }
+            Segment::Gather { index } => {
+                let index: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+                let n = index.len();
+                x2.clone()
+                    .select(1, Tensor::from_data(TensorData::new(index, [n]), &device))
+            }
+            Segment::Dense { block, len } => {
+                dense_block(*block, x2.clone().narrow(1, block * len, *len))
+            }
+        })
+        .collect();
+    let out = if parts.len() == 1 {
+        parts.into_iter().next().expect("one part")
+    } else {
+        Tensor::cat(parts, 1)
+    };
+    out.reshape([batch_size, n_rows, out_width])
+}
 
 /// What one split-wise block does, detected from the constructed weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +223,7 @@ impl SplitWiseBuilder {
             .map(|i| i as i64)
             .collect();
         let n_dense = dense.len();
+        let plan = self.segments(&kinds);
         SplitWise {
             weight: Param::from_tensor(tensor_from_f64(self.weight, [nf, nx, nx], dtype, device)),
             bias: Param::from_tensor(Tensor::zeros([nf, nx], (device, dtype))),
@@ -104,7 +231,43 @@ impl SplitWiseBuilder {
             block_size: nx,
             block_kinds: kinds,
             dense_blocks: Tensor::from_data(TensorData::new(dense, [n_dense]), device),
+            plan,
         }
+    }
+
+    /// The segment plan: identity blocks are copies, zero blocks zeros, 0/1 selection blocks
+    /// gathers, other blocks matmuls.
+    fn segments(&self, kinds: &[BlockKind]) -> Vec<Segment> {
+        let nx = self.block_size;
+        let mut plan = Vec::new();
+        for (block, kind) in kinds.iter().enumerate() {
+            let segment = match kind {
+                BlockKind::Identity => Segment::Copy {
+                    source: block * nx,
+                    len: nx,
+                },
+                BlockKind::Zero => Segment::Zero { len: nx },
+                BlockKind::Dense => {
+                    let m = &self.weight[block * nx * nx..(block + 1) * nx * nx];
+                    let selection: Option<Vec<usize>> = (0..nx)
+                        .map(|out| {
+                            let row = &m[out * nx..(out + 1) * nx];
+                            let ones: Vec<usize> = (0..nx).filter(|&i| row[i] != 0.0).collect();
+                            match ones.as_slice() {
+                                [i] if row[*i] == 1.0 => Some(block * nx + i),
+                                _ => None,
+                            }
+                        })
+                        .collect();
+                    match selection {
+                        Some(index) => Segment::Gather { index },
+                        None => Segment::Dense { block, len: nx },
+                    }
+                }
+            };
+            push_segment(&mut plan, segment);
+        }
+        plan
     }
 }
 
@@ -124,6 +287,9 @@ pub struct SplitWise<B: Backend> {
     pub block_kinds: Vec<BlockKind>,
     /// Indices of the dense blocks.
     pub dense_blocks: Tensor<B, 1, Int>,
+    /// Evaluation plan (detected at construction).
+    #[module(skip)]
+    pub plan: Vec<Segment>,
 }
 
 impl<B: Backend> SplitWise<B> {
@@ -132,43 +298,14 @@ impl<B: Backend> SplitWise<B> {
     /// # Shapes
     /// * `x`: `[batch_size, n_rows, nf * nx]` → `[batch_size, n_rows, nf * nx]`
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
-        let [batch_size, n_rows, width] = x.dims();
-        let (nf, nx) = (self.n_blocks, self.block_size);
-        if self.block_kinds.iter().all(|&k| k == BlockKind::Identity) {
-            return x;
-        }
         if self.block_kinds.iter().all(|&k| k == BlockKind::Zero) {
             return x.zeros_like();
         }
-        let rows = batch_size * n_rows;
-        let blocks = x.reshape([rows, nf, nx]);
-        let n_dense = self.dense_blocks.dims()[0];
-        // Dense blocks: one batched matmul over the selected blocks.
-        let dense_out = (n_dense > 0).then(|| {
-            let weight = self.weight.val().select(0, self.dense_blocks.clone()); // [n_dense, nx, nx]
-            blocks
-                .clone()
-                .select(1, self.dense_blocks.clone())
-                .swap_dims(0, 1) // [n_dense, rows, nx]
-                .matmul(weight.swap_dims(1, 2))
-                .swap_dims(0, 1) // [rows, n_dense, nx]
-        });
-        let mut parts = Vec::with_capacity(nf);
-        let mut dense_seen = 0;
-        for (i, kind) in self.block_kinds.iter().enumerate() {
-            parts.push(match kind {
-                BlockKind::Identity => blocks.clone().narrow(1, i, 1),
-                BlockKind::Zero => Tensor::zeros([rows, 1, nx], (&blocks.device(), blocks.dtype())),
-                BlockKind::Dense => {
-                    dense_seen += 1;
-                    dense_out
-                        .clone()
-                        .expect("dense blocks exist")
-                        .narrow(1, dense_seen - 1, 1)
-                }
-            });
-        }
-        Tensor::cat(parts, 1).reshape([batch_size, n_rows, width])
+        let nx = self.block_size;
+        apply_segments(x, &self.plan, |block, input| {
+            let weight = self.weight.val().narrow(0, block, 1).reshape([nx, nx]);
+            input.matmul(weight.transpose())
+        })
     }
 
     /// Applies the op as one dense batched matmul `[nf, rows, nx] x [nf, nx, nx]` plus bias.
@@ -241,7 +378,29 @@ impl DimWiseBuilder {
         } else {
             DimStructure::PerCoordinate
         };
+        let plan = if shared {
+            let mut plan = Vec::new();
+            for out in 0..nf {
+                let terms: Vec<(usize, f64)> = (0..nf)
+                    .filter(|&i| first[out * nf + i] != 0.0)
+                    .map(|i| (i * nx, first[out * nf + i]))
+                    .collect();
+                let segment = match terms.as_slice() {
+                    [] => Segment::Zero { len: nx },
+                    [(source, coef)] if *coef == 1.0 => Segment::Copy {
+                        source: *source,
+                        len: nx,
+                    },
+                    _ => Segment::Sum { terms, len: nx },
+                };
+                push_segment(&mut plan, segment);
+            }
+            plan
+        } else {
+            Vec::new()
+        };
         DimWise {
+            plan,
             weight: Param::from_tensor(tensor_from_f64(self.weight, [nx, nf, nf], dtype, device)),
             bias: Param::from_tensor(Tensor::zeros([nx, nf], (device, dtype))),
             n_blocks: nf,
@@ -276,6 +435,9 @@ pub struct DimWise<B: Backend> {
     /// Structure (detected at construction).
     #[module(skip)]
     pub structure: DimStructure,
+    /// Evaluation plan of a shared op (empty otherwise).
+    #[module(skip)]
+    pub plan: Vec<Segment>,
 }
 
 impl<B: Backend> DimWise<B> {
@@ -287,22 +449,90 @@ impl<B: Backend> DimWise<B> {
         match self.structure {
             DimStructure::Identity => x,
             DimStructure::PerCoordinate => self.forward_dense(x),
-            DimStructure::Shared => {
-                let [batch_size, n_rows, width] = x.dims();
-                let (nf, nx) = (self.n_blocks, self.block_size);
-                let rows = batch_size * n_rows;
-                let mixing = self.weight.val().narrow(0, 0, 1).reshape([nf, nf]);
-                let blocks = x
-                    .reshape([rows, nf, nx])
-                    .swap_dims(0, 1) // [nf, rows, nx]
-                    .reshape([nf, rows * nx]);
-                mixing
-                    .matmul(blocks)
-                    .reshape([nf, rows, nx])
-                    .swap_dims(0, 1) // [rows, nf, nx]
-                    .reshape([batch_size, n_rows, width])
+            DimStructure::Shared => apply_segments(x, &self.plan, |_, input| input),
+        }
+    }
+
+    /// Which input blocks the op reads (a block no output depends on can be skipped upstream).
+    pub fn used_blocks(&self) -> Vec<bool> {
+        let (nf, nx) = (self.n_blocks, self.block_size);
+        if self.structure != DimStructure::Shared {
+            return vec![true; nf];
+        }
+        let mut used = vec![false; nf];
+        for segment in &self.plan {
+            match segment {
+                Segment::Copy { source, len } => {
+                    used[source / nx..(source + len) / nx].fill(true);
+                }
+                Segment::Sum { terms, .. } => {
+                    for (source, _) in terms {
+                        used[source / nx] = true;
+                    }
+                }
+                _ => {}
             }
         }
+        used
+    }
+
+    /// Applies the op to head-major input where only blocks `blocks` are present (the others are
+    /// zero): the merge of attention heads and `c_proj` in one pass.
+    ///
+    /// # Shapes
+    /// * `heads`: `[batch_size, blocks.len(), n_rows, nx]` → `[batch_size, n_rows, nf * nx]`
+    pub fn forward_heads(&self, heads: Tensor<B, 4>, blocks: Range<usize>) -> Tensor<B, 3> {
+        let [batch_size, n_present, n_rows, nx] = heads.dims();
+        let nf = self.n_blocks;
+        if self.structure != DimStructure::Shared || n_present != blocks.len() {
+            let full = if blocks.len() == nf {
+                heads
+            } else {
+                let (device, dtype) = (heads.device(), heads.dtype());
+                let zeros = |n: usize| Tensor::zeros([batch_size, n, n_rows, nx], (&device, dtype));
+                Tensor::cat(vec![zeros(blocks.start), heads, zeros(nf - blocks.end)], 1)
+            };
+            let merged = full.swap_dims(1, 2).reshape([batch_size, n_rows, nf * nx]);
+            return self.forward(merged);
+        }
+        let (device, dtype) = (heads.device(), heads.dtype());
+        let head = |block: usize| -> Option<Tensor<B, 3>> {
+            blocks.contains(&block).then(|| {
+                heads
+                    .clone()
+                    .narrow(1, block - blocks.start, 1)
+                    .reshape([batch_size, n_rows, nx])
+            })
+        };
+        let zeros = |n: usize| Tensor::zeros([batch_size, n_rows, n], (&device, dtype));
+        let mut parts = Vec::new();
+        for segment in &self.plan {
+            match segment {
+                Segment::Zero { len } => parts.push(zeros(*len)),
+                Segment::Copy { source, len } => {
+                    for block in source / nx..(source + len) / nx {
+                        parts.push(head(block).unwrap_or_else(|| zeros(nx)));
+                    }
+                }
+                Segment::Sum { terms, .. } => {
+                    let mut acc: Option<Tensor<B, 3>> = None;
+                    for &(source, coef) in terms {
+                        if let Some(h) = head(source / nx) {
+                            let h = if coef == 1.0 { h } else { h.mul_scalar(coef) };
+                            acc = Some(match acc {
+                                Some(a) => a + h,
+                                None => h,
+                            });
+                        }
+                    }
+                    parts.push(acc.unwrap_or_else(|| zeros(nx)));
+                }
+                Segment::Gather { .. } | Segment::Dense { .. } => {
+                    unreachable!("dimension-wise plans hold copies, zeros and sums")
+                }
+            }
+        }
+        Tensor::cat(parts, 2)
     }
 
     /// Applies the op as one batched matmul `[nx, rows, nf] x [nx, nf, nf]` plus bias.

@@ -501,13 +501,9 @@ impl<B: Backend> LinearDescent<B> {
             keys: p..n_rows,
         };
         // Prefix rows read the training tokens only (attention_mask, prefix x prefix block zeroed).
+        // The mask is the same for every prefix query: mask the value (token) rows instead.
         let masks = AttentionMasks {
-            multiplicative: Some(
-                ctx.train_mask
-                    .clone()
-                    .unsqueeze_dim::<3>(1)
-                    .repeat_dim(1, p),
-            ),
+            key_mask: Some(ctx.train_mask.clone()),
             ..AttentionMasks::none()
         };
         self.attention

@@ -240,6 +240,7 @@ impl<B: Backend> SelfAttentionBackward<B> {
             transpose_scores: true,
             multiplicative: Some(mask),
             additive: icl_additive(ctx),
+            key_mask: None,
         };
         let rows = AttentionRows {
             queries: p..n_rows,
