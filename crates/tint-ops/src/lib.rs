@@ -72,6 +72,7 @@ pub mod linear;
 pub mod options;
 pub mod param_count;
 pub mod prefix;
+pub mod rms_norm;
 pub mod self_attention;
 #[cfg(test)]
 mod testing;

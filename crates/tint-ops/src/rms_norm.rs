@@ -1,0 +1,347 @@
+//! RMSNorm modules for LLaMA-family auxiliary models (paper appendix J.1, Def. J.2): the group
+//! RMSnorm over the first `D` dims, forward, and first-order (or exact) backward.
+//!
+//! They mirror the LayerNorm modules (TINT_SPEC §6.5–6.6) with `f(x) = x / sqrt(mean(x²) + eps)` in
+//! place of the centred normalisation. The prefix rows hold `(diag(gamma), 0)`
+//! ([`crate::prefix::write_layer_norm`] with a zero bias): RMSNorm has no bias, and its gain is not
+//! updated (the descent of a gain needs `Σ_t z_t ⊙ dy_t`, an element-wise product the linear descent
+//! module does not compute — paper Def. F.2 — so there is no RMSNorm descent module).
+
+use burn::{
+    module::Module,
+    tensor::{backend::Backend, Tensor},
+};
+
+use crate::{
+    context::SimContext,
+    dims::TintDims,
+    error::TintOpsError,
+    gates::{GateKind, Gates},
+    hsplit::{DimWise, DimWiseBuilder},
+    linear::{LinearBackward, LinearForward},
+    options::{Derivative, TintOptions},
+};
+
+/// `w x / sqrt(eps + w mean(x²))` over the last dim (`w = 1`: plain RMSNorm without gain).
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, d]` → `[batch_size, n_rows, d]`
+pub fn rms_norm_plain<B: Backend>(x: Tensor<B, 3>, eps: f64, gate_value: f64) -> Tensor<B, 3> {
+    let mean_square = x.clone().powi_scalar(2).mean_dim(2);
+    let rms = (mean_square * gate_value + eps).sqrt();
+    x * gate_value / rms
+}
+
+/// The group RMSnorm over the first `D` dims of a row (Def. J.2 without affine; the gain is applied
+/// by the following linear module): [`rms_norm_plain`] on dims `< d_model`, plus `(1 - w) x` there
+/// for a non-exact gate value `w`; identity on dims `>= d_model`.
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, d_sim]` → `[batch_size, n_rows, d_sim]`
+pub fn group_rms_norm_first<B: Backend>(
+    x: Tensor<B, 3>,
+    d_model: usize,
+    eps: f64,
+    gate_value: f64,
+) -> Tensor<B, 3> {
+    let [_, _, d_sim] = x.dims();
+    let head = x.clone().narrow(2, 0, d_model);
+    let normed = rms_norm_plain(head.clone(), eps, gate_value);
+    let head = if gate_value == 1.0 {
+        normed
+    } else {
+        normed + head * (1.0 - gate_value)
+    };
+    if d_sim == d_model {
+        head
+    } else {
+        Tensor::cat(vec![head, x.narrow(2, d_model, d_sim - d_model)], 2)
+    }
+}
+
+/// RmsNormForward: token rows `gamma ⊙ f(x)` in dims `[0, D)`, memory `[mem, mem + D) = f(x)`,
+/// `[mem + D, mem + 2D) = x` (`mem = Ds - 2D`, as LayerNormForward); prefix rows unchanged.
+#[derive(Module, Debug)]
+pub struct RmsNormForward<B: Backend> {
+    /// Gate of the group-RMSnorm stage (prefix rows bypass the normalisation).
+    pub norm_gates: Gates<B>,
+    /// `(diag(gamma), 0)` applied to `f(x)`, storing `f(x)` at the memory.
+    pub linear: LinearForward<B>,
+    /// RMSNorm epsilon.
+    pub epsilon: f64,
+    /// Group-norm weight value (`tanh(g10)`, 1 for exact gates).
+    pub gate_value: f64,
+    /// `D`.
+    pub d_model: usize,
+    /// `Ds - 2D`.
+    pub memory_index: usize,
+}
+
+impl<B: Backend> RmsNormForward<B> {
+    /// Constructs the module (`options.ln_epsilon` is the RMSNorm epsilon).
+    ///
+    /// # Errors
+    /// Invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        let mem = dims.ln_memory_index();
+        Ok(Self {
+            norm_gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
+            linear: LinearForward::new(dims, Some(mem), options, device)?,
+            epsilon: options.ln_epsilon,
+            gate_value: options.gate_on_value(),
+            d_model: dims.d_model(),
+            memory_index: mem,
+        })
+    }
+
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, n_rows, _] = state.dims();
+        let p = ctx.n_prefixes;
+        let d = self.d_model;
+        let normed = group_rms_norm_first(state.clone(), d, self.epsilon, self.gate_value);
+        let normed = self.norm_gates.forward(state.clone(), normed, ctx);
+        let out = self.linear.forward(normed, ctx);
+        let mem = self.memory_index + d;
+        out.slice_assign(
+            [0..batch_size, p..n_rows, mem..mem + d],
+            state.narrow(1, p, n_rows - p).narrow(2, 0, d),
+        )
+    }
+}
+
+/// RmsNormBackward, first order: `dz = gamma ⊙ dy`, then `dx = s (f(x + dz/s) - zhat)` (or the exact
+/// `J_f(x) dz = (dz - z mean(z dz)) / rms(x)`), `x`, `zhat` read from the memory written by
+/// [`RmsNormForward`]; memory passes through; prefix rows become 0 (as LayerNormBackward).
+#[derive(Module, Debug)]
+pub struct RmsNormBackward<B: Backend> {
+    /// `dz = gamma ⊙ dy` (LinearBackward with `diag(gamma)`).
+    pub linear: LinearBackward<B>,
+    /// Heads `< D/hd` ← `signal/s + x` (dimension-wise over `Hs` heads).
+    pub shift_in: DimWise<B>,
+    /// Heads `< D/hd` ← `s·signal - s·zhat`.
+    pub shift_out: DimWise<B>,
+    /// Forward/backward gate.
+    pub gates: Gates<B>,
+    /// Finite differences or exact.
+    #[module(skip)]
+    pub derivative: Derivative,
+    /// RMSNorm epsilon.
+    pub epsilon: f64,
+    /// Group-norm weight value.
+    pub gate_value: f64,
+    /// `D`.
+    pub d_model: usize,
+    /// `Ds - 2D`.
+    pub memory_index: usize,
+}
+
+impl<B: Backend> RmsNormBackward<B> {
+    /// Constructs the module.
+    ///
+    /// # Errors
+    /// Invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
+        let (hs, hd, d) = (dims.n_heads_sim(), dims.head_dim_sim(), dims.d_model());
+        let mem = dims.ln_memory_index();
+        let scale = match options.derivative {
+            Derivative::FiniteDifference { scale } => scale,
+            Derivative::Exact => 1.0,
+        };
+        let (zhat_head, x_head, signal_heads) = (mem / hd, (mem + d) / hd, d / hd);
+        let mut shift_in = DimWiseBuilder::identity(hs, hd);
+        let mut shift_out = DimWiseBuilder::identity(hs, hd);
+        for i in 0..signal_heads {
+            shift_in.set_all_coords(i, i, 1.0 / scale);
+            shift_in.set_all_coords(i, x_head + i, 1.0);
+            shift_out.set_all_coords(i, i, scale);
+            shift_out.set_all_coords(i, zhat_head + i, -scale);
+        }
+        Ok(Self {
+            linear: LinearBackward::new(dims, Some(mem), options, device)?,
+            shift_in: shift_in.build(options.float_dtype, device),
+            shift_out: shift_out.build(options.float_dtype, device),
+            gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
+            derivative: options.derivative,
+            epsilon: options.ln_epsilon,
+            gate_value: options.gate_on_value(),
+            d_model: d,
+            memory_index: mem,
+        })
+    }
+
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, _, ds] = state.dims();
+        let d = self.d_model;
+        let dz = self.linear.forward_tokens(state.clone(), ctx); // [B, T, Ds]
+        let tokens = match self.derivative {
+            Derivative::FiniteDifference { .. } => {
+                let shifted = self.shift_in.forward(dz);
+                let normed = group_rms_norm_first(shifted, d, self.epsilon, self.gate_value);
+                self.shift_out.forward(normed)
+            }
+            Derivative::Exact => {
+                let x = dz.clone().narrow(2, self.memory_index + d, d);
+                let grad = dz.clone().narrow(2, 0, d);
+                let rms = (x.clone().powi_scalar(2).mean_dim(2) + self.epsilon).sqrt();
+                let z = x / rms.clone();
+                let dx = (grad.clone() - z.clone() * (grad * z).mean_dim(2)) / rms;
+                dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
+            }
+        };
+        let prefix = Tensor::zeros(
+            [batch_size, ctx.n_prefixes, ds],
+            (&state.device(), state.dtype()),
+        );
+        self.gates
+            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        layout, prefix,
+        testing::{context, f64_options, max_abs_diff, random, test_dims, TestBackend},
+    };
+
+    /// f64, O(1) values; the finite difference multiplies round-off (1e-16) by s = 1000.
+    const F64_TOL: f64 = 1e-9;
+    const BATCH: usize = 2;
+    const EPS: f64 = 1e-5;
+
+    fn rms_state(dims: &TintDims, gamma: Tensor<TestBackend, 2>) -> Tensor<TestBackend, 3> {
+        let zero_bias = gamma.zeros_like();
+        let prefix = prefix::write_layer_norm(gamma, zero_bias, dims).unwrap();
+        let tokens = random([BATCH, dims.seq_length(), dims.d_sim()], 1.0) * 2.0 + 0.5;
+        Tensor::cat(vec![prefix, tokens], 1)
+    }
+
+    /// Plain RMSNorm without gain, written out per row.
+    fn plain_rms(x: Tensor<TestBackend, 3>) -> Tensor<TestBackend, 3> {
+        let [b, t, d] = x.dims();
+        let xs: Vec<f64> = x.to_data().to_vec().unwrap();
+        let mut out = vec![0.0; xs.len()];
+        for row in 0..b * t {
+            let r = &xs[row * d..(row + 1) * d];
+            let inv = 1.0 / (r.iter().map(|v| v * v).sum::<f64>() / d as f64 + EPS).sqrt();
+            for j in 0..d {
+                out[row * d + j] = r[j] * inv;
+            }
+        }
+        crate::host::tensor_from_f64(out, [b, t, d], burn::tensor::DType::F64, &x.device())
+    }
+
+    /// Forward on every test shape; returns (state, forward output, gamma) per shape.
+    fn forward_cases() -> Vec<(
+        TintDims,
+        Tensor<TestBackend, 3>,
+        Tensor<TestBackend, 3>,
+        Tensor<TestBackend, 2>,
+    )> {
+        let device = Default::default();
+        test_dims()
+            .into_iter()
+            .map(|dims| {
+                let module =
+                    RmsNormForward::<TestBackend>::new(&dims, &f64_options(), &device).unwrap();
+                let gamma = random([BATCH, dims.d_model()], 1.0);
+                let state = rms_state(&dims, gamma.clone());
+                let out = module.forward(state.clone(), &context(&dims, BATCH));
+                (dims, state, out, gamma)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rms_norm_forward_matches_the_math() {
+        for (dims, state, out, gamma) in forward_cases() {
+            let (d, p, mem) = (dims.d_model(), dims.n_prefixes(), dims.ln_memory_index());
+            let x = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+            let z = plain_rms(x.clone());
+            let out_tok = layout::token_rows(out.clone(), p);
+            let expected = z.clone() * gamma.unsqueeze_dim(1);
+            assert!(max_abs_diff(out_tok.clone().narrow(2, 0, d), expected) < F64_TOL);
+            assert!(max_abs_diff(out_tok.clone().narrow(2, mem, d), z) < F64_TOL);
+            assert_eq!(max_abs_diff(out_tok.narrow(2, mem + d, d), x), 0.0);
+            assert_eq!(
+                max_abs_diff(out.narrow(1, 0, p), state.narrow(1, 0, p)),
+                0.0
+            );
+        }
+    }
+
+    /// The backward state: forward memory, `dy` in the signal dims, the same prefix rows.
+    fn backward_state(
+        dims: &TintDims,
+        state: Tensor<TestBackend, 3>,
+        out: Tensor<TestBackend, 3>,
+        dy: Tensor<TestBackend, 3>,
+    ) -> Tensor<TestBackend, 3> {
+        let (d, p, mem) = (dims.d_model(), dims.n_prefixes(), dims.ln_memory_index());
+        let stored = layout::token_memory(out, p, mem);
+        let tokens = layout::token_rows(state.clone(), p)
+            .slice_assign([0..BATCH, 0..dims.seq_length(), 0..d], dy);
+        layout::with_token_memory(
+            layout::join_rows(state.narrow(1, 0, p), tokens),
+            p,
+            mem,
+            stored,
+        )
+    }
+
+    #[test]
+    fn rms_norm_backward_is_the_first_order_formula_and_exact_mode_is_the_jacobian() {
+        let device = Default::default();
+        let scale = 1000.0;
+        for (dims, state, out, gamma) in forward_cases() {
+            let (d, p, mem) = (dims.d_model(), dims.n_prefixes(), dims.ln_memory_index());
+            let ctx = context(&dims, BATCH);
+            let dy = random([BATCH, dims.seq_length(), d], 1.0);
+            let bwd_state = backward_state(&dims, state, out, dy.clone());
+            let x = layout::token_rows(bwd_state.clone(), p).narrow(2, mem + d, d);
+            let dz = dy * gamma.unsqueeze_dim(1);
+
+            let options = f64_options().with_derivative(Derivative::FiniteDifference { scale });
+            let module = RmsNormBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let got = layout::token_rows(module.forward(bwd_state.clone(), &ctx), p);
+            let expected =
+                (plain_rms(x.clone() + dz.clone() / scale) - plain_rms(x.clone())) * scale;
+            let err = max_abs_diff(got.clone().narrow(2, 0, d), expected.clone());
+            assert!(err < F64_TOL, "S = {}: {err}", dims.stack());
+            let ds = dims.d_sim();
+            assert_eq!(
+                max_abs_diff(
+                    got.narrow(2, mem, ds - mem),
+                    layout::token_memory(bwd_state.clone(), p, mem)
+                ),
+                0.0
+            );
+
+            // Exact: central differences of the plain math in f64 (step 1e-6: error ~1e-10).
+            let options = f64_options().with_derivative(Derivative::Exact);
+            let module = RmsNormBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let exact = layout::token_rows(module.forward(bwd_state, &ctx), p).narrow(2, 0, d);
+            let h = 1e-6;
+            let central =
+                (plain_rms(x.clone() + dz.clone() * h) - plain_rms(x - dz * h)) / (2.0 * h);
+            let err = max_abs_diff(exact.clone(), central);
+            assert!(err < 1e-7, "exact S = {}: {err}", dims.stack());
+            // First order: |fd - exact| is O(1/s) = O(1e-3), far above the 1e-9 agreement above.
+            let gap = max_abs_diff(expected, exact);
+            assert!(gap > 1e-8 && gap < 1e-1, "fd vs exact gap {gap}");
+        }
+    }
+}
