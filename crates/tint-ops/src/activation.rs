@@ -10,7 +10,7 @@ use crate::{
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
-    hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+    hsplit::{BlockKind, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
     options::{ActivationKind, Derivative, TintOptions},
 };
 
@@ -31,6 +31,44 @@ pub fn activate<B: Backend, const D: usize>(kind: ActivationKind, x: Tensor<B, D
         }
         ActivationKind::Relu => x.clamp_min(0.0),
     }
+}
+
+/// [`activate`] on the column blocks marked in `used` (blocks of `width / used.len()` columns);
+/// the other blocks are set to 0. For a consumer that ignores those blocks the result is the same
+/// as activating everything.
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, width]` → `[batch_size, n_rows, width]`
+pub fn activate_blocks<B: Backend>(
+    kind: ActivationKind,
+    x: Tensor<B, 3>,
+    used: &[bool],
+) -> Tensor<B, 3> {
+    let [batch_size, n_rows, width] = x.dims();
+    if used.iter().all(|&u| u) {
+        return activate(kind, x);
+    }
+    let block = width / used.len();
+    let rows = batch_size * n_rows;
+    let x2 = x.reshape([rows, width]);
+    let (device, dtype) = (x2.device(), x2.dtype());
+    let mut parts = Vec::new();
+    let mut start = 0;
+    while start < used.len() {
+        let mut end = start;
+        while end < used.len() && used[end] == used[start] {
+            end += 1;
+        }
+        let (from, len) = (start * block, (end - start) * block);
+        parts.push(if used[start] {
+            let cols = x2.clone().narrow(1, from, len);
+            activate(kind, cols.clone().reshape(cols.dims()))
+        } else {
+            Tensor::zeros([rows, len], (&device, dtype))
+        });
+        start = end;
+    }
+    Tensor::cat(parts, 1).reshape([batch_size, n_rows, width])
 }
 
 /// The exact derivative of the activation, elementwise.
@@ -105,22 +143,29 @@ impl<B: Backend> ActivationForward<B> {
     /// # Shapes
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, n_rows, ds] = state.dims();
+        let [batch_size, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
         let tokens = state.clone().narrow(1, p, n_rows - p);
         // Fresh contiguous rows: elementwise ops on a row-range view walk element by element.
         let tokens = tokens.clone().reshape(tokens.dims());
-        let out = self
+        // c_proj reads only its non-zero blocks: the activation of the others is never used.
+        let used: Vec<bool> = self
             .c_proj
-            .forward(activate(self.activation, self.c_fc.forward(tokens.clone())));
+            .block_kinds
+            .iter()
+            .map(|&k| k != BlockKind::Zero)
+            .collect();
+        let out = self.c_proj.forward(activate_blocks(
+            self.activation,
+            self.c_fc.forward(tokens.clone()),
+            &used,
+        ));
         let mem = self.memory_index;
         let out = out.slice_assign(
             [0..batch_size, 0..n_rows - p, mem..mem + self.d_model],
             tokens.narrow(2, 0, self.d_model),
         );
-        let prefix = Tensor::zeros([batch_size, p, ds], (&state.device(), state.dtype()));
-        self.gates
-            .forward(state, Tensor::cat(vec![prefix, out], 1), ctx)
+        self.gates.combine(state, None, Some(out), ctx)
     }
 }
 
@@ -186,9 +231,15 @@ impl<B: Backend> ActivationBackward<B> {
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, _ctx: &SimContext<B>) -> Tensor<B, 3> {
         match self.derivative {
-            Derivative::FiniteDifference { .. } => self
-                .shift_out
-                .forward(activate(self.activation, self.shift_in.forward(state))),
+            Derivative::FiniteDifference { .. } => {
+                // shift_out reads only the signal and memory heads: activate just those.
+                let used = self.shift_out.used_blocks();
+                self.shift_out.forward(activate_blocks(
+                    self.activation,
+                    self.shift_in.forward(state),
+                    &used,
+                ))
+            }
             Derivative::Exact => {
                 let [_, _, ds] = state.dims();
                 let d = self.d_model;

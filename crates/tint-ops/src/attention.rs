@@ -244,8 +244,12 @@ fn per_head_matrix<B: Backend>(
     op: impl Fn(Tensor<B, 3>, Tensor<B, 3>) -> Tensor<B, 3>,
 ) -> Tensor<B, 4> {
     let [batch_size, nh, a, c] = scores.dims();
-    if mask.dims()[0] == 1 {
-        return op(scores.reshape([batch_size * nh, a, c]), mask).reshape([batch_size, nh, a, c]);
+    let [mask_batch, mask_rows, _] = mask.dims();
+    if mask_batch == 1 {
+        // Flex's fast broadcast needs the shared part to be whole rows of a 2-d view.
+        let row = mask_rows * c;
+        let lhs = scores.reshape([1, batch_size * nh * a * c / row, row]);
+        return op(lhs, mask.reshape([1, 1, row])).reshape([batch_size, nh, a, c]);
     }
     let parts: Vec<Tensor<B, 3>> = (0..batch_size)
         .map(|b| {
@@ -462,10 +466,16 @@ impl<B: Backend> TintAttention<B> {
     pub fn live_heads(&self) -> Range<usize> {
         let used = self.c_proj.used_blocks();
         let kinds = &self.value.split_wise.block_kinds;
+        let zero_in = self.value.dim_wise.zero_blocks();
         let live: Vec<usize> = (0..self.n_heads)
             .filter(|&h| {
-                let value_zero = kinds.get(h) == Some(&BlockKind::Zero)
-                    && !self.positions.active_heads[Qkv::Value as usize][h];
+                let content_zero = match kinds.get(h) {
+                    Some(BlockKind::Zero) => true,
+                    Some(BlockKind::Identity) => zero_in.get(h) == Some(&true),
+                    _ => false,
+                };
+                let value_zero =
+                    content_zero && !self.positions.active_heads[Qkv::Value as usize][h];
                 used[h] && !value_zero
             })
             .collect();

@@ -102,6 +102,46 @@ impl<B: Backend> Gates<B> {
             }
         }
     }
+
+    /// [`Gates::forward`] with the module output given as prefix rows and token rows (`None`: zero
+    /// rows); in [`GateMode::Exact`] the zero rows are never built and the state is copied once.
+    ///
+    /// # Shapes
+    /// * `input`: `[batch_size, P + T, d_sim]`, `prefix_out`: `[batch_size, P, d_sim]`,
+    ///   `tokens_out`: `[batch_size, T, d_sim]` → `[batch_size, P + T, d_sim]`
+    pub fn combine(
+        &self,
+        input: Tensor<B, 3>,
+        prefix_out: Option<Tensor<B, 3>>,
+        tokens_out: Option<Tensor<B, 3>>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let p = ctx.n_prefixes;
+        let [batch_size, n_rows, d_sim] = input.dims();
+        let (device, dtype) = (input.device(), input.dtype());
+        let zeros = |rows: usize| Tensor::zeros([batch_size, rows, d_sim], (&device, dtype));
+        match self.mode {
+            GateMode::Exact => {
+                let prefix_in = input.narrow(1, 0, p);
+                let prefix = match (self.kind, prefix_out) {
+                    (GateKind::Descent, Some(update)) => prefix_in + update,
+                    _ => prefix_in,
+                };
+                let tokens = tokens_out.unwrap_or_else(|| zeros(n_rows - p));
+                Tensor::cat(vec![prefix, tokens], 1)
+            }
+            GateMode::Tanh => {
+                let module_out = Tensor::cat(
+                    vec![
+                        prefix_out.unwrap_or_else(|| zeros(p)),
+                        tokens_out.unwrap_or_else(|| zeros(n_rows - p)),
+                    ],
+                    1,
+                );
+                self.forward(input, module_out, ctx)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -118,7 +118,8 @@ pub fn apply_segments<B: Backend>(
                     if coef == 1.0 {
                         block
                     } else {
-                        block.mul_scalar(coef)
+                        // Scalar ops on a strided view walk element by element: copy first.
+                        block.clone().reshape(block.dims()).mul_scalar(coef)
                     }
                 };
                 terms
@@ -474,6 +475,23 @@ impl<B: Backend> DimWise<B> {
             }
         }
         used
+    }
+
+    /// Which output blocks are identically zero (whatever the input).
+    pub fn zero_blocks(&self) -> Vec<bool> {
+        let (nf, nx) = (self.n_blocks, self.block_size);
+        let mut zero = vec![false; nf];
+        if self.structure == DimStructure::Shared {
+            let mut start = 0;
+            for segment in &self.plan {
+                let len = segment.len();
+                if let Segment::Zero { .. } = segment {
+                    zero[start / nx..(start + len) / nx].fill(true);
+                }
+                start += len;
+            }
+        }
+        zero
     }
 
     /// Applies the op to head-major input where only blocks `blocks` are present (the others are

@@ -140,7 +140,7 @@ impl<B: Backend> LayerNormBackward<B> {
     /// # Shapes
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, _, ds] = state.dims();
+        let [batch_size, _, _] = state.dims();
         let d = self.d_model;
         let dz = self.linear.forward_tokens(state.clone(), ctx); // [B, T, Ds]
         let tokens = match self.derivative {
@@ -161,12 +161,7 @@ impl<B: Backend> LayerNormBackward<B> {
                 dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
             }
         };
-        let prefix = Tensor::zeros(
-            [batch_size, ctx.n_prefixes, ds],
-            (&state.device(), state.dtype()),
-        );
-        self.gates
-            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+        self.gates.combine(state, None, Some(tokens), ctx)
     }
 }
 

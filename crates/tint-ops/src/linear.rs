@@ -21,7 +21,7 @@ use crate::{
     error::TintOpsError,
     gates::{GateKind, Gates},
     hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
-    options::TintOptions,
+    options::{GateMode, TintOptions},
 };
 
 /// Checks that `[memory_index, memory_index + width)` fits in `Ds` and is aligned to `head_size`.
@@ -227,13 +227,7 @@ impl<B: Backend> LinearForward<B> {
     }
 
     fn gate(&self, state: Tensor<B, 3>, tokens: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, _, ds] = state.dims();
-        let prefix = Tensor::zeros(
-            [batch_size, ctx.n_prefixes, ds],
-            (&state.device(), state.dtype()),
-        );
-        self.gates
-            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+        self.gates.combine(state, None, Some(tokens), ctx)
     }
 
     /// The token-row output before the gate.
@@ -358,13 +352,7 @@ impl<B: Backend> LinearBackward<B> {
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
         let tokens = self.forward_tokens(state.clone(), ctx);
-        let [batch_size, _, ds] = state.dims();
-        let prefix = Tensor::zeros(
-            [batch_size, ctx.n_prefixes, ds],
-            (&state.device(), state.dtype()),
-        );
-        self.gates
-            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+        self.gates.combine(state, None, Some(tokens), ctx)
     }
 
     /// The token-row output before the gate.
@@ -480,13 +468,7 @@ impl<B: Backend> LinearDescent<B> {
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
         let update = self.prefix_update(state.clone(), ctx);
-        let [batch_size, n_rows, ds] = state.dims();
-        let tokens = Tensor::zeros(
-            [batch_size, n_rows - ctx.n_prefixes, ds],
-            (&state.device(), state.dtype()),
-        );
-        self.gates
-            .forward(state, Tensor::cat(vec![update, tokens], 1), ctx)
+        self.gates.combine(state, Some(update), None, ctx)
     }
 
     /// The additive prefix-row update (module output on the prefix rows, before the gate).
@@ -545,6 +527,16 @@ impl<B: Backend> LinearDescentBackward<B> {
     /// # Shapes
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let exact = |gates: &Gates<B>| matches!(gates.mode, GateMode::Exact);
+        if exact(&self.backward.gates) && exact(&self.descent.gates) {
+            // Exact gates: token rows = the backward tokens, prefix rows = old + update.
+            let tokens = self.backward.forward_tokens(state.clone(), ctx);
+            let update = self.descent.prefix_update(state.clone(), ctx);
+            return self
+                .descent
+                .gates
+                .combine(state, Some(update), Some(tokens), ctx);
+        }
         let p = ctx.n_prefixes;
         let [_, n_rows, _] = state.dims();
         let backward = self.backward.forward(state.clone(), ctx);

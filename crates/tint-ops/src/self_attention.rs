@@ -178,9 +178,7 @@ impl<B: Backend> SelfAttentionForward<B> {
             [0..batch_size, 0..t, mem..mem + 3 * d],
             Tensor::cat(vec![q, k, x], 2),
         );
-        let prefix = Tensor::zeros([batch_size, p, ds], (&state.device(), state.dtype()));
-        self.gates
-            .forward(input, Tensor::cat(vec![prefix, out], 1), ctx)
+        self.gates.combine(input, None, Some(out), ctx)
     }
 }
 
@@ -253,9 +251,7 @@ impl<B: Backend> SelfAttentionBackward<B> {
             [0..batch_size, 0..t, mem..ds],
             layout::token_memory(state.clone(), p, mem),
         );
-        let prefix = Tensor::zeros([batch_size, p, ds], (&state.device(), state.dtype()));
-        self.gates
-            .forward(state, Tensor::cat(vec![prefix, out], 1), ctx)
+        self.gates.combine(state, None, Some(out), ctx)
     }
 }
 

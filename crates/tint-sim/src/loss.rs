@@ -81,10 +81,9 @@ pub fn eval_loss<B: Backend>(
     scored: &[Vec<bool>],
 ) -> EvalLoss {
     let [batch_size, seq_length, vocab_size] = logits.dims();
-    let log_probs = log_softmax(
-        logits.slice([0..batch_size, 0..seq_length - 1, 0..vocab_size]),
-        2,
-    );
+    // log_softmax over the contiguous logits (row-wise, so the extra last row changes nothing),
+    // then drop the last position: a row-sliced view would be walked element by element.
+    let log_probs = log_softmax(logits, 2).slice([0..batch_size, 0..seq_length - 1, 0..vocab_size]);
     let targets = input_ids
         .clone()
         .slice([0..batch_size, 1..seq_length])
