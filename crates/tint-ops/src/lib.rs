@@ -63,6 +63,7 @@ pub mod context;
 pub mod dims;
 pub mod error;
 pub mod gates;
+pub mod glu;
 pub mod group_norm;
 mod host;
 pub mod hsplit;

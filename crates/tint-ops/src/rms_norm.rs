@@ -117,7 +117,7 @@ impl<B: Backend> RmsNormForward<B> {
 
 /// RmsNormBackward, first order: `dz = gamma ⊙ dy`, then `dx = s (f(x + dz/s) - zhat)` (or the exact
 /// `J_f(x) dz = (dz - z mean(z dz)) / rms(x)`), `x`, `zhat` read from the memory written by
-/// [`RmsNormForward`]; memory passes through; prefix rows become 0 (as LayerNormBackward).
+/// [`RmsNormForward`]; memory passes through; prefix rows unchanged.
 #[derive(Module, Debug)]
 pub struct RmsNormBackward<B: Backend> {
     /// `dz = gamma ⊙ dy` (LinearBackward with `diag(gamma)`).
@@ -244,13 +244,16 @@ mod tests {
         crate::host::tensor_from_f64(out, [b, t, d], burn::tensor::DType::F64, &x.device())
     }
 
-    /// Forward on every test shape; returns (state, forward output, gamma) per shape.
-    fn forward_cases() -> Vec<(
+    /// One test shape: the state, the forward output and gamma.
+    type ForwardCase = (
         TintDims,
         Tensor<TestBackend, 3>,
         Tensor<TestBackend, 3>,
         Tensor<TestBackend, 2>,
-    )> {
+    );
+
+    /// Forward on every test shape.
+    fn forward_cases() -> Vec<ForwardCase> {
         let device = Default::default();
         test_dims()
             .into_iter()
