@@ -380,3 +380,95 @@ fn bad_models_configs_and_inputs_are_typed_errors() {
         );
     }
 }
+
+/// A gradient mask restricts the summed loss to the selected training targets: with the exact
+/// top-layer configuration the step equals autodiff SGD with the same `LossMask::Targets`.
+#[test]
+fn gradient_mask_equals_autodiff_sgd_on_the_same_targets() {
+    let model = load::<Ad>("tiny").map_named_params(&mut CastF64);
+    let (seq_length, train_length, lr) = (12, 9, 0.05);
+    let input = ids::<Ad>(seq_length, 7);
+    // Targets 2, 3, 5, 8 of the training part count.
+    let selected = [2, 3, 5, 8];
+    let gradient: Vec<bool> = (0..seq_length).map(|t| selected.contains(&t)).collect();
+    let gradient_mask = Tensor::<Ad, 2, burn::tensor::Bool>::from_data(
+        TensorData::new(gradient.clone(), [1, seq_length]),
+        &Default::default(),
+    );
+    let sim_input = SimInput::with_train_lengths(input.clone(), &[train_length])
+        .unwrap()
+        .with_gradient_mask(gradient_mask);
+    let out = LlamaReference::new(&model, exact_top_layer_config(lr, 1))
+        .unwrap()
+        .forward(&sim_input)
+        .unwrap();
+    let config = DynEvalConfig {
+        lr,
+        steps: 1,
+        reduction: LossReduction::Sum,
+        params: ParamSelection {
+            top_layers: Some(1),
+            groups: Some(vec![
+                ParamGroup::AttnValue,
+                ParamGroup::AttnOutput,
+                ParamGroup::Mlp,
+            ]),
+        },
+        loss_mask: LossMask::Targets(vec![gradient[..train_length].to_vec()]),
+    };
+    let sgd = sgd_update(
+        &model,
+        input.clone().slice([0..1, 0..train_length]),
+        &config,
+    )
+    .unwrap();
+    let expected = values(sgd.model.forward(input).unwrap());
+    let last = values(out.final_logits);
+    assert!(max_abs_diff(&values(out.first_logits), &last) > 1e-2);
+    let err = max_abs_diff(&last, &expected);
+    assert!(err < F64_EXACT_TOL, "final logits differ by {err}");
+}
+
+/// An ICL mask that lets tokens `k..` attend only to `k..` makes their logits those of the
+/// sub-sequence `ids[k..]` run alone: rotary scores depend only on relative positions.
+#[test]
+fn icl_mask_isolates_a_block_and_rotary_scores_are_relative() {
+    let model = load::<Flex>("tiny_tied").map_named_params(&mut CastF64);
+    let (seq_length, k) = (12, 5);
+    let input = ids::<Flex>(seq_length, 8);
+    let mut allowed = vec![true; seq_length * seq_length];
+    for i in k..seq_length {
+        for j in 0..k {
+            allowed[i * seq_length + j] = false;
+        }
+    }
+    let icl = Tensor::<Flex, 3, burn::tensor::Bool>::from_data(
+        TensorData::new(allowed, [1, seq_length, seq_length]),
+        &Default::default(),
+    );
+    let config = LlamaTintConfig {
+        inner_lr: 0.0,
+        ..Default::default()
+    };
+    let reference = LlamaReference::new(&model, config).unwrap();
+    let masked = reference
+        .forward(
+            &SimInput::with_train_lengths(input.clone(), &[3])
+                .unwrap()
+                .with_icl_mask(icl),
+        )
+        .unwrap()
+        .first_logits;
+    let alone = model
+        .forward(input.clone().slice([0..1, k..seq_length]))
+        .unwrap();
+    let [_, _, vocab_size] = alone.dims();
+    let masked_tail = masked.clone().slice([0..1, k..seq_length, 0..vocab_size]);
+    // f64: only the rotation angles differ (absolute positions), round-off ~1e-15.
+    let err = max_abs_diff(&values(masked_tail), &values(alone));
+    assert!(err < F64_EXACT_TOL, "isolated block differs by {err}");
+    let full = model.forward(input).unwrap();
+    let unmasked_tail = full.slice([0..1, k..seq_length, 0..vocab_size]);
+    let masked_tail = masked.slice([0..1, k..seq_length, 0..vocab_size]);
+    assert!(max_abs_diff(&values(unmasked_tail), &values(masked_tail)) > 1e-3);
+}
