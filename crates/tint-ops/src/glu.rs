@@ -264,4 +264,26 @@ mod tests {
             assert!(gap > 1e-8 && gap < 1e-1, "fd vs exact gap {gap}");
         }
     }
+
+    #[test]
+    fn only_the_gates_carry_parameters() {
+        use burn::module::Module;
+        let device = Default::default();
+        for dims in test_dims() {
+            let o = f64_options();
+            let g = crate::param_count::gates(&dims);
+            assert_eq!(
+                GluForward::<TestBackend>::new(&dims, &o, &device)
+                    .unwrap()
+                    .num_params(),
+                g
+            );
+            assert_eq!(
+                GluBackward::<TestBackend>::new(&dims, &o, &device)
+                    .unwrap()
+                    .num_params(),
+                g
+            );
+        }
+    }
 }

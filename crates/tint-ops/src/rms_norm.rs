@@ -347,4 +347,27 @@ mod tests {
             assert!(gap > 1e-8 && gap < 1e-1, "fd vs exact gap {gap}");
         }
     }
+
+    #[test]
+    fn parameter_counts_equal_the_layer_norm_closed_forms() {
+        use burn::module::Module;
+        let device = Default::default();
+        for dims in test_dims() {
+            let o = f64_options();
+            assert_eq!(
+                RmsNormForward::<TestBackend>::new(&dims, &o, &device)
+                    .unwrap()
+                    .num_params(),
+                crate::param_count::layer_norm_forward(&dims)
+            );
+            // LayerNormDescent_Backward = backward + LinearDescent (LB); the backward alone is LNB - LB.
+            assert_eq!(
+                RmsNormBackward::<TestBackend>::new(&dims, &o, &device)
+                    .unwrap()
+                    .num_params(),
+                crate::param_count::layer_norm_descent_backward(&dims)
+                    - crate::param_count::linear_backward(&dims)
+            );
+        }
+    }
 }
