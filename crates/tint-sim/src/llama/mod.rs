@@ -7,6 +7,7 @@
 //! | [`params`] | [`LlamaParams`]: the auxiliary weights as plain `[in, out]` tensors |
 //! | [`math`] | RMSNorm / SwiGLU forward and first-order or exact backward |
 //! | [`reference`] | [`LlamaReference`]: forward, approximate backward, descent, final forward |
+//! | [`mlp_block`] | [`mlp_block::SimulatedSwiGlu`]: the SwiGLU MLP simulated with tint-ops modules (first simulator piece) |
 //!
 //! ```text
 //! let model = tint_aux::load_model::<B>(Path::new("model.gguf"), &device)?;
@@ -17,6 +18,7 @@
 
 pub mod config;
 pub mod math;
+pub mod mlp_block;
 pub mod params;
 pub mod reference;
 
