@@ -258,8 +258,16 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
             for &k in &args.shots {
                 // Formats and losses matter only when the method trains on demonstrations.
                 let variants: Vec<(DemoFormat, TrainLoss)> = if method.trains() && k > 0 {
+                    for &format in formats.iter().filter(|&&f| !method.supports(f)) {
+                        eprintln!(
+                            "{} does not train in the {} format: skipped",
+                            method.name(),
+                            format.name()
+                        );
+                    }
                     formats
                         .iter()
+                        .filter(|&&f| method.supports(f))
                         .flat_map(|&f| losses.iter().map(move |&l| (f, l)))
                         .collect()
                 } else {

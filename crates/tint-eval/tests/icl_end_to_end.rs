@@ -353,6 +353,7 @@ fn tint_plugs_in_as_a_method() {
         moved > TINT_ETA0_TOL,
         "the simulated step must change the scores ({moved})"
     );
+    assert!(trained.supports(DemoFormat::Multi) && !trained.supports(DemoFormat::Single));
     let single = IclSettings {
         format: DemoFormat::Single,
         ..settings

@@ -9,7 +9,7 @@ use tint_aux::loss::next_token_nll;
 use tint_aux::{sgd_update, AuxModel, DynEvalConfig, LossMask};
 
 use super::error::IclError;
-use super::prompt::TrainingSequences;
+use super::prompt::{DemoFormat, TrainingSequences};
 
 /// What a method scores: candidate continuations of a context, and which part of the context is
 /// demonstrations (for methods that train inside the forward pass, like TinT).
@@ -63,6 +63,12 @@ pub trait IclMethod {
     ///
     /// Model errors (e.g. a context longer than the model's positions).
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError>;
+
+    /// Whether the method can train on demonstrations in `format` (default: both formats).
+    fn supports(&self, format: DemoFormat) -> bool {
+        let _ = format;
+        true
+    }
 
     /// Training loss before each step of the last adaptation (empty if none or not reported).
     fn train_losses(&self) -> Vec<f64> {

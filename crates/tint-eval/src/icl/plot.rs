@@ -3,10 +3,10 @@
 
 use super::report::IclReport;
 
-const WIDTH: f64 = 960.0;
+const WIDTH: f64 = 1100.0;
 const HEIGHT: f64 = 420.0;
 const MARGIN_LEFT: f64 = 60.0;
-const MARGIN_RIGHT: f64 = 260.0;
+const MARGIN_RIGHT: f64 = 380.0;
 const MARGIN_TOP: f64 = 40.0;
 const MARGIN_BOTTOM: f64 = 50.0;
 const PALETTE: [&str; 8] = [

@@ -119,6 +119,13 @@ pub fn run_icl_cell(
         settings.seeds.clone()
     };
     let trains = method.trains();
+    if trains && settings.k > 0 && !method.supports(settings.format) {
+        return Err(IclError::InvalidSetting {
+            name: "format",
+            value: settings.format.name().into(),
+            rule: format!("method {} does not train in this format", method.name()),
+        });
+    }
     let demos_in_context = settings
         .demos_in_context
         .unwrap_or(!trains || settings.format == DemoFormat::Multi);

@@ -14,7 +14,7 @@ use tint_sim::SimInput;
 
 use super::error::IclError;
 use super::method::{candidate_batch, sum_candidate_log_probs, IclMethod, ScoreRequest};
-use super::prompt::TrainingSequences;
+use super::prompt::{DemoFormat, TrainingSequences};
 use crate::methods::Tint;
 
 /// TinT (simulator or functional reference) behind [`IclMethod`].
@@ -44,6 +44,10 @@ impl<B: Backend> IclMethod for TintIcl<B> {
 
     fn trains(&self) -> bool {
         true
+    }
+
+    fn supports(&self, format: DemoFormat) -> bool {
+        format == DemoFormat::Multi
     }
 
     fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
