@@ -232,6 +232,22 @@ impl<B: Backend> PositionProjection<B> {
     }
 }
 
+/// A contiguous copy of a row range of a state (a plain view when it already is one): per batch
+/// entry a memcpy, where flex would copy a batched row range with a slower tiled strided copy.
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, width]` → same
+fn compact_rows<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
+    let [batch_size, n_rows, width] = x.dims();
+    if batch_size == 1 {
+        return x.reshape([1, n_rows, width]);
+    }
+    let parts: Vec<Tensor<B, 3>> = (0..batch_size)
+        .map(|b| x.clone().narrow(0, b, 1).reshape([1, n_rows, width]))
+        .collect();
+    Tensor::cat(parts, 0)
+}
+
 /// `op(scores_b, mask_b)` for each batch entry, with `scores_b` = the `[nh, a, c]` head matrices and
 /// `mask_b` `[1, a', c']` broadcast over them (3-d shared-row broadcasts take flex's fast path, 4-d
 /// ones a strided element walk); a mask with batch size 1 is shared by the whole batch.
@@ -245,17 +261,26 @@ fn per_head_matrix<B: Backend>(
 ) -> Tensor<B, 4> {
     let [batch_size, nh, a, c] = scores.dims();
     let [mask_batch, mask_rows, _] = mask.dims();
+    let row = mask_rows * c;
+    // Materialise the broadcast mask (a stride-0 view copies as a fast 2-d tile copy) so the op
+    // is a same-shape elementwise op: a broadcast operand makes flex (without its `simd`
+    // feature) walk both operands element by element.
+    let repeated = |mask: Tensor<B, 3>, copies: usize| {
+        mask.reshape([1, 1, row])
+            .expand([1, copies, row])
+            .reshape([1, copies, row])
+    };
     if mask_batch == 1 {
-        // Flex's fast broadcast needs the shared part to be whole rows of a 2-d view.
-        let row = mask_rows * c;
-        let lhs = scores.reshape([1, batch_size * nh * a * c / row, row]);
-        return op(lhs, mask.reshape([1, 1, row])).reshape([batch_size, nh, a, c]);
+        let copies = batch_size * nh * a * c / row;
+        let lhs = scores.reshape([1, copies, row]);
+        return op(lhs, repeated(mask, copies)).reshape([batch_size, nh, a, c]);
     }
+    let copies = nh * a * c / row;
     let parts: Vec<Tensor<B, 3>> = (0..batch_size)
         .map(|b| {
             op(
-                scores.clone().narrow(0, b, 1).reshape([nh, a, c]),
-                mask.clone().narrow(0, b, 1),
+                scores.clone().narrow(0, b, 1).reshape([1, copies, row]),
+                repeated(mask.clone().narrow(0, b, 1), copies),
             )
         })
         .collect();
@@ -377,7 +402,7 @@ impl<B: Backend> TintAttention<B> {
             let x = hidden.clone().narrow(1, start, len);
             // A row range of a batch-1 state is not "contiguous" for flex (size-1 batch stride):
             // one memcpy here keeps every later elementwise op on the fast path.
-            let x = x.clone().reshape(x.dims());
+            let x = compact_rows(x);
             let content = if dense {
                 proj.forward_dense(x)
             } else {
@@ -385,6 +410,8 @@ impl<B: Backend> TintAttention<B> {
             };
             let index = position_index.clone().narrow(0, start, len);
             let out = match self.positions.term(which, index) {
+                // Same-shape add: a batch-broadcast operand makes flex walk element by element.
+                Some(term) if batch_size > 1 => content + Tensor::cat(vec![term; batch_size], 0),
                 Some(term) => content + term,
                 None => content,
             };

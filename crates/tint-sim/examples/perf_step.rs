@@ -1,34 +1,72 @@
-//! Times one simulated TinT step (simulator or functional reference) on the tiny GPT-2 of issue #9
-//! (D = 128, 4 layers, 4 heads, vocabulary 4096, T = 256, Ds = 640, P = 32, Hs = 20), Flex backend.
+//! Times one simulated TinT step on the tiny GPT-2 of issue #9 (D = 128, 4 layers, 4 heads,
+//! vocabulary 4096, T = 256 with the first 128 tokens for training; TinT Ds = 640, P = 32, Hs = 20,
+//! all layers, one step), Flex backend, and the three baselines it is compared with.
 //!
-//! Run: `cargo run -p tint-sim --example perf_step -- <sim|ref> <batch_size> <repeats>`; prints one
-//! `step_seconds <value>` line per timed step after one warm-up step.
+//! ```text
+//! python3 scripts/make_bench_gpt2_tiny.py /tmp/gpt2-tiny-bench      # seeded random checkpoint
+//! cargo run -p tint-sim --example perf_step -- <sim|ref|dyn|aux> <batch_size> <repeats> [model_dir]
+//! ```
+//!
+//! `sim`: [`TintSimulator::forward`]; `ref`: [`FunctionalReference::forward`]; `dyn`: dynamic
+//! evaluation (one SGD step on the 128 training tokens, then the NLL of the rest, burn autodiff);
+//! `aux`: one plain forward of the auxiliary model; `sgemm`: a 1024³ f32 matmul (prints GFLOP/s). Without `model_dir` (sim / ref only) a seeded
+//! [`AuxParams::random`] model is used. One warm-up run, then one line
+//! `step_seconds <wall> cpu_seconds <user+sys>` per timed run (the step only: no loading or
+//! construction).
 
+use std::path::Path;
 use std::time::Instant;
 
+use burn::backend::Autodiff;
 use burn::tensor::{Int, Tensor, TensorData};
+use tint_aux::{dynamic_eval, load_model, AuxModel, DynEvalConfig};
 use tint_sim::{
     Activation, AuxDims, AuxParams, FunctionalReference, SimInput, TintConfig, TintSimulator,
 };
 
 type Backend = burn::backend::Flex;
+type AdBackend = Autodiff<Backend>;
+
+const SEQ_LENGTH: usize = 256;
+const TRAIN_LENGTH: usize = 128;
+const VOCAB_SIZE: usize = 4096;
+
+fn ids<B: burn::tensor::backend::Backend>(batch_size: usize) -> Tensor<B, 2, Int> {
+    let ids: Vec<i64> = (0..(batch_size * SEQ_LENGTH) as i64)
+        .map(|i| (i * 7919 + 13) % VOCAB_SIZE as i64)
+        .collect();
+    Tensor::from_data(
+        TensorData::new(ids, [batch_size, SEQ_LENGTH]),
+        &Default::default(),
+    )
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let which = args.get(1).map(String::as_str).unwrap_or("sim");
+    let which = args.get(1).map(String::as_str).unwrap_or("sim").to_string();
     let batch_size: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let repeats: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let model_dir = args.get(4).map(Path::new);
     let device = Default::default();
     <Backend as burn::tensor::backend::Backend>::seed(&device, 0);
-    let dims = AuxDims {
-        d_model: 128,
-        n_heads: 4,
-        n_layers: 4,
-        d_inner: 512,
-        vocab_size: 4096,
-        n_positions: 256,
+    let aux = match model_dir {
+        Some(dir) => {
+            let model: AuxModel<Backend> = load_model(dir, &device).expect("loads the model");
+            AuxParams::from_aux(&model).expect("GPT-2 weights")
+        }
+        None => AuxParams::<Backend>::random(
+            AuxDims {
+                d_model: 128,
+                n_heads: 4,
+                n_layers: 4,
+                d_inner: 512,
+                vocab_size: VOCAB_SIZE,
+                n_positions: SEQ_LENGTH,
+            },
+            Activation::GeluNew,
+            &device,
+        ),
     };
-    let aux = AuxParams::<Backend>::random(dims, Activation::GeluNew, &device);
     let config = TintConfig {
         inner_lr: 1e-3,
         restrict_prefixes: true,
@@ -36,42 +74,73 @@ fn main() {
         reuse_backward_blocks: true,
         ..TintConfig::for_model(128, 32, 32)
     };
-    let seq_length = 256;
-    let ids: Vec<i64> = (0..(batch_size * seq_length) as i64)
-        .map(|i| (i * 7919 + 13) % dims.vocab_size as i64)
-        .collect();
-    let ids = Tensor::<Backend, 2, Int>::from_data(
-        TensorData::new(ids, [batch_size, seq_length]),
-        &device,
-    );
-    let input = SimInput::with_train_lengths(ids, &vec![seq_length / 2; batch_size])
+    let input = SimInput::with_train_lengths(ids(batch_size), &vec![TRAIN_LENGTH; batch_size])
         .expect("valid train lengths");
-    let step: Box<dyn Fn() -> f32> = match which {
+    let step: Box<dyn Fn() -> f64> = match which.as_str() {
         "sim" => {
             let sim = TintSimulator::new(&aux, config).expect("valid config");
-            Box::new(move || {
-                let out = sim.forward(&input).expect("runs");
-                out.final_logits.into_data().to_vec::<f32>().expect("f32")[0]
-            })
+            Box::new(move || sim.forward(&input).expect("runs").final_loss.mean())
         }
-        _ => {
+        "ref" => {
             let reference = FunctionalReference::new(aux, config).expect("valid config");
+            Box::new(move || reference.forward(&input).expect("runs").final_loss.mean())
+        }
+        "aux" => {
+            let model: AuxModel<Backend> =
+                load_model(model_dir.expect("aux needs model_dir"), &device).expect("loads");
+            let ids = ids::<Backend>(batch_size);
             Box::new(move || {
-                let out = reference.forward(&input).expect("runs");
-                out.final_logits.into_data().to_vec::<f32>().expect("f32")[0]
+                let logits = model.forward(ids.clone()).expect("runs");
+                logits.into_data().to_vec::<f32>().expect("f32")[0] as f64
             })
         }
+        "dyn" => {
+            let model: AuxModel<AdBackend> =
+                load_model(model_dir.expect("dyn needs model_dir"), &device).expect("loads");
+            let ids = ids::<AdBackend>(batch_size);
+            let dyn_config = DynEvalConfig {
+                lr: 1e-3,
+                ..Default::default()
+            };
+            Box::new(move || {
+                let outcome =
+                    dynamic_eval(&model, ids.clone(), TRAIN_LENGTH, &dyn_config).expect("runs");
+                outcome.train_losses[0]
+            })
+        }
+        "sgemm" => {
+            // The machine's f32 matmul rate through burn Flex: [n, n] x [n, n], 2 n^3 FLOP.
+            let n = 1024;
+            let a = Tensor::<Backend, 2>::random(
+                [n, n],
+                burn::tensor::Distribution::Normal(0.0, 1.0),
+                &device,
+            );
+            let b = a.clone().transpose();
+            Box::new(move || {
+                let start = Instant::now();
+                let c = a.clone().matmul(b.clone());
+                let first = c.into_data().to_vec::<f32>().expect("f32")[0] as f64;
+                let seconds = start.elapsed().as_secs_f64();
+                println!(
+                    "sgemm_gflops {:.2}",
+                    2.0 * (n as f64).powi(3) / seconds / 1e9
+                );
+                first
+            })
+        }
+        other => panic!("unknown mode {other}: sim, ref, dyn, aux or sgemm"),
     };
     for rep in 0..=repeats {
         let start = Instant::now();
         let cpu_start = cpu_seconds();
-        let first = step();
+        let value = step();
         let seconds = start.elapsed().as_secs_f64();
         let cpu = cpu_seconds() - cpu_start;
         if rep > 0 {
             println!("step_seconds {seconds:.4} cpu_seconds {cpu:.2}");
         } else {
-            eprintln!("warm-up {seconds:.4} s (logit[0] = {first})");
+            eprintln!("warm-up {seconds:.4} s (value {value})");
         }
     }
 }
@@ -88,6 +157,6 @@ fn cpu_seconds() -> f64 {
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    // Fields 14 (utime) and 15 (stime), counted from 1 with the pid and name as fields 1 and 2.
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the `(name)` field.
     (ticks(11) + ticks(12)) / 100.0
 }
