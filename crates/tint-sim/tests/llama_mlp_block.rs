@@ -148,3 +148,96 @@ fn simulated_swiglu_equals_the_reference_mlp_step() {
         .max();
     assert_eq!(values(padded)[0], 0.0);
 }
+
+/// The MLP half of a LLaMA block (`h_mid + SwiGLU(RMSNorm(h_mid))`) from RmsNormForward,
+/// RmsNormBackward and the simulated SwiGLU equals the reference's forward and first-order backward
+/// (`delta_mid = delta + FD_rms(h_mid, gain, dm)`) and its SwiGLU descent.
+#[test]
+fn simulated_mlp_half_block_equals_the_reference() {
+    use tint_sim::llama::math::{rms_norm, rms_norm_backward};
+    use tint_sim::llama::mlp_half::SimulatedMlpHalf;
+    let device = Default::default();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/llama/tiny");
+    let model = tint_aux::load_model::<Flex>(&dir, &device).unwrap();
+    let params = LlamaParams::from_aux(&model).unwrap().cast(DType::F64);
+    let layer = &params.layers[0];
+    let (d, t, s, eta) = (64, 6, 1000.0, 0.05);
+    let dims = TintDims::new(d, 4, 320, 16, 20, 32, t).unwrap();
+    let options = TintOptions::default()
+        .with_float_dtype(DType::F64)
+        .with_derivative(Derivative::FiniteDifference { scale: s })
+        .with_ln_epsilon(params.rms_eps)
+        .with_inner_lr(eta);
+    let half = SimulatedMlpHalf::<Flex>::new(&dims, &options, &device).unwrap();
+    let norm_prefix = half
+        .norm_prefix(layer.mlp_norm.clone().unsqueeze_dim(0))
+        .unwrap();
+    let prefixes = half
+        .mlp
+        .write_prefixes(
+            layer.w_gate.clone().unsqueeze_dim(0),
+            layer.w_up.clone().unsqueeze_dim(0),
+            layer.w_down.clone().unsqueeze_dim(0),
+        )
+        .unwrap();
+    let train: Vec<f64> = (0..t).map(|i| if i < 3 { 1.0 } else { 0.0 }).collect();
+    let train_mask =
+        Tensor::<Flex, 2>::from_data(TensorData::new(train, [1, t]), (&device, DType::F64));
+    let ctx = SimContext::new(&dims, train_mask, &device).unwrap();
+    let (p, ds) = (dims.n_prefixes(), dims.d_sim());
+    let random = |shape: [usize; 2], std: f64| {
+        Tensor::<Flex, 2>::random(shape, Distribution::Normal(0.0, std), &device).cast(DType::F64)
+    };
+    let state_with = |signal: Tensor<Flex, 2>| {
+        let tokens = Tensor::cat(
+            vec![signal, Tensor::zeros([t, ds - d], (&device, DType::F64))],
+            1,
+        );
+        Tensor::cat(
+            vec![Tensor::zeros([p, ds], (&device, DType::F64)), tokens],
+            0,
+        )
+        .unsqueeze_dim::<3>(0)
+    };
+    let signal = |state: Tensor<Flex, 3>| state.squeeze_dim::<2>(0).slice([p..p + t, 0..d]);
+
+    let h_mid = random([t, d], 2.0);
+    let (out, acts) = half.forward(state_with(h_mid.clone()), &norm_prefix, &prefixes, &ctx);
+    let m = rms_norm(h_mid.clone(), &layer.mlp_norm, params.rms_eps);
+    let gate_pre = m.clone().matmul(layer.w_gate.clone());
+    let up = m.clone().matmul(layer.w_up.clone());
+    let expected =
+        h_mid.clone() + swiglu(gate_pre.clone(), up.clone()).matmul(layer.w_down.clone());
+    let err = max_abs_diff(signal(out), expected);
+    assert!(err < SIM_VS_REFERENCE_TOL, "forward differs by {err}");
+
+    let delta = random([t, d], 1.0);
+    let (back, updated) = half.backward(
+        state_with(delta.clone()),
+        &norm_prefix,
+        &prefixes,
+        &acts,
+        &ctx,
+    );
+    let d_hidden = delta.clone().matmul(layer.w_down.clone().transpose());
+    let (d_gate, d_up) =
+        swiglu_backward(gate_pre, up, d_hidden, DerivativeMode::FiniteDifference, s);
+    let dm = d_gate.matmul(layer.w_gate.clone().transpose())
+        + d_up.matmul(layer.w_up.clone().transpose());
+    let expected = delta
+        + rms_norm_backward(
+            h_mid,
+            &layer.mlp_norm,
+            dm,
+            params.rms_eps,
+            DerivativeMode::FiniteDifference,
+            s,
+        );
+    let err = max_abs_diff(signal(back), expected);
+    assert!(err < SIM_VS_REFERENCE_TOL, "backward differs by {err}");
+    let moved = max_abs_diff(
+        half.mlp.read_weights(&updated).unwrap().w_up,
+        half.mlp.read_weights(&prefixes).unwrap().w_up,
+    );
+    assert!(moved > 1e-4, "the SwiGLU weights move ({moved})");
+}

@@ -8,6 +8,7 @@
 //! | [`math`] | RMSNorm / SwiGLU forward and first-order or exact backward |
 //! | [`reference`] | [`LlamaReference`]: forward, approximate backward, descent, final forward |
 //! | [`mlp_block`] | [`mlp_block::SimulatedSwiGlu`]: the SwiGLU MLP simulated with tint-ops modules (first simulator piece) |
+//! | [`mlp_half`] | [`mlp_half::SimulatedMlpHalf`]: `h_mid + SwiGLU(RMSNorm(h_mid))` forward and backward + descent from tint-ops modules |
 //!
 //! ```text
 //! let model = tint_aux::load_model::<B>(Path::new("model.gguf"), &device)?;
@@ -19,6 +20,7 @@
 pub mod config;
 pub mod math;
 pub mod mlp_block;
+pub mod mlp_half;
 pub mod params;
 pub mod reference;
 

@@ -1,0 +1,114 @@
+//! The MLP half of a LLaMA block simulated with tint-ops modules:
+//! `out = h_mid + SwiGLU(RMSNorm₂(h_mid))` forward, and its first-order backward + descent
+//! `delta_mid = delta + RMSNorm₂ᵀ(SwiGLUᵀ(delta))` with the SwiGLU weights updated (the RMSNorm gain
+//! is frozen, docs/tint-llama.md).
+
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
+use tint_ops::{layout, prefix, SimContext, TintDims, TintOptions};
+
+use super::mlp_block::{SimulatedSwiGlu, SwiGluActs, SwiGluPrefixes};
+use crate::error::SimError;
+
+/// The modules of the MLP half-block.
+#[derive(Debug)]
+pub struct SimulatedMlpHalf<B: Backend> {
+    norm_forward: RmsNormForward<B>,
+    norm_backward: RmsNormBackward<B>,
+    /// The SwiGLU MLP.
+    pub mlp: SimulatedSwiGlu<B>,
+    dims: TintDims,
+}
+
+/// Activations stored by [`SimulatedMlpHalf::forward`].
+#[derive(Debug, Clone)]
+pub struct MlpHalfActs<B: Backend> {
+    norm: Tensor<B, 3>,
+    mlp: SwiGluActs<B>,
+}
+
+impl<B: Backend> SimulatedMlpHalf<B> {
+    /// Builds the modules (`options.ln_epsilon` must be the model's RMSNorm epsilon).
+    ///
+    /// # Errors
+    /// [`SimError::Ops`] for invalid options.
+    pub fn new(
+        dims: &TintDims,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, SimError> {
+        Ok(Self {
+            norm_forward: RmsNormForward::new(dims, options, device)?,
+            norm_backward: RmsNormBackward::new(dims, options, device)?,
+            mlp: SimulatedSwiGlu::new(dims, options, device)?,
+            dims: *dims,
+        })
+    }
+
+    /// The prefix block of the RMSNorm gain `[batch_size, D]`: `(diag(gain), 0)`.
+    ///
+    /// # Errors
+    /// [`SimError::Ops`] for a gain of the wrong width.
+    pub fn norm_prefix(&self, gain: Tensor<B, 2>) -> Result<Tensor<B, 3>, SimError> {
+        let zero = gain.zeros_like();
+        Ok(prefix::write_layer_norm(gain, zero, &self.dims)?)
+    }
+
+    /// Forward: `h_mid` in dims `[0, D)` of the token rows → `h_mid + SwiGLU(RMSNorm(h_mid))` there.
+    ///
+    /// # Shapes
+    /// `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`.
+    pub fn forward(
+        &self,
+        state: Tensor<B, 3>,
+        norm_prefix: &Tensor<B, 3>,
+        mlp_prefixes: &SwiGluPrefixes<B>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, MlpHalfActs<B>) {
+        let p = self.dims.n_prefixes();
+        let d = self.dims.d_model();
+        let m = self.norm_forward.forward(
+            layout::with_prefix_rows(state.clone(), norm_prefix.clone()),
+            ctx,
+        );
+        let norm = layout::token_memory(m.clone(), p, self.dims.ln_memory_index());
+        let (y, mlp) = self.mlp.forward(m, mlp_prefixes, ctx);
+        let [batch_size, n_rows, _] = state.dims();
+        // Token rows carry the residual sum; prefix rows stay those of the input.
+        let sum = (state.clone().narrow(2, 0, d) + y.narrow(2, 0, d)).narrow(1, p, n_rows - p);
+        let out = state.slice_assign([0..batch_size, p..n_rows, 0..d], sum);
+        (out, MlpHalfActs { norm, mlp })
+    }
+
+    /// Backward + descent: `delta` in dims `[0, D)` → `delta + RMSNormᵀ(SwiGLUᵀ delta)` there, and
+    /// the updated SwiGLU prefix blocks.
+    ///
+    /// # Shapes
+    /// `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`.
+    pub fn backward(
+        &self,
+        state: Tensor<B, 3>,
+        norm_prefix: &Tensor<B, 3>,
+        mlp_prefixes: &SwiGluPrefixes<B>,
+        acts: &MlpHalfActs<B>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, SwiGluPrefixes<B>) {
+        let p = self.dims.n_prefixes();
+        let d = self.dims.d_model();
+        let (dm, updated) = self
+            .mlp
+            .backward(state.clone(), mlp_prefixes, &acts.mlp, ctx);
+        let dm = layout::with_token_memory(dm, p, self.dims.ln_memory_index(), acts.norm.clone());
+        let dx = self
+            .norm_backward
+            .forward(layout::with_prefix_rows(dm, norm_prefix.clone()), ctx);
+        let [batch_size, n_rows, _] = state.dims();
+        let sum = state.clone().narrow(2, 0, d) + dx.narrow(2, 0, d);
+        let tokens = sum.narrow(1, p, n_rows - p);
+        (
+            state.slice_assign([0..batch_size, p..n_rows, 0..d], tokens),
+            updated,
+        )
+    }
+}
