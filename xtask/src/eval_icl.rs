@@ -86,6 +86,33 @@ pub struct IclArgs {
     pub resume: bool,
 }
 
+impl Default for IclArgs {
+    /// The command-line defaults (for suites that build the arguments in code).
+    fn default() -> Self {
+        Self {
+            model: ModelArg::SmolLm2,
+            task: vec!["mr-snippets".into()],
+            data: Vec::new(),
+            methods: vec!["icl".into(), "dyn-eval".into()],
+            shots: vec![0, 32],
+            seeds: vec![0, 1, 2],
+            formats: vec!["single".into()],
+            losses: vec!["label".into()],
+            n_test: 200,
+            split_seed: 0,
+            max_input_tokens: 96,
+            balanced: false,
+            lr: vec![1e-3],
+            steps: 1,
+            train_layers: "all".into(),
+            inner_lr: 1e-5,
+            tint: crate::eval::TintFlags::default(),
+            out: PathBuf::from("results/icl.json"),
+            resume: false,
+        }
+    }
+}
+
 fn parse_format(name: &str) -> Result<DemoFormat> {
     Ok(match name {
         "single" => DemoFormat::Single,
@@ -318,4 +345,42 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
     println!("{}", report.markdown());
     println!("report: {}", args.out.display());
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser, Debug)]
+    struct Wrapper {
+        #[command(flatten)]
+        icl: IclArgs,
+    }
+
+    #[test]
+    fn default_matches_the_command_line_defaults() {
+        let parsed = Wrapper::try_parse_from(["icl"]).unwrap().icl;
+        assert_eq!(format!("{parsed:?}"), format!("{:?}", IclArgs::default()));
+    }
+
+    #[test]
+    fn formats_losses_and_methods_parse() {
+        assert_eq!(parse_format("multi").unwrap(), DemoFormat::Multi);
+        assert!(parse_format("pairs").is_err());
+        assert_eq!(parse_loss("full-context").unwrap(), TrainLoss::FullContext);
+        assert!(parse_loss("sum").is_err());
+        let args = IclArgs {
+            methods: vec!["icl".into(), "dyn-eval".into(), "tint".into()],
+            lr: vec![1e-3, 1e-4],
+            ..Default::default()
+        };
+        assert_eq!(method_specs(&args).unwrap().len(), 4);
+        let bad = IclArgs {
+            methods: vec!["gpt4".into()],
+            ..Default::default()
+        };
+        assert!(method_specs(&bad).is_err());
+    }
 }
