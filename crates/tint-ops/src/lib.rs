@@ -27,6 +27,9 @@
 //! | [`layer_norm`] | [`LayerNormForward`], [`LayerNormBackward`], [`LayerNormDescentBackward`] (§6.5–6.7) |
 //! | [`activation`] | [`ActivationForward`], [`ActivationBackward`] (§6.8–6.9), `gelu_new` and `relu` |
 //! | [`self_attention`] | [`SelfAttentionForward`], [`SelfAttentionBackward`], [`SelfAttentionBackwardDescent`] (§6.10–6.12) |
+//! | [`gqa_attention`] | [`GqaAttentionForward`], [`GqaAttentionBackward`], [`GqaAttentionBackwardDescent`]: LLaMA attention (rotary, grouped-query) on the §6.10–6.12 layout |
+//! | [`rotary`] | [`rotary::RotaryEmbedding`]: RoPE (HF `rotate_half`) on the q/k of the attention forward |
+//! | [`bias_free`] | [`bias_free::keep_bias`]: bias-free linear layers keep their (zero) bias slot through descent |
 //! | [`param_count`] | closed forms of TINT_SPEC §11 (`G`, `Q1`, `LF`, `LB`, ...) |
 //!
 //! # How a module is built and applied
@@ -59,11 +62,13 @@
 
 pub mod activation;
 pub mod attention;
+pub mod bias_free;
 pub mod context;
 pub mod dims;
 pub mod error;
 pub mod gates;
 pub mod glu;
+pub mod gqa_attention;
 pub mod group_norm;
 mod host;
 pub mod hsplit;
@@ -74,6 +79,7 @@ pub mod options;
 pub mod param_count;
 pub mod prefix;
 pub mod rms_norm;
+pub mod rotary;
 pub mod self_attention;
 #[cfg(test)]
 mod testing;
@@ -84,6 +90,9 @@ pub use context::SimContext;
 pub use dims::TintDims;
 pub use error::TintOpsError;
 pub use gates::{GateKind, Gates};
+pub use gqa_attention::{
+    AttentionVariant, GqaAttentionBackward, GqaAttentionBackwardDescent, GqaAttentionForward,
+};
 pub use hsplit::{DimWise, SplitWise};
 pub use layer_norm::{LayerNormBackward, LayerNormDescentBackward, LayerNormForward};
 pub use linear::{LinearBackward, LinearDescent, LinearDescentBackward, LinearForward};
