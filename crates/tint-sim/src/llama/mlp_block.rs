@@ -14,10 +14,12 @@
 //! backward `d_h_k = LDB(delta; W_down,k)`, `(d_g_k, d_u_k) = GluBackward`,
 //!          `dm = Σ_k LDB(d_g_k; W_gate,k) + LDB(d_u_k; W_up,k)`.
 //! Moving `u_k` into `[D, 2D)` and `d_u_k` back into `[0, D)` are plain copies (a constructed TinT
-//! linear layer would do them; not counted here).
+//! linear layer would do them; not counted here). LLaMA has no MLP biases: the descent keeps the
+//! bias slots at 0 ([`keep_bias`]).
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use tint_ops::bias_free::keep_bias;
 use tint_ops::glu::{GluBackward, GluForward};
 use tint_ops::{
     layout, prefix, LinearDescentBackward, LinearForward, SimContext, TintDims, TintOptions,
@@ -95,6 +97,17 @@ impl<B: Backend> SimulatedSwiGlu<B> {
             glu_backward: GluBackward::new(dims, options, device)?,
             dims: *dims,
         })
+    }
+
+    /// Parameters of (forward, backward) module copies: the gate and up projections share one
+    /// LinearForward / LinearDescentBackward (paper J.3 parameter sharing), the down projection
+    /// has its own; every chunk reuses them.
+    pub fn num_module_params(&self) -> (usize, usize) {
+        use burn::module::Module;
+        (
+            2 * self.forward_linear.num_params() + self.glu_forward.num_params(),
+            2 * self.backward_linear.num_params() + self.glu_backward.num_params(),
+        )
     }
 
     /// Writes `W_gate`, `W_up` (`[batch_size, D, d_ff]`) and `W_down` (`[batch_size, d_ff, D]`),
@@ -261,7 +274,11 @@ impl<B: Backend> SimulatedSwiGlu<B> {
                 prepare(state.clone(), lin, &acts.down_in[k], &prefixes.down[k]),
                 ctx,
             );
-            updated.down[k] = layout::prefix_rows(st.clone(), p);
+            updated.down[k] = keep_bias(
+                &prefixes.down[k],
+                layout::prefix_rows(st.clone(), p),
+                &self.dims,
+            );
             let st = self.glu_backward.forward(
                 layout::with_token_memory(st, p, glu_mem, acts.glu[k].clone()),
                 ctx,
@@ -273,11 +290,19 @@ impl<B: Backend> SimulatedSwiGlu<B> {
             let from_gate = self
                 .backward_linear
                 .forward(prepare(st, lin, &acts.gate_in[k], &prefixes.gate[k]), ctx);
-            updated.gate[k] = layout::prefix_rows(from_gate.clone(), p);
+            updated.gate[k] = keep_bias(
+                &prefixes.gate[k],
+                layout::prefix_rows(from_gate.clone(), p),
+                &self.dims,
+            );
             let from_up = self
                 .backward_linear
                 .forward(prepare(up_state, lin, &acts.up_in[k], &prefixes.up[k]), ctx);
-            updated.up[k] = layout::prefix_rows(from_up.clone(), p);
+            updated.up[k] = keep_bias(
+                &prefixes.up[k],
+                layout::prefix_rows(from_up.clone(), p),
+                &self.dims,
+            );
             let chunk = from_gate.narrow(2, 0, d) + from_up.narrow(2, 0, d);
             dm = Some(match dm {
                 None => chunk,

@@ -46,6 +46,16 @@ impl<B: Backend> SimulatedMlpHalf<B> {
         })
     }
 
+    /// Parameters of (forward, backward) module copies of the half-block.
+    pub fn num_module_params(&self) -> (usize, usize) {
+        use burn::module::Module;
+        let (mlp_forward, mlp_backward) = self.mlp.num_module_params();
+        (
+            self.norm_forward.num_params() + mlp_forward,
+            self.norm_backward.num_params() + mlp_backward,
+        )
+    }
+
     /// The prefix block of the RMSNorm gain `[batch_size, D]`: `(diag(gain), 0)`.
     ///
     /// # Errors

@@ -8,6 +8,8 @@
 //! | [`math`] | RMSNorm / SwiGLU forward and first-order or exact backward |
 //! | [`reference`] | [`LlamaReference`]: forward, approximate backward, descent, final forward |
 //! | [`mlp_block`] | [`mlp_block::SimulatedSwiGlu`]: the SwiGLU MLP simulated with tint-ops modules (first simulator piece) |
+//! | [`attention_half`] | [`attention_half::SimulatedAttentionHalf`]: `h_in + W_O · RoPE-GQA-Attn(RMSNorm(h_in))` forward and backward + `W_O`/`W_V` descent from tint-ops modules |
+//! | [`simulator`] | [`LlamaSimulator`]: the whole TinT network (forward, final norm + loss gradient, backward + descent, final forward) |
 //! | [`mlp_half`] | [`mlp_half::SimulatedMlpHalf`]: `h_mid + SwiGLU(RMSNorm(h_mid))` forward and backward + descent from tint-ops modules |
 //!
 //! ```text
@@ -17,13 +19,16 @@
 //! // out.final_logits: [batch_size, seq_length, vocab_size]; out.final_loss: CE on the evaluation part
 //! ```
 
+pub mod attention_half;
 pub mod config;
 pub mod math;
 pub mod mlp_block;
 pub mod mlp_half;
 pub mod params;
 pub mod reference;
+pub mod simulator;
 
 pub use config::{LlamaTintConfig, LlamaUpdates};
 pub use params::{LlamaLayerParams, LlamaParams};
 pub use reference::LlamaReference;
+pub use simulator::{LlamaSimulator, LlamaSimulatorConfig};

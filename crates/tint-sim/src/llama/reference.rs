@@ -341,7 +341,8 @@ impl<B: Backend> LlamaReference<B> {
         ))
     }
 
-    fn validate(&self, input: &SimInput<B>) -> Result<(), SimError> {
+    /// Checks `input` against the model (shapes, lengths, token ids).
+    pub(crate) fn validate(&self, input: &SimInput<B>) -> Result<(), SimError> {
         let [batch_size, seq_length] = input.dims();
         let bad = |msg: String| Err(SimError::InvalidInput(msg));
         if batch_size == 0 || seq_length < 2 {

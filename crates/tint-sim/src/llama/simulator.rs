@@ -1,0 +1,487 @@
+//! [`LlamaSimulator`]: the TinT network for a LLaMA-family auxiliary model (RMSNorm, rotary GQA
+//! attention, SwiGLU, tied or untied head), assembled from tint-ops modules.
+//!
+//! One call runs, on `[prefix rows + token rows]` states of width `Ds`: the simulated forward pass
+//! of every auxiliary layer, the final RMSNorm and the loss gradient (TINT_SPEC §7, with the LM head
+//! rows: the tied embedding or the untied head), the backward + descent of the top
+//! `n_simulation_layers` layers (top → first: MLP half, then attention half), and the final forward
+//! pass with the updated prefix blocks; repeated `n_forward_backward` times. It computes what
+//! [`super::LlamaReference`] computes (docs/tint-llama.md).
+//!
+//! As in the GPT-2 simulator, one instance of each module kind is applied to every layer; the
+//! parameter count ([`LlamaSimulator::num_params`]) counts one copy per layer and step.
+
+use burn::module::Module;
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Tensor};
+use serde::{Deserialize, Serialize};
+use tint_aux::AuxModel;
+use tint_ops::dims::MAX_POSITION_EMBEDDINGS;
+use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
+use tint_ops::{
+    layout, prefix, AttentionVariant, Derivative, GateMode, SimContext, TintDims, TintOptions,
+};
+
+use super::attention_half::{
+    AttentionHalfActs, AttentionPrefixes, AttentionWeights, SimulatedAttentionHalf,
+};
+use super::config::LlamaTintConfig;
+use super::mlp_block::SwiGluPrefixes;
+use super::mlp_half::{MlpHalfActs, SimulatedMlpHalf};
+use super::params::LlamaParams;
+use super::reference::LlamaReference;
+use crate::config::{DerivativeMode, TintConfig};
+use crate::error::SimError;
+use crate::input::SimInput;
+use crate::loss::{eval_loss, loss_gradient};
+use crate::reference::{eval_targets, SimOutput};
+
+/// TinT sizes and step hyper-parameters of a [`LlamaSimulator`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlamaSimulatorConfig {
+    /// What the simulated step does (layers, steps, `η`, `s`, loss gradient, derivatives, updates).
+    pub step: LlamaTintConfig,
+    /// TinT width `Ds`.
+    pub hidden_size: usize,
+    /// Prefix rows `P`.
+    pub num_prefixes: usize,
+    /// Softmax heads `Hs` (head size `Ds / Hs`).
+    pub num_heads: usize,
+    /// Longest simulated sequence `Tmax`; `None`: the model's positions, capped so that
+    /// `P + Tmax <= 2048` (TINT_SPEC §1.2 rule 6).
+    pub max_seq_length: Option<usize>,
+}
+
+impl LlamaSimulatorConfig {
+    /// The sizes and shared step fields of a GPT-2-style [`TintConfig`] (its `epsilon` is not used:
+    /// the RMSNorm epsilon is the model's).
+    pub fn from_tint(config: &TintConfig) -> Self {
+        Self {
+            step: LlamaTintConfig::from_tint(config),
+            hidden_size: config.hidden_size,
+            num_prefixes: config.num_prefixes,
+            num_heads: config.num_heads,
+            max_seq_length: None,
+        }
+    }
+
+    /// The README setting for a model of width `d_model` with `n_heads` heads: `S = 4` weight rows per
+    /// prefix (3 when 4 does not divide `D`), `P = D/S`, `Ds = D (S + 1)`, softmax heads of the
+    /// auxiliary head size.
+    pub fn for_model(d_model: usize, n_heads: usize, step: LlamaTintConfig) -> Self {
+        let stack = if d_model.is_multiple_of(4) { 4 } else { 3 };
+        let hidden_size = d_model * (stack + 1);
+        Self {
+            step,
+            hidden_size,
+            num_prefixes: d_model / stack,
+            num_heads: hidden_size / (d_model / n_heads.max(1)).max(1),
+            max_seq_length: None,
+        }
+    }
+}
+
+/// The prefix blocks of one simulated layer, each `[batch_size, P, Ds]`.
+#[derive(Debug, Clone)]
+struct LayerPrefixes<B: Backend> {
+    attention: AttentionPrefixes<B>,
+    mlp_norm: Tensor<B, 3>,
+    mlp: SwiGluPrefixes<B>,
+}
+
+impl<B: Backend> LayerPrefixes<B> {
+    fn map(&self, f: impl Fn(&Tensor<B, 3>) -> Tensor<B, 3>) -> Self {
+        let a = &self.attention;
+        let all = |v: &[Tensor<B, 3>]| v.iter().map(&f).collect();
+        Self {
+            attention: AttentionPrefixes {
+                norm: f(&a.norm),
+                query: f(&a.query),
+                key: f(&a.key),
+                value: f(&a.value),
+                output: f(&a.output),
+            },
+            mlp_norm: f(&self.mlp_norm),
+            mlp: SwiGluPrefixes {
+                gate: all(&self.mlp.gate),
+                up: all(&self.mlp.up),
+                down: all(&self.mlp.down),
+            },
+        }
+    }
+}
+
+/// Stored memories of one simulated layer.
+#[derive(Debug, Clone)]
+struct LayerActs<B: Backend> {
+    attention: AttentionHalfActs<B>,
+    mlp: MlpHalfActs<B>,
+}
+
+/// A forward pass from the first simulated layer up.
+struct TopForward<B: Backend> {
+    /// State after the final RMSNorm.
+    state: Tensor<B, 3>,
+    acts: Vec<LayerActs<B>>,
+    final_norm_act: Tensor<B, 3>,
+    hf: Tensor<B, 3>,
+    logits: Tensor<B, 3>,
+}
+
+/// The TinT simulator of a LLaMA-family auxiliary model.
+#[derive(Debug)]
+pub struct LlamaSimulator<B: Backend> {
+    config: LlamaSimulatorConfig,
+    dims: TintDims,
+    /// Weights, hyper-parameters and input validation of the auxiliary model.
+    reference: LlamaReference<B>,
+    /// LM head rows `[vocab_size, D]` (frozen).
+    head_rows: Tensor<B, 2>,
+    /// Initial prefix blocks per layer, each `[1, P, Ds]`.
+    layers: Vec<LayerPrefixes<B>>,
+    /// Final RMSNorm prefix block `[1, P, Ds]`.
+    final_norm_prefix: Tensor<B, 3>,
+    attention: SimulatedAttentionHalf<B>,
+    mlp: SimulatedMlpHalf<B>,
+    final_norm_forward: RmsNormForward<B>,
+    final_norm_backward: RmsNormBackward<B>,
+}
+
+/// The tint-ops options of a LLaMA step: the model's RMSNorm epsilon, exact 0/1 gates.
+fn tint_options(step: &LlamaTintConfig, rms_eps: f64, dtype: DType) -> TintOptions {
+    TintOptions {
+        float_dtype: dtype,
+        gate_mode: GateMode::Exact,
+        derivative: match step.derivatives {
+            DerivativeMode::FiniteDifference => Derivative::FiniteDifference {
+                scale: step.scale_embeddings,
+            },
+            DerivativeMode::Exact => Derivative::Exact,
+        },
+        ln_epsilon: rms_eps,
+        inner_lr: step.inner_lr,
+        ..TintOptions::default()
+    }
+}
+
+impl<B: Backend> LlamaSimulator<B> {
+    /// Constructs the simulator of `model` (an [`AuxModel::Llama`]).
+    ///
+    /// # Errors
+    /// As [`Self::from_params`], and [`SimError::UnsupportedModel`] for other architectures.
+    pub fn new(model: &AuxModel<B>, config: LlamaSimulatorConfig) -> Result<Self, SimError> {
+        Self::from_params(LlamaParams::from_aux(model)?, config)
+    }
+
+    /// Constructs the simulator on given weights (e.g. [`LlamaParams::cast`] to `DType::F64`):
+    /// validates the sizes (TINT_SPEC §1.2 and the attention variant), writes every layer's weights
+    /// into prefix blocks and builds the modules.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidConfig`] for step hyper-parameters out of range or RMSNorm gain updates
+    /// (not constructed: see docs/tint-llama.md); [`SimError::Ops`] for TinT sizes that violate
+    /// §1.2 or a KV head count that does not divide the query heads;
+    /// [`SimError::UnsupportedModel`] when `n_heads · head_dim != d_model`.
+    pub fn from_params(
+        params: LlamaParams<B>,
+        config: LlamaSimulatorConfig,
+    ) -> Result<Self, SimError> {
+        if config.step.updates.norm_gains {
+            return Err(SimError::InvalidConfig(
+                "RMSNorm gain updates are a functional-reference option only; the simulator freezes \
+                 the gains (docs/tint-llama.md)"
+                    .into(),
+            ));
+        }
+        let d = params.d_model();
+        if params.n_heads * params.head_dim != d {
+            return Err(SimError::UnsupportedModel(format!(
+                "n_heads · head_dim = {} · {} must equal d_model = {d}",
+                params.n_heads, params.head_dim
+            )));
+        }
+        let reference = LlamaReference::from_params(params, config.step.clone())?;
+        let params = reference.params();
+        let max_seq_length = config.max_seq_length.unwrap_or_else(|| {
+            params
+                .max_positions
+                .min(MAX_POSITION_EMBEDDINGS.saturating_sub(config.num_prefixes))
+        });
+        let dims = TintDims::new(
+            d,
+            params.n_heads,
+            config.hidden_size,
+            config.num_prefixes,
+            config.num_heads,
+            max_seq_length,
+            max_seq_length,
+        )?;
+        let variant = AttentionVariant {
+            n_kv_heads: params.n_kv_heads,
+            rope_theta: Some(params.rope_theta),
+        };
+        let dtype = params.dtype();
+        let device = params.embedding.device();
+        let options = tint_options(&config.step, params.rms_eps, dtype);
+        let attention = SimulatedAttentionHalf::new(&dims, &variant, &options, &device)?;
+        let mlp = SimulatedMlpHalf::new(&dims, &options, &device)?;
+        let batch1_2 = |t: &Tensor<B, 2>| t.clone().unsqueeze_dim::<3>(0);
+        let gain = |t: &Tensor<B, 1>| t.clone().unsqueeze_dim::<2>(0);
+        let mut layers = Vec::with_capacity(params.layers.len());
+        for layer in &params.layers {
+            let weights = AttentionWeights {
+                w_q: batch1_2(&layer.w_q),
+                w_k: batch1_2(&layer.w_k),
+                w_v: batch1_2(&layer.w_v),
+                w_o: batch1_2(&layer.w_o),
+            };
+            layers.push(LayerPrefixes {
+                attention: attention.write_prefixes(gain(&layer.attn_norm), &weights)?,
+                mlp_norm: mlp.norm_prefix(gain(&layer.mlp_norm))?,
+                mlp: mlp.mlp.write_prefixes(
+                    batch1_2(&layer.w_gate),
+                    batch1_2(&layer.w_up),
+                    batch1_2(&layer.w_down),
+                )?,
+            });
+        }
+        let final_norm_prefix = prefix::write_layer_norm(
+            gain(&params.final_norm),
+            gain(&params.final_norm).zeros_like(),
+            &dims,
+        )?;
+        Ok(Self {
+            head_rows: params.head_rows(),
+            final_norm_forward: RmsNormForward::new(&dims, &options, &device)?,
+            final_norm_backward: RmsNormBackward::new(&dims, &options, &device)?,
+            config,
+            dims,
+            layers,
+            final_norm_prefix,
+            attention,
+            mlp,
+            reference,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LlamaSimulatorConfig {
+        &self.config
+    }
+
+    /// The validated TinT sizes (with `T = Tmax`).
+    pub fn dims(&self) -> &TintDims {
+        &self.dims
+    }
+
+    /// The auxiliary weights the simulator was built from.
+    pub fn params(&self) -> &LlamaParams<B> {
+        self.reference.params()
+    }
+
+    /// Runs the simulator: forward pass over every layer, `n_forward_backward` simulated SGD steps on
+    /// the top `n_simulation_layers` layers, final forward pass; each sequence gets its own update.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidInput`] as [`LlamaReference::forward`], and sequences longer than `Tmax`.
+    pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        self.reference.validate(input)?;
+        let [batch_size, seq_length] = input.dims();
+        if seq_length > self.dims.max_seq_length() {
+            return Err(SimError::InvalidInput(format!(
+                "sequence length {seq_length} exceeds the simulator's Tmax = {}",
+                self.dims.max_seq_length()
+            )));
+        }
+        let dtype = self.head_rows.dtype();
+        let device = self.head_rows.device();
+        let dims = self.dims.with_seq_length(seq_length)?;
+        let masks = input.masks(dtype, false);
+        let mut ctx =
+            SimContext::new(&dims, input.train_mask.clone().float().cast(dtype), &device)?;
+        if let Some(icl) = &input.icl_mask {
+            ctx = ctx.with_icl_mask(icl.clone().float().cast(dtype))?;
+        }
+        let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
+        let step = &self.config.step;
+        let n_layers = self.layers.len();
+        let first = n_layers - step.simulated_layers(n_layers);
+        // Initial state: prefix rows 0, token rows [x_t, 0, ...].
+        let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
+        let embeddings = self
+            .params()
+            .embedding
+            .clone()
+            .select(0, ids)
+            .reshape([batch_size, seq_length, d]);
+        let tokens = Tensor::cat(
+            vec![
+                embeddings,
+                Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
+            ],
+            2,
+        );
+        let mut state =
+            layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens);
+        let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
+        for blocks in &self.layers[..first] {
+            state = self.forward_layer(state, &blocks.map(expand), &ctx).0;
+        }
+        let mut prefixes: Vec<LayerPrefixes<B>> =
+            self.layers[first..].iter().map(|l| l.map(expand)).collect();
+        let final_norm_prefix = expand(&self.final_norm_prefix);
+        let mut pass = self.top_forward(state.clone(), &prefixes, &final_norm_prefix, &ctx);
+        let first_logits = pass.logits.clone();
+        let (update_output, update_value, update_mlp) = (
+            step.updates.attn_output,
+            step.updates.attn_value,
+            step.updates.mlp,
+        );
+        for _ in 0..step.n_forward_backward {
+            let grad = loss_gradient(
+                pass.hf.clone(),
+                &self.head_rows,
+                &input.input_ids,
+                &masks.next_target,
+                step.loss_gradient,
+            );
+            let signal = pass
+                .state
+                .clone()
+                .slice_assign([0..batch_size, p..p + seq_length, 0..d], grad);
+            let signal = layout::with_token_memory(
+                signal,
+                p,
+                dims.ln_memory_index(),
+                pass.final_norm_act.clone(),
+            );
+            let mut delta = self.final_norm_backward.forward(
+                layout::with_prefix_rows(signal, final_norm_prefix.clone()),
+                &ctx,
+            );
+            for l in (0..prefixes.len()).rev() {
+                let blocks = &prefixes[l];
+                let acts = &pass.acts[l];
+                let (st, new_mlp) =
+                    self.mlp
+                        .backward(delta, &blocks.mlp_norm, &blocks.mlp, &acts.mlp, &ctx);
+                let (st, new_attention) = self.attention.backward(
+                    st,
+                    &blocks.attention,
+                    &acts.attention,
+                    &ctx,
+                    update_output,
+                    update_value,
+                );
+                if update_mlp {
+                    prefixes[l].mlp = new_mlp;
+                }
+                prefixes[l].attention = new_attention;
+                delta = st;
+            }
+            pass = self.top_forward(state.clone(), &prefixes, &final_norm_prefix, &ctx);
+        }
+        let scored = eval_targets(input);
+        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
+        let final_loss = eval_loss(pass.logits.clone(), &input.input_ids, &scored);
+        Ok(SimOutput {
+            first_logits,
+            final_logits: pass.logits,
+            first_loss,
+            final_loss,
+        })
+    }
+
+    /// One simulated layer forward: attention half, then MLP half.
+    fn forward_layer(
+        &self,
+        state: Tensor<B, 3>,
+        blocks: &LayerPrefixes<B>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, LayerActs<B>) {
+        let (h_mid, attention) = self.attention.forward(state, &blocks.attention, ctx);
+        let (out, mlp) = self.mlp.forward(h_mid, &blocks.mlp_norm, &blocks.mlp, ctx);
+        (out, LayerActs { attention, mlp })
+    }
+
+    /// Layers `first..` and the final RMSNorm with stored memories, and the logits.
+    fn top_forward(
+        &self,
+        mut state: Tensor<B, 3>,
+        prefixes: &[LayerPrefixes<B>],
+        final_norm_prefix: &Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> TopForward<B> {
+        let mut acts = Vec::with_capacity(prefixes.len());
+        for blocks in prefixes {
+            let (out, layer_acts) = self.forward_layer(state, blocks, ctx);
+            acts.push(layer_acts);
+            state = out;
+        }
+        let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
+        let state = self.final_norm_forward.forward(
+            layout::with_prefix_rows(state, final_norm_prefix.clone()),
+            ctx,
+        );
+        let final_norm_act = layout::token_memory(state.clone(), p, self.dims.ln_memory_index());
+        let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+        let logits = hf
+            .clone()
+            .matmul(self.head_rows.clone().transpose().unsqueeze_dim::<3>(0));
+        TopForward {
+            state,
+            acts,
+            final_norm_act,
+            hf,
+            logits,
+        }
+    }
+
+    /// Parameters of one copy of each constructed module kind: (forward modules of a layer,
+    /// backward modules of a layer, final-norm gradient module). Modules shared by the SwiGLU
+    /// chunks and by the gate/up projections count once (paper J.3 parameter sharing).
+    pub fn module_params(&self) -> (usize, usize, usize) {
+        let (attention_forward, attention_backward) = self.attention.num_module_params();
+        let (mlp_forward, mlp_backward) = self.mlp.num_module_params();
+        let gradient = self.final_norm_forward.num_params() + self.final_norm_backward.num_params();
+        (
+            attention_forward + mlp_forward,
+            attention_backward + mlp_backward,
+            gradient,
+        )
+    }
+
+    /// Prefix blocks per layer: RMSNorm₁, `W_Q`, `W_K`, `W_V`, `W_O`, RMSNorm₂, and gate / up / down
+    /// per `D`-wide SwiGLU chunk.
+    pub fn blocks_per_layer(&self) -> usize {
+        6 + 3 * self.layers.first().map_or(0, |l| l.mlp.gate.len())
+    }
+
+    /// Number of parameters counted the way the GPT-2 simulator counts them (TINT_SPEC §11): the
+    /// token embedding (and an untied head), every prefix block, one copy of the forward modules
+    /// per layer, one copy of the backward modules per simulated layer and step, the final-norm
+    /// gradient module, the final-norm prefix block, and the final forward pass's module copies.
+    pub fn num_params(&self) -> usize {
+        let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
+        let n_layers = self.layers.len();
+        let step = &self.config.step;
+        let n_sim = step.simulated_layers(n_layers);
+        let n_fb = step.n_forward_backward;
+        let (forward_modules, backward_modules, gradient) = self.module_params();
+        let params = self.params();
+        let embeddings = params.embedding.dims().iter().product::<usize>()
+            + params
+                .lm_head
+                .as_ref()
+                .map_or(0, |h| h.dims().iter().product::<usize>());
+        embeddings
+            + n_layers * (forward_modules + self.blocks_per_layer() * p * ds)
+            + n_sim * n_fb * backward_modules
+            + gradient
+            + p * ds
+            + n_sim * n_fb * forward_modules
+    }
+}
