@@ -10,6 +10,7 @@
 //! | [`mlp_block`] | [`mlp_block::SimulatedSwiGlu`]: the SwiGLU MLP simulated with tint-ops modules (first simulator piece) |
 //! | [`attention_half`] | [`attention_half::SimulatedAttentionHalf`]: `h_in + W_O · RoPE-GQA-Attn(RMSNorm(h_in))` forward and backward + `W_O`/`W_V` descent from tint-ops modules |
 //! | [`simulator`] | [`LlamaSimulator`]: the whole TinT network (forward, final norm + loss gradient, backward + descent, final forward) |
+//! | [`param_count`] | [`param_count::LlamaParamCount`]: the simulator's parameter count, closed form and from the modules |
 //! | [`mlp_half`] | [`mlp_half::SimulatedMlpHalf`]: `h_mid + SwiGLU(RMSNorm(h_mid))` forward and backward + descent from tint-ops modules |
 //!
 //! ```text
@@ -24,6 +25,7 @@ pub mod config;
 pub mod math;
 pub mod mlp_block;
 pub mod mlp_half;
+pub mod param_count;
 pub mod params;
 pub mod reference;
 pub mod simulator;
