@@ -124,3 +124,140 @@ fn smollm2_sotu_blocks_t256() {
         }
     }
 }
+
+/// f32 with exact derivatives: simulator and reference compute the same step by different op
+/// orders; measured 8.4e-5 on logits of order 10–30 that the step moves by ~0.7 (top 2 layers,
+/// lr 1e-4); 1e-3 (the SmolLM2 forward bound) leaves margin while a missing term fails.
+const SMOLLM2_F32_EXACT_TOL: f64 = 1e-3;
+/// f64 with finite differences (s = 1000): measured 2.8e-10; 1e-6 is the GPT-2 acceptance bound.
+/// (In f32 the finite differences are not usable as an equality check on SmolLM2: the residual
+/// stream reaches |x| ~ 1e2–1e3, so the step γ dy / s is ~1e-5 of |x| and f32 cancellation makes
+/// each of the two implementations' backward signals ~10% noisy: measured 8e-2 between them for a
+/// step of 0.8, docs/tint-llama.md.)
+const SMOLLM2_F64_TOL: f64 = 1e-6;
+
+fn max_abs_diff(a: Tensor<Flex, 3>, b: Tensor<Flex, 3>) -> f64 {
+    (a - b)
+        .abs()
+        .max()
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .unwrap()[0]
+}
+
+fn sotu_batch(ids: &[u32], batch_size: usize, seq_length: usize) -> Tensor<Flex, 2, Int> {
+    let rows: Vec<i64> = (0..batch_size)
+        .flat_map(|b| ids[b * 3 * seq_length..b * 3 * seq_length + seq_length].to_vec())
+        .map(|t| t as i64)
+        .collect();
+    Tensor::from_data(
+        TensorData::new(rows, [batch_size, seq_length]),
+        &Default::default(),
+    )
+}
+
+#[test]
+fn smollm2_simulator_top2_equals_aux_forward_and_reference() {
+    use burn::tensor::DType;
+    use tint_sim::llama::{LlamaParams, LlamaSimulator, LlamaSimulatorConfig};
+    use tint_sim::DerivativeMode;
+    let Some(path) = gguf_path() else { return };
+    let model: AuxModel<Flex> = tint_aux::load_model(&path, &Default::default()).unwrap();
+    let ids = sotu_ids(&path);
+    // (dtype, derivatives, sequences, tolerance of the final logits).
+    for (dtype, derivatives, batch_size, tol) in [
+        (DType::F32, DerivativeMode::Exact, 2, SMOLLM2_F32_EXACT_TOL),
+        (
+            DType::F64,
+            DerivativeMode::FiniteDifference,
+            1,
+            SMOLLM2_F64_TOL,
+        ),
+    ] {
+        let input_ids = sotu_batch(&ids, batch_size, 24);
+        let train_lengths = [12, 16];
+        let input =
+            tint_sim::SimInput::with_train_lengths(input_ids.clone(), &train_lengths[..batch_size])
+                .unwrap();
+        let step = LlamaTintConfig {
+            n_simulation_layers: Some(2),
+            inner_lr: 1e-4,
+            derivatives,
+            ..Default::default()
+        };
+        let params = LlamaParams::from_aux(&model).unwrap().cast(dtype);
+        let config = LlamaSimulatorConfig::for_model(576, 9, step.clone());
+        let out = LlamaSimulator::from_params(params.clone(), config)
+            .unwrap()
+            .forward(&input)
+            .unwrap();
+        let reference = LlamaReference::from_params(params, step)
+            .unwrap()
+            .forward(&input)
+            .unwrap();
+        let cast = |t: Tensor<Flex, 3>| t.cast(DType::F64);
+        let last = max_abs_diff(cast(out.final_logits), cast(reference.final_logits.clone()));
+        let moved = max_abs_diff(
+            cast(reference.first_logits.clone()),
+            cast(reference.final_logits),
+        );
+        eprintln!(
+            "SmolLM2 simulator (top 2 layers, {dtype:?}, {derivatives:?}): final logits vs \
+             reference {last:e}, the step moves them by {moved:e}"
+        );
+        assert!(last < tol, "{dtype:?}: final logits differ by {last}");
+        assert!(moved > 100.0 * tol, "the step moves the logits by {moved}");
+        if dtype == DType::F32 {
+            let first = max_abs_diff(out.first_logits, model.forward(input_ids).unwrap());
+            eprintln!("SmolLM2 simulator first pass vs auxiliary forward: {first:e}");
+            assert!(
+                first < SMOLLM2_FORWARD_TOL as f64,
+                "first pass differs by {first}"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "a few minutes in a dev build; run under /usr/bin/time -v for the simulator's peak RSS"]
+fn smollm2_simulator_sotu_block_t256() {
+    use tint_sim::llama::{LlamaSimulator, LlamaSimulatorConfig};
+    let Some(path) = gguf_path() else { return };
+    let model: AuxModel<Flex> = tint_aux::load_model(&path, &Default::default()).unwrap();
+    let ids = sotu_ids(&path);
+    let n_sim: usize = std::env::var("TINT_SMOLLM2_N_SIM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4);
+    let step = LlamaTintConfig {
+        n_simulation_layers: Some(n_sim),
+        inner_lr: 1e-4,
+        ..Default::default()
+    };
+    let start = std::time::Instant::now();
+    let simulator = LlamaSimulator::new(
+        &model,
+        LlamaSimulatorConfig::for_model(576, 9, step.clone()),
+    )
+    .unwrap();
+    let built = start.elapsed().as_secs_f64();
+    let out = simulator
+        .forward_with_train_lengths(block(&ids[..256]), &[128])
+        .unwrap();
+    let reference = LlamaReference::new(&model, step)
+        .unwrap()
+        .forward_with_train_lengths(block(&ids[..256]), &[128])
+        .unwrap();
+    println!(
+        "SmolLM2 simulator, top {n_sim} layers, T = 256, train 128: built in {built:.1} s, ran in {:.1} s; \
+         eval NLL {:.4} -> {:.4} (reference {:.4} -> {:.4}); final logits vs reference {:e}; {} parameters",
+        start.elapsed().as_secs_f64() - built,
+        out.first_loss.mean(),
+        out.final_loss.mean(),
+        reference.first_loss.mean(),
+        reference.final_loss.mean(),
+        max_abs_diff(out.final_logits, reference.final_logits),
+        simulator.num_params()
+    );
+}

@@ -395,6 +395,23 @@ impl<B: Backend> LlamaSimulator<B> {
         })
     }
 
+    /// [`Self::forward`] with the training part of sequence `b` being its first `train_lengths[b]`
+    /// tokens.
+    ///
+    /// # Shapes
+    /// `input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// As [`Self::forward`], and a train length count different from the batch size or a train
+    /// length above the sequence length.
+    pub fn forward_with_train_lengths(
+        &self,
+        input_ids: Tensor<B, 2, burn::tensor::Int>,
+        train_lengths: &[usize],
+    ) -> Result<SimOutput<B>, SimError> {
+        self.forward(&SimInput::with_train_lengths(input_ids, train_lengths)?)
+    }
+
     /// One simulated layer forward: attention half, then MLP half.
     fn forward_layer(
         &self,
