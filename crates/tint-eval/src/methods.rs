@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use tint_aux::loss::next_token_nll;
 
 use tint_aux::{continuation_nll, dynamic_eval, AuxModel, DynEvalConfig};
-use tint_sim::llama::{LlamaReference, LlamaTintConfig};
+use tint_sim::llama::{LlamaReference, LlamaSimulator, LlamaSimulatorConfig, LlamaTintConfig};
 use tint_sim::{AuxParams, FunctionalReference, SimInput, SimOutput, TintConfig, TintSimulator};
 
 use crate::lm::LmMethod;
@@ -166,6 +166,8 @@ enum TintEngine<B: Backend> {
     Reference(FunctionalReference<B>),
     /// The functional reference for the LLaMA family (RMSNorm, SwiGLU, rotary, GQA).
     LlamaReference(LlamaReference<B>),
+    /// The constructed simulator network for the LLaMA family.
+    LlamaSimulator(Box<LlamaSimulator<B>>),
 }
 
 /// TinT: one forward pass of the simulator (or of its functional reference) trains on the block's
@@ -176,8 +178,17 @@ pub struct Tint<B: Backend> {
 }
 
 impl<B: Backend> Tint<B> {
-    /// The constructed simulator for `model`.
+    /// The constructed simulator for `model` (GPT-2/OPT, or LLaMA with
+    /// [`LlamaSimulatorConfig::from_tint`]).
     pub fn simulator(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
+        if let AuxModel::Llama(_) = model {
+            let device = model.devices()[0].clone();
+            let config = LlamaSimulatorConfig::from_tint(&config);
+            return Ok(Self {
+                engine: TintEngine::LlamaSimulator(Box::new(LlamaSimulator::new(model, config)?)),
+                device,
+            });
+        }
         let aux = AuxParams::from_aux(model)?;
         Ok(Self {
             engine: TintEngine::Simulator(Box::new(TintSimulator::new(&aux, config)?)),
@@ -211,6 +222,7 @@ impl<B: Backend> Tint<B> {
             TintEngine::Simulator(sim) => sim.forward(input)?,
             TintEngine::Reference(reference) => reference.forward(input)?,
             TintEngine::LlamaReference(reference) => reference.forward(input)?,
+            TintEngine::LlamaSimulator(sim) => sim.forward(input)?,
         })
     }
 }
@@ -218,7 +230,7 @@ impl<B: Backend> Tint<B> {
 impl<B: Backend> LmMethod for Tint<B> {
     fn name(&self) -> String {
         match self.engine {
-            TintEngine::Simulator(_) => "tint".into(),
+            TintEngine::Simulator(_) | TintEngine::LlamaSimulator(_) => "tint".into(),
             TintEngine::Reference(_) | TintEngine::LlamaReference(_) => "tint-ref".into(),
         }
     }
