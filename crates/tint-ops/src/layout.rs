@@ -76,3 +76,44 @@ pub fn with_token_memory<B: Backend>(
         stored,
     )
 }
+
+/// A contiguous copy of a (possibly strided) view, or the tensor itself when it already is one.
+/// Per batch entry a 2-d copy: flex copies a 3-d strided view (e.g. a column range of a row range
+/// of a batched state) with a slow element-by-element walk, a 2-d one with a tiled copy.
+///
+/// # Shapes
+/// * `x`: `[batch_size, rows, width]` → same
+pub fn contiguous<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
+    let [batch_size, rows, width] = x.dims();
+    if batch_size == 1 {
+        return x.reshape([rows, width]).reshape([1, rows, width]);
+    }
+    let parts: Vec<Tensor<B, 3>> = (0..batch_size)
+        .map(|b| {
+            x.clone()
+                .narrow(0, b, 1)
+                .reshape([rows, width])
+                .reshape([1, rows, width])
+        })
+        .collect();
+    Tensor::cat(parts, 0)
+}
+
+/// `row` repeated over `rows` rows, materialised (a same-shape operand keeps flex's elementwise ops
+/// on their fast contiguous path; a broadcast one is walked element by element).
+///
+/// # Shapes
+/// * `row`: `[batch_size, 1, width]` → `[batch_size, rows, width]`
+pub fn repeat_rows<B: Backend>(row: Tensor<B, 3>, rows: usize) -> Tensor<B, 3> {
+    let [batch_size, _, width] = row.dims();
+    contiguous(row.expand([batch_size, rows, width]))
+}
+
+/// `column` repeated over `width` columns, materialised (see [`repeat_rows`]).
+///
+/// # Shapes
+/// * `column`: `[batch_size, rows, 1]` → `[batch_size, rows, width]`
+pub fn repeat_columns<B: Backend>(column: Tensor<B, 3>, width: usize) -> Tensor<B, 3> {
+    let [batch_size, rows, _] = column.dims();
+    contiguous(column.expand([batch_size, rows, width]))
+}

@@ -42,6 +42,67 @@ pub(crate) fn check_memory_index(
     Ok(())
 }
 
+/// `W` (out x in, `[batch_size, D, D]`) and prefix 0's bias (`[batch_size, 1, D]`) as the prefix
+/// rows of `state` hold them (§2.5: prefix `p`, slot `k` = row `p S + k` of `W`; bias in slot `S`).
+/// This is what the linear modules' prefix keys / values read: their structured evaluation
+/// ([`LinearForward::structured`]) multiplies by it directly.
+///
+/// # Shapes
+/// * `state`: `[batch_size, P + T, Ds]` → (`[batch_size, D, D]`, `[batch_size, 1, D]`)
+fn prefix_weight_and_bias<B: Backend>(
+    state: &Tensor<B, 3>,
+    n_prefixes: usize,
+    d_model: usize,
+) -> (Tensor<B, 3>, Tensor<B, 3>) {
+    let [batch_size, _, _] = state.dims();
+    let stack = d_model / n_prefixes;
+    let prefix = state.clone().narrow(1, 0, n_prefixes);
+    let weight = crate::layout::contiguous(prefix.clone().narrow(2, 0, stack * d_model))
+        .reshape([batch_size, d_model, d_model]);
+    let bias = prefix.narrow(1, 0, 1).narrow(2, stack * d_model, d_model);
+    (weight, bias)
+}
+
+/// A contiguous copy of token-row dims `[from, from + width)` (`[batch_size, T, width]`).
+fn token_columns<B: Backend>(
+    state: &Tensor<B, 3>,
+    n_prefixes: usize,
+    from: usize,
+    width: usize,
+) -> Tensor<B, 3> {
+    let [_, n_rows, _] = state.dims();
+    let view = state
+        .clone()
+        .narrow(1, n_prefixes, n_rows - n_prefixes)
+        .narrow(2, from, width);
+    crate::layout::contiguous(view)
+}
+
+/// Concatenates `parts` along dim 2, `(Some(t), _)` = `t`, `(None, width)` = a zero block of that
+/// width (empty blocks are skipped); at least one part must be a tensor.
+///
+/// # Shapes
+/// * tensors: `[batch_size, rows, *]` → `[batch_size, rows, Σ widths]`
+fn cat_columns<B: Backend>(parts: Vec<(Option<Tensor<B, 3>>, usize)>) -> Tensor<B, 3> {
+    let like = parts
+        .iter()
+        .find_map(|(t, _)| t.clone())
+        .expect("cat_columns needs one tensor");
+    let [batch_size, rows, _] = like.dims();
+    let (device, dtype) = (like.device(), like.dtype());
+    let tensors: Vec<Tensor<B, 3>> = parts
+        .into_iter()
+        .filter(|(t, width)| t.is_some() || *width > 0)
+        .map(|(t, width)| {
+            t.unwrap_or_else(|| Tensor::zeros([batch_size, rows, width], (&device, dtype)))
+        })
+        .collect();
+    if tensors.len() == 1 {
+        return tensors.into_iter().next().expect("one part");
+    }
+    Tensor::cat(tensors, 2)
+}
+
 /// Query scatter used by LinearBackward (query) and LinearDescent (key): a dimension-wise op over
 /// blocks of `D` replicating `dy = [0, D)` into every block, then a split-wise op so that head
 /// `s*S + j`, coordinate `p` holds `dy[p*S + s]` (blocks `>= S` zero).
@@ -97,6 +158,13 @@ pub struct LinearForward<B: Backend> {
     pub d_model: usize,
     /// Where the input is stored (`None` = not stored).
     pub memory_index: Option<usize>,
+    /// Evaluate with the structure of the constructed weights (set by [`LinearForward::new`]): the
+    /// weight heads' keys are the prefix rows' weight rows and their values one-hot prefix
+    /// positions, `c_proj` sums the `S` partial products of each output row, the bias heads select
+    /// prefix 0's bias chunk, so the token rows are `W x + b` with `(W, b)` read from the prefix
+    /// rows: one `[T, D] x [D, D]` matmul. `false`: run the attention as stored.
+    #[module(skip)]
+    pub structured: bool,
 }
 
 impl<B: Backend> LinearForward<B> {
@@ -205,6 +273,7 @@ impl<B: Backend> LinearForward<B> {
             gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
             d_model: d,
             memory_index,
+            structured: true,
         })
     }
 
@@ -240,6 +309,9 @@ impl<B: Backend> LinearForward<B> {
         ctx: &SimContext<B>,
         dense: bool,
     ) -> Tensor<B, 3> {
+        if self.structured && !dense {
+            return self.structured_tokens(state, ctx);
+        }
         let [_, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
         let rows = AttentionRows {
@@ -276,6 +348,31 @@ impl<B: Backend> LinearForward<B> {
             None => y,
         }
     }
+
+    /// [`LinearForward::forward_tokens`] through the structure of the constructed weights (see
+    /// [`LinearForward::structured`]).
+    fn structured_tokens(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [_, _, ds] = state.dims();
+        let (p, d) = (ctx.n_prefixes, self.d_model);
+        let (weight, bias) = prefix_weight_and_bias(&state, p, d);
+        let x = token_columns(&state, p, 0, d);
+        let [_, t, _] = x.dims();
+        let y = x.clone().matmul(weight.swap_dims(1, 2)) + crate::layout::repeat_rows(bias, t);
+        match self.memory_index {
+            Some(mem) if mem >= d => cat_columns(vec![
+                (Some(y), d),
+                (None, mem - d),
+                (Some(x), d),
+                (None, ds - mem - d),
+            ]),
+            Some(mem) => {
+                let [batch_size, t, _] = y.dims();
+                cat_columns(vec![(Some(y), d), (None, ds - d)])
+                    .slice_assign([0..batch_size, 0..t, mem..mem + d], x)
+            }
+            None => cat_columns(vec![(Some(y), d), (None, ds - d)]),
+        }
+    }
 }
 
 /// LinearBackward (§6.2): token rows `Wᵀ dy` in dims `[0, D)` (`dy` = dims `[0, D)` of the input),
@@ -288,6 +385,14 @@ pub struct LinearBackward<B: Backend> {
     pub gates: Gates<B>,
     /// Token dims from here on are passed through (`None`: nothing passes).
     pub memory_index: Option<usize>,
+    /// `D`.
+    pub d_model: usize,
+    /// Evaluate with the structure of the constructed weights (set by [`LinearBackward::new`]):
+    /// head `(s, j)` scores prefix `p` with `dy[p S + s]` and reads slot `s`, chunk `j` of its row,
+    /// `c_proj` sums over `s`: the token rows are `Wᵀ dy`, one `[T, D] x [D, D]` matmul with `W`
+    /// read from the prefix rows. `false`: run the attention as stored.
+    #[module(skip)]
+    pub structured: bool,
 }
 
 impl<B: Backend> LinearBackward<B> {
@@ -343,6 +448,8 @@ impl<B: Backend> LinearBackward<B> {
             attention,
             gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
             memory_index,
+            d_model: d,
+            structured: true,
         })
     }
 
@@ -362,6 +469,19 @@ impl<B: Backend> LinearBackward<B> {
     pub fn forward_tokens(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
         let [batch_size, n_rows, ds] = state.dims();
         let p = ctx.n_prefixes;
+        if self.structured {
+            let d = self.d_model;
+            let (weight, _) = prefix_weight_and_bias(&state, p, d);
+            let dx = token_columns(&state, p, 0, d).matmul(weight);
+            return match self.memory_index {
+                Some(mem) => cat_columns(vec![
+                    (Some(dx), d),
+                    (None, mem - d),
+                    (Some(token_columns(&state, p, mem, ds - mem)), ds - mem),
+                ]),
+                None => cat_columns(vec![(Some(dx), d), (None, ds - d)]),
+            };
+        }
         let rows = AttentionRows {
             queries: p..n_rows,
             keys: 0..p,
@@ -391,6 +511,22 @@ pub struct LinearDescent<B: Backend> {
     pub attention: TintAttention<B>,
     /// Descent gate.
     pub gates: Gates<B>,
+    /// `D`.
+    pub d_model: usize,
+    /// Where `x` is read (token dims `[memory_index, memory_index + D)`).
+    pub memory_index: usize,
+    /// `η`.
+    pub inner_lr: f64,
+    /// Only the bias is updated (LayerNorm descent).
+    pub update_bias_only: bool,
+    /// Evaluate with the structure of the constructed weights (set by [`LinearDescent::new`]):
+    /// prefix `p` queries token keys with one-hot `p`, so weight head `(s, j)` scores token `t` with
+    /// `dy_t[p S + s]` and sums the values `-η x_t` (chunk `j`), bias head `e` scores with `[p = 0]`
+    /// and sums `-η dy_t` (chunk `e`), over training tokens: the update is `-η Σ_t m_t dy_t x_tᵀ`
+    /// in the prefix layout plus `-η Σ_t m_t dy_t` in prefix 0's bias slot, one `[D, T] x [T, D]`
+    /// matmul. `false`: run the attention as stored.
+    #[module(skip)]
+    pub structured: bool,
 }
 
 impl<B: Backend> LinearDescent<B> {
@@ -459,6 +595,11 @@ impl<B: Backend> LinearDescent<B> {
         Ok(Self {
             attention,
             gates: Gates::new(GateKind::Descent, dims, options, device),
+            d_model: d,
+            memory_index,
+            inner_lr: eta,
+            update_bias_only,
+            structured: true,
         })
     }
 
@@ -478,6 +619,9 @@ impl<B: Backend> LinearDescent<B> {
     pub fn prefix_update(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
         let [_, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
+        if self.structured {
+            return self.structured_update(state, ctx);
+        }
         let rows = AttentionRows {
             queries: 0..p,
             keys: p..n_rows,
@@ -490,6 +634,41 @@ impl<B: Backend> LinearDescent<B> {
         };
         self.attention
             .forward(state, ctx.position_index.clone(), rows, masks)
+    }
+
+    /// [`LinearDescent::prefix_update`] through the structure of the constructed weights (see
+    /// [`LinearDescent::structured`]).
+    fn structured_update(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let [batch_size, _, ds] = state.dims();
+        let (p, d) = (ctx.n_prefixes, self.d_model);
+        let stack = d / p;
+        let lr = -self.inner_lr;
+        let train = crate::layout::repeat_columns(ctx.train_mask.clone().unsqueeze_dim::<3>(2), d);
+        let dy = token_columns(&state, p, 0, d) * train; // [B, T, D], training tokens only
+        let bias_step = dy.clone().sum_dim(1).mul_scalar(lr); // [B, 1, D]
+        let bias_rows = if p > 1 {
+            Tensor::cat(
+                vec![
+                    bias_step,
+                    Tensor::zeros([batch_size, p - 1, d], (&state.device(), state.dtype())),
+                ],
+                1,
+            )
+        } else {
+            bias_step
+        };
+        let weight_rows = (!self.update_bias_only).then(|| {
+            let x = token_columns(&state, p, self.memory_index, d);
+            dy.swap_dims(1, 2)
+                .matmul(x)
+                .mul_scalar(lr)
+                .reshape([batch_size, p, stack * d])
+        });
+        cat_columns(vec![
+            (weight_rows, stack * d),
+            (Some(bias_rows), d),
+            (None, ds - (stack + 1) * d),
+        ])
     }
 }
 
@@ -769,6 +948,48 @@ mod tests {
     #[test]
     fn linear_descent_backward_in_f32_updates_prefix_and_backpropagates() {
         linear_descent_backward_case(DType::F32, F32_TOL);
+    }
+
+    #[test]
+    fn structured_paths_equal_the_stored_attention() {
+        // The structured evaluation (W, b read from the prefix rows, one matmul) against the
+        // constructed attention run as stored, on fully random states (junk in every unused dim
+        // and prefix slot), f64, both memory settings and bias-only descent.
+        let device = Default::default();
+        let eta = 0.3;
+        for dims in test_dims() {
+            let ctx = context(&dims, BATCH);
+            let options = f64_options().with_inner_lr(eta);
+            let mem = dims.linear_memory_index();
+            let state = random([BATCH, dims.n_rows(), dims.d_sim()], 1.0);
+            for memory in [Some(mem), None] {
+                let mut module =
+                    LinearForward::<TestBackend>::new(&dims, memory, &options, &device).unwrap();
+                assert!(module.structured);
+                let fast = module.forward(state.clone(), &ctx);
+                module.structured = false;
+                let stored = module.forward(state.clone(), &ctx);
+                assert!(max_abs_diff(fast, stored) < F64_TOL, "forward {memory:?}");
+                let mut module =
+                    LinearBackward::<TestBackend>::new(&dims, memory, &options, &device).unwrap();
+                let fast = module.forward(state.clone(), &ctx);
+                module.structured = false;
+                let stored = module.forward(state.clone(), &ctx);
+                assert!(max_abs_diff(fast, stored) < F64_TOL, "backward {memory:?}");
+            }
+            for bias_only in [false, true] {
+                let mut module =
+                    LinearDescent::<TestBackend>::new(&dims, mem, bias_only, &options, &device)
+                        .unwrap();
+                let fast = module.forward(state.clone(), &ctx);
+                module.structured = false;
+                let stored = module.forward(state.clone(), &ctx);
+                assert!(
+                    max_abs_diff(fast, stored) < F64_TOL,
+                    "descent, bias only {bias_only}"
+                );
+            }
+        }
     }
 
     #[test]
