@@ -230,9 +230,16 @@ fn smollm2_simulator_sotu_block_t256() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
+    // TINT_SMOLLM2_EXACT=1: exact RMSNorm / SwiGLU derivatives instead of finite differences.
+    let derivatives = if std::env::var_os("TINT_SMOLLM2_EXACT").is_some() {
+        tint_sim::DerivativeMode::Exact
+    } else {
+        tint_sim::DerivativeMode::FiniteDifference
+    };
     let step = LlamaTintConfig {
         n_simulation_layers: Some(n_sim),
         inner_lr: 1e-4,
+        derivatives,
         ..Default::default()
     };
     let start = std::time::Instant::now();
@@ -250,7 +257,7 @@ fn smollm2_simulator_sotu_block_t256() {
         .forward_with_train_lengths(block(&ids[..256]), &[128])
         .unwrap();
     println!(
-        "SmolLM2 simulator, top {n_sim} layers, T = 256, train 128: built in {built:.1} s, ran in {:.1} s; \
+        "SmolLM2 simulator, top {n_sim} layers, {derivatives:?}, T = 256, train 128: built in {built:.1} s, ran in {:.1} s; \
          eval NLL {:.4} -> {:.4} (reference {:.4} -> {:.4}); final logits vs reference {:e}; {} parameters",
         start.elapsed().as_secs_f64() - built,
         out.first_loss.mean(),
