@@ -10,8 +10,10 @@ use crate::{
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
-    hsplit::{BlockKind, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
-    options::{ActivationKind, Derivative, TintOptions},
+    hsplit::{BlockKind, DimStructure, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+    layout,
+    linear::{cat_columns, columns},
+    options::{ActivationKind, Derivative, GateMode, TintOptions},
 };
 
 /// `sqrt(2/π)`, the constant of `gelu_new`.
@@ -169,6 +171,40 @@ impl<B: Backend> ActivationForward<B> {
         );
         self.gates.combine(state, None, Some(out), ctx)
     }
+
+    /// The token rows of [`ActivationForward::forward`] on the state `[prefix; tokens]`, without
+    /// building it: `[act(e) on dims below the memory, x]` (the constructed `c_fc` is the identity
+    /// and `c_proj` keeps exactly the heads below the memory).
+    ///
+    /// # Shapes
+    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+    pub fn forward_rows(
+        &self,
+        prefix: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let mem = self.memory_index;
+        let hd = self.c_proj.block_size;
+        let kept = |i: usize, k: &BlockKind| (*k == BlockKind::Identity) == (i * hd < mem);
+        let structured =
+            self.gates.mode == GateMode::Exact
+                && self.c_fc.structure == DimStructure::Identity
+                && self.c_proj.block_kinds.iter().enumerate().all(|(i, k)| {
+                    kept(i, k) && (*k == BlockKind::Identity || *k == BlockKind::Zero)
+                });
+        if !structured {
+            let p = ctx.n_prefixes;
+            return layout::token_rows(self.forward(layout::join_rows(prefix, tokens), ctx), p);
+        }
+        let activated = activate(self.activation, columns(&tokens, 0, mem));
+        let [_, _, ds] = tokens.dims();
+        cat_columns(vec![
+            (Some(activated), mem),
+            (Some(columns(&tokens, 0, self.d_model)), self.d_model),
+            (None, ds - mem - self.d_model),
+        ])
+    }
 }
 
 /// ActivationBackward (§6.9): dims `[0, D)` = `s (act(u + dy/s) - act(u))` (or `act'(u) dy` with
@@ -253,6 +289,25 @@ impl<B: Backend> ActivationBackward<B> {
             }
         }
     }
+
+    /// The token rows of [`ActivationBackward::forward`] (which transforms every row alike).
+    /// With finite differences: `[s act(dy/s + u) - s act(u), 0, …]` on dims `[0, D)`, `u` the
+    /// stored pre-activation, computed on those `D` dims only.
+    ///
+    /// # Shapes
+    /// * `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+    pub fn forward_rows(&self, tokens: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let Derivative::FiniteDifference { scale } = self.derivative else {
+            return self.forward(tokens, ctx);
+        };
+        let [_, _, ds] = tokens.dims();
+        let d = self.d_model;
+        let dy = columns(&tokens, 0, d);
+        let u = columns(&tokens, self.memory_index, d);
+        let shifted = activate(self.activation, dy.mul_scalar(1.0 / scale) + u.clone());
+        let signal = shifted.mul_scalar(scale) + activate(self.activation, u).mul_scalar(-scale);
+        cat_columns(vec![(Some(signal), d), (None, ds - d)])
+    }
 }
 
 #[cfg(test)]
@@ -263,6 +318,31 @@ mod tests {
     /// f64, values O(1): the finite difference `s (act(u + dy/s) - act(u))` loses ~log10(s) digits
     /// of the 1e-16 round-off, so 1e-10 is loose for s = 1000 and tight against construction errors.
     const F64_TOL: f64 = 1e-10;
+
+    #[test]
+    fn row_forms_equal_the_full_state_forms() {
+        let device = Default::default();
+        for kind in [ActivationKind::GeluNew, ActivationKind::Relu] {
+            for dims in test_dims() {
+                let p = dims.n_prefixes();
+                let ctx = context(&dims, 2);
+                let options = f64_options().with_activation(kind);
+                let state = random([2, dims.n_rows(), dims.d_sim()], 1.0);
+                let (prefix, tokens) = (
+                    crate::layout::prefix_rows(state.clone(), p),
+                    crate::layout::token_rows(state.clone(), p),
+                );
+                let fwd = ActivationForward::<TestBackend>::new(&dims, &options, &device).unwrap();
+                let rows = fwd.forward_rows(prefix, tokens.clone(), &ctx);
+                let full = crate::layout::token_rows(fwd.forward(state.clone(), &ctx), p);
+                assert!(max_abs_diff(rows, full) < F64_TOL, "{kind:?} forward");
+                let bwd = ActivationBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+                let rows = bwd.forward_rows(tokens, &ctx);
+                let full = crate::layout::token_rows(bwd.forward(state, &ctx), p);
+                assert!(max_abs_diff(rows, full) < F64_TOL, "{kind:?} backward");
+            }
+        }
+    }
 
     #[test]
     fn activation_forward_and_backward_match_the_math() {

@@ -12,9 +12,23 @@ use crate::{
     gates::{GateKind, Gates},
     group_norm::{group_norm_first, layer_norm_plain},
     hsplit::{DimWise, DimWiseBuilder},
+    layout,
+    linear::{cat_columns, columns, prefix_weight_and_bias},
     linear::{LinearBackward, LinearDescent, LinearForward},
-    options::{Derivative, TintOptions},
+    options::{Derivative, GateMode, TintOptions},
 };
+
+/// `(x - mean)/sqrt(var + eps)` over the last dim, as [`layer_norm_plain`] with weight 1 computes
+/// it, with materialised row statistics (flex walks a broadcast operand element by element).
+///
+/// # Shapes
+/// * `x`: `[batch_size, rows, d]` (contiguous) → same
+fn normalize_rows<B: Backend>(x: Tensor<B, 3>, eps: f64) -> Tensor<B, 3> {
+    let [_, _, d] = x.dims();
+    let centered = x.clone() - layout::repeat_columns(x.mean_dim(2), d);
+    let var = (centered.clone() * centered.clone()).mean_dim(2);
+    centered / layout::repeat_columns((var + eps).sqrt(), d)
+}
 
 /// LayerNormForward (§6.5): token rows `gamma ⊙ f(x) + beta` in dims `[0, D)`, memory
 /// `[mem, mem + D) = f(x)`, `[mem + D, mem + 2D) = x` (`mem = Ds - 2D`); prefix rows unchanged.
@@ -70,6 +84,38 @@ impl<B: Backend> LayerNormForward<B> {
             [0..batch_size, p..n_rows, mem..mem + d],
             state.narrow(1, p, n_rows - p).narrow(2, 0, d),
         )
+    }
+
+    /// The token rows of [`LayerNormForward::forward`] on the state `[prefix; tokens]`, without
+    /// building it: `[gamma ⊙ f(x) + beta, 0, …, f(x), x]` with one matmul by `diag(gamma)`.
+    ///
+    /// # Shapes
+    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+    pub fn forward_rows(
+        &self,
+        prefix: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let exact = self.norm_gates.mode == GateMode::Exact
+            && self.linear.gates.mode == GateMode::Exact
+            && self.gate_value == 1.0;
+        if !(exact && self.linear.structured) {
+            let p = ctx.n_prefixes;
+            return layout::token_rows(self.forward(layout::join_rows(prefix, tokens), ctx), p);
+        }
+        let [_, _, ds] = tokens.dims();
+        let (d, mem) = (self.d_model, self.memory_index);
+        let x = columns(&tokens, 0, d);
+        let normed = normalize_rows(x.clone(), self.epsilon);
+        let y = self.linear.structured_product(&prefix, normed.clone());
+        cat_columns(vec![
+            (Some(y), d),
+            (None, mem - d),
+            (Some(normed), d),
+            (Some(x), d),
+            (None, ds - mem - 2 * d),
+        ])
     }
 }
 
@@ -203,6 +249,58 @@ impl<B: Backend> LayerNormDescentBackward<B> {
             1,
         )
     }
+
+    /// The prefix rows (updated bias) and token rows of [`LayerNormDescentBackward::forward`] on the
+    /// state `[prefix; tokens]`, without building it. With finite differences the token rows are
+    /// `[s f(dz/s + x) - s zhat, 0, …, memory]`, `dz = diag(gamma) dy` one matmul.
+    ///
+    /// # Shapes
+    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]`
+    ///   → (`[batch_size, P, Ds]`, `[batch_size, T, Ds]`)
+    pub fn forward_rows(
+        &self,
+        prefix: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, Tensor<B, 3>) {
+        let backward = &self.backward;
+        let exact = backward.gates.mode == GateMode::Exact
+            && backward.linear.gates.mode == GateMode::Exact
+            && self.descent.gates.mode == GateMode::Exact
+            && backward.gate_value == 1.0;
+        let scale = match backward.derivative {
+            Derivative::FiniteDifference { scale } => Some(scale),
+            Derivative::Exact => None,
+        };
+        let (Some(scale), true, true, true) = (
+            scale,
+            exact,
+            backward.linear.structured,
+            self.descent.structured,
+        ) else {
+            let p = ctx.n_prefixes;
+            let state = self.forward(layout::join_rows(prefix, tokens), ctx);
+            return (
+                layout::prefix_rows(state.clone(), p),
+                layout::token_rows(state, p),
+            );
+        };
+        let [_, _, ds] = tokens.dims();
+        let (d, mem) = (backward.d_model, backward.memory_index);
+        let (weight, _) = prefix_weight_and_bias(&prefix, d);
+        let dz = columns(&tokens, 0, d).matmul(weight);
+        let x = columns(&tokens, mem + d, d);
+        let zhat = columns(&tokens, mem, d);
+        let normed = normalize_rows(dz.mul_scalar(1.0 / scale) + x, backward.epsilon);
+        let signal = normed.mul_scalar(scale) + zhat.mul_scalar(-scale);
+        let out = cat_columns(vec![
+            (Some(signal), d),
+            (None, mem - d),
+            (Some(columns(&tokens, mem, ds - mem)), ds - mem),
+        ]);
+        let update = self.descent.structured_update(&tokens, ctx);
+        (layout::contiguous(prefix) + update, out)
+    }
 }
 
 #[cfg(test)]
@@ -219,6 +317,33 @@ mod tests {
 
     /// f64, O(1) values; the finite difference multiplies round-off (1e-16) by s = 1000.
     const F64_TOL: f64 = 1e-9;
+
+    #[test]
+    fn row_forms_equal_the_full_state_forms() {
+        // forward_rows / LayerNormDescentBackward::forward_rows against the rows of `forward` on
+        // the joined state, random everywhere (f64, finite differences with s = 1000).
+        let device = Default::default();
+        for dims in test_dims() {
+            let p = dims.n_prefixes();
+            let ctx = context(&dims, BATCH);
+            let options = f64_options().with_inner_lr(0.2);
+            let state = random([BATCH, dims.n_rows(), dims.d_sim()], 1.0);
+            let (prefix, tokens) = (
+                layout::prefix_rows(state.clone(), p),
+                layout::token_rows(state.clone(), p),
+            );
+            let forward = LayerNormForward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let rows = forward.forward_rows(prefix.clone(), tokens.clone(), &ctx);
+            let full = layout::token_rows(forward.forward(state.clone(), &ctx), p);
+            assert!(max_abs_diff(rows, full) < F64_TOL, "LayerNormForward");
+            let descent =
+                LayerNormDescentBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let (new_prefix, rows) = descent.forward_rows(prefix, tokens, &ctx);
+            let full = descent.forward(state, &ctx);
+            assert!(max_abs_diff(rows, layout::token_rows(full.clone(), p)) < F64_TOL);
+            assert!(max_abs_diff(new_prefix, layout::prefix_rows(full, p)) < F64_TOL);
+        }
+    }
     /// f32 LayerNorm outputs carry a few ulp (~3e-7 on O(1) values) of round-off; the finite
     /// difference `s (f(x + dz/s) - f(x))` multiplies it by s = 1000 (3 of f32's ~7 digits lost):
     /// the largest error seen over repeated random runs was 5.2e-4, so 5e-3 (~10x margin) still

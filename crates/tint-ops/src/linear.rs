@@ -42,40 +42,46 @@ pub(crate) fn check_memory_index(
     Ok(())
 }
 
-/// `W` (out x in, `[batch_size, D, D]`) and prefix 0's bias (`[batch_size, 1, D]`) as the prefix
-/// rows of `state` hold them (§2.5: prefix `p`, slot `k` = row `p S + k` of `W`; bias in slot `S`).
-/// This is what the linear modules' prefix keys / values read: their structured evaluation
+/// `W` (out x in, `[batch_size, D, D]`) and prefix 0's bias (`[batch_size, 1, D]`) as prefix rows
+/// hold them (§2.5: prefix `p`, slot `k` = row `p S + k` of `W`; bias in slot `S`). This is what
+/// the linear modules' prefix keys / values read: their structured evaluation
 /// ([`LinearForward::structured`]) multiplies by it directly.
 ///
 /// # Shapes
-/// * `state`: `[batch_size, P + T, Ds]` → (`[batch_size, D, D]`, `[batch_size, 1, D]`)
-fn prefix_weight_and_bias<B: Backend>(
-    state: &Tensor<B, 3>,
-    n_prefixes: usize,
+/// * `prefix`: `[batch_size, P, Ds]` → (`[batch_size, D, D]`, `[batch_size, 1, D]`)
+pub(crate) fn prefix_weight_and_bias<B: Backend>(
+    prefix: &Tensor<B, 3>,
     d_model: usize,
 ) -> (Tensor<B, 3>, Tensor<B, 3>) {
-    let [batch_size, _, _] = state.dims();
+    let [batch_size, n_prefixes, _] = prefix.dims();
     let stack = d_model / n_prefixes;
-    let prefix = state.clone().narrow(1, 0, n_prefixes);
     let weight = crate::layout::contiguous(prefix.clone().narrow(2, 0, stack * d_model))
         .reshape([batch_size, d_model, d_model]);
-    let bias = prefix.narrow(1, 0, 1).narrow(2, stack * d_model, d_model);
+    let bias = prefix
+        .clone()
+        .narrow(1, 0, 1)
+        .narrow(2, stack * d_model, d_model);
     (weight, bias)
 }
 
-/// A contiguous copy of token-row dims `[from, from + width)` (`[batch_size, T, width]`).
-fn token_columns<B: Backend>(
-    state: &Tensor<B, 3>,
-    n_prefixes: usize,
+/// A contiguous copy of dims `[from, from + width)` of token rows.
+///
+/// # Shapes
+/// * `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, width]`
+pub(crate) fn columns<B: Backend>(
+    tokens: &Tensor<B, 3>,
     from: usize,
     width: usize,
 ) -> Tensor<B, 3> {
-    let [_, n_rows, _] = state.dims();
-    let view = state
-        .clone()
-        .narrow(1, n_prefixes, n_rows - n_prefixes)
-        .narrow(2, from, width);
-    crate::layout::contiguous(view)
+    crate::layout::contiguous(tokens.clone().narrow(2, from, width))
+}
+
+/// The prefix rows and token rows of a state (views).
+fn split_rows<B: Backend>(state: &Tensor<B, 3>, n_prefixes: usize) -> (Tensor<B, 3>, Tensor<B, 3>) {
+    (
+        crate::layout::prefix_rows(state.clone(), n_prefixes),
+        crate::layout::token_rows(state.clone(), n_prefixes),
+    )
 }
 
 /// Concatenates `parts` along dim 2, `(Some(t), _)` = `t`, `(None, width)` = a zero block of that
@@ -83,7 +89,7 @@ fn token_columns<B: Backend>(
 ///
 /// # Shapes
 /// * tensors: `[batch_size, rows, *]` → `[batch_size, rows, Σ widths]`
-fn cat_columns<B: Backend>(parts: Vec<(Option<Tensor<B, 3>>, usize)>) -> Tensor<B, 3> {
+pub(crate) fn cat_columns<B: Backend>(parts: Vec<(Option<Tensor<B, 3>>, usize)>) -> Tensor<B, 3> {
     let like = parts
         .iter()
         .find_map(|(t, _)| t.clone())
@@ -310,7 +316,8 @@ impl<B: Backend> LinearForward<B> {
         dense: bool,
     ) -> Tensor<B, 3> {
         if self.structured && !dense {
-            return self.structured_tokens(state, ctx);
+            let (prefix, tokens) = split_rows(&state, ctx.n_prefixes);
+            return self.structured_rows(&prefix, &tokens);
         }
         let [_, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
@@ -349,15 +356,58 @@ impl<B: Backend> LinearForward<B> {
         }
     }
 
+    /// The token rows of [`LinearForward::forward`] on the state `[prefix; tokens]`, without
+    /// building it (the simulator keeps token rows and prefix blocks apart).
+    ///
+    /// # Shapes
+    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+    pub fn forward_rows(
+        &self,
+        prefix: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        if self.structured && self.gates.mode == GateMode::Exact {
+            return self.structured_rows(&prefix, &tokens);
+        }
+        let p = ctx.n_prefixes;
+        crate::layout::token_rows(
+            self.forward(crate::layout::join_rows(prefix, tokens), ctx),
+            p,
+        )
+    }
+
     /// [`LinearForward::forward_tokens`] through the structure of the constructed weights (see
     /// [`LinearForward::structured`]).
-    fn structured_tokens(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [_, _, ds] = state.dims();
-        let (p, d) = (ctx.n_prefixes, self.d_model);
-        let (weight, bias) = prefix_weight_and_bias(&state, p, d);
-        let x = token_columns(&state, p, 0, d);
+    pub(crate) fn structured_rows(
+        &self,
+        prefix: &Tensor<B, 3>,
+        tokens: &Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let x = columns(tokens, 0, self.d_model);
+        self.structured_rows_of(prefix, x, tokens.dims()[2])
+    }
+
+    /// `W x + b` for token inputs `x` (`[batch_size, T, D]`) with `(W, b)` read from `prefix`.
+    pub(crate) fn structured_product(
+        &self,
+        prefix: &Tensor<B, 3>,
+        x: Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let (weight, bias) = prefix_weight_and_bias(prefix, self.d_model);
         let [_, t, _] = x.dims();
-        let y = x.clone().matmul(weight.swap_dims(1, 2)) + crate::layout::repeat_rows(bias, t);
+        x.matmul(weight.swap_dims(1, 2)) + crate::layout::repeat_rows(bias, t)
+    }
+
+    /// The structured token rows for the input `x` (token dims `[0, D)`, contiguous) and width `Ds`.
+    pub(crate) fn structured_rows_of(
+        &self,
+        prefix: &Tensor<B, 3>,
+        x: Tensor<B, 3>,
+        ds: usize,
+    ) -> Tensor<B, 3> {
+        let d = self.d_model;
+        let y = self.structured_product(prefix, x.clone());
         match self.memory_index {
             Some(mem) if mem >= d => cat_columns(vec![
                 (Some(y), d),
@@ -470,17 +520,8 @@ impl<B: Backend> LinearBackward<B> {
         let [batch_size, n_rows, ds] = state.dims();
         let p = ctx.n_prefixes;
         if self.structured {
-            let d = self.d_model;
-            let (weight, _) = prefix_weight_and_bias(&state, p, d);
-            let dx = token_columns(&state, p, 0, d).matmul(weight);
-            return match self.memory_index {
-                Some(mem) => cat_columns(vec![
-                    (Some(dx), d),
-                    (None, mem - d),
-                    (Some(token_columns(&state, p, mem, ds - mem)), ds - mem),
-                ]),
-                None => cat_columns(vec![(Some(dx), d), (None, ds - d)]),
-            };
+            let (prefix, tokens) = split_rows(&state, p);
+            return self.structured_rows(&prefix, &tokens);
         }
         let rows = AttentionRows {
             queries: p..n_rows,
@@ -498,6 +539,27 @@ impl<B: Backend> LinearBackward<B> {
                 state.narrow(1, p, n_rows - p).narrow(2, mem, ds - mem),
             ),
             None => out,
+        }
+    }
+
+    /// [`LinearBackward::forward_tokens`] through the structure of the constructed weights (see
+    /// [`LinearBackward::structured`]).
+    pub(crate) fn structured_rows(
+        &self,
+        prefix: &Tensor<B, 3>,
+        tokens: &Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let d = self.d_model;
+        let [_, _, ds] = tokens.dims();
+        let (weight, _) = prefix_weight_and_bias(prefix, d);
+        let dx = columns(tokens, 0, d).matmul(weight);
+        match self.memory_index {
+            Some(mem) => cat_columns(vec![
+                (Some(dx), d),
+                (None, mem - d),
+                (Some(columns(tokens, mem, ds - mem)), ds - mem),
+            ]),
+            None => cat_columns(vec![(Some(dx), d), (None, ds - d)]),
         }
     }
 }
@@ -620,7 +682,8 @@ impl<B: Backend> LinearDescent<B> {
         let [_, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
         if self.structured {
-            return self.structured_update(state, ctx);
+            let (_, tokens) = split_rows(&state, p);
+            return self.structured_update(&tokens, ctx);
         }
         let rows = AttentionRows {
             queries: 0..p,
@@ -638,19 +701,23 @@ impl<B: Backend> LinearDescent<B> {
 
     /// [`LinearDescent::prefix_update`] through the structure of the constructed weights (see
     /// [`LinearDescent::structured`]).
-    fn structured_update(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, _, ds] = state.dims();
+    pub(crate) fn structured_update(
+        &self,
+        tokens: &Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, _, ds] = tokens.dims();
         let (p, d) = (ctx.n_prefixes, self.d_model);
         let stack = d / p;
         let lr = -self.inner_lr;
         let train = crate::layout::repeat_columns(ctx.train_mask.clone().unsqueeze_dim::<3>(2), d);
-        let dy = token_columns(&state, p, 0, d) * train; // [B, T, D], training tokens only
+        let dy = columns(tokens, 0, d) * train; // [B, T, D], training tokens only
         let bias_step = dy.clone().sum_dim(1).mul_scalar(lr); // [B, 1, D]
         let bias_rows = if p > 1 {
             Tensor::cat(
                 vec![
                     bias_step,
-                    Tensor::zeros([batch_size, p - 1, d], (&state.device(), state.dtype())),
+                    Tensor::zeros([batch_size, p - 1, d], (&tokens.device(), tokens.dtype())),
                 ],
                 1,
             )
@@ -658,7 +725,7 @@ impl<B: Backend> LinearDescent<B> {
             bias_step
         };
         let weight_rows = (!self.update_bias_only).then(|| {
-            let x = token_columns(&state, p, self.memory_index, d);
+            let x = columns(tokens, self.memory_index, d);
             dy.swap_dims(1, 2)
                 .matmul(x)
                 .mul_scalar(lr)
@@ -724,6 +791,33 @@ impl<B: Backend> LinearDescentBackward<B> {
             vec![descent.narrow(1, 0, p), backward.narrow(1, p, n_rows - p)],
             1,
         )
+    }
+
+    /// The prefix rows (updated block) and token rows of [`LinearDescentBackward::forward`] on the
+    /// state `[prefix; tokens]`, without building it.
+    ///
+    /// # Shapes
+    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]`
+    ///   → (`[batch_size, P, Ds]`, `[batch_size, T, Ds]`)
+    pub fn forward_rows(
+        &self,
+        prefix: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, Tensor<B, 3>) {
+        let exact = |gates: &Gates<B>| matches!(gates.mode, GateMode::Exact);
+        if exact(&self.backward.gates)
+            && exact(&self.descent.gates)
+            && self.backward.structured
+            && self.descent.structured
+        {
+            let out = self.backward.structured_rows(&prefix, &tokens);
+            let update = self.descent.structured_update(&tokens, ctx);
+            return (crate::layout::contiguous(prefix) + update, out);
+        }
+        let p = ctx.n_prefixes;
+        let state = self.forward(crate::layout::join_rows(prefix, tokens), ctx);
+        split_rows(&state, p)
     }
 }
 
@@ -967,6 +1061,9 @@ mod tests {
                     LinearForward::<TestBackend>::new(&dims, memory, &options, &device).unwrap();
                 assert!(module.structured);
                 let fast = module.forward(state.clone(), &ctx);
+                let (prefix, token_in) = split_rows(&state, dims.n_prefixes());
+                let rows = module.forward_rows(prefix, token_in, &ctx);
+                assert!(max_abs_diff(rows, tokens(fast.clone(), dims.n_prefixes())) < F64_TOL);
                 module.structured = false;
                 let stored = module.forward(state.clone(), &ctx);
                 assert!(max_abs_diff(fast, stored) < F64_TOL, "forward {memory:?}");
@@ -977,6 +1074,15 @@ mod tests {
                 let stored = module.forward(state.clone(), &ctx);
                 assert!(max_abs_diff(fast, stored) < F64_TOL, "backward {memory:?}");
             }
+            let pair =
+                LinearDescentBackward::<TestBackend>::new(&dims, mem, false, &options, &device)
+                    .unwrap();
+            let full = pair.forward(state.clone(), &ctx);
+            let (prefix, token_in) = split_rows(&state, dims.n_prefixes());
+            let (new_prefix, rows) = pair.forward_rows(prefix, token_in, &ctx);
+            let (full_prefix, full_tokens) = split_rows(&full, dims.n_prefixes());
+            assert!(max_abs_diff(new_prefix, full_prefix) < F64_TOL);
+            assert!(max_abs_diff(rows, full_tokens) < F64_TOL);
             for bias_only in [false, true] {
                 let mut module =
                     LinearDescent::<TestBackend>::new(&dims, mem, bias_only, &options, &device)

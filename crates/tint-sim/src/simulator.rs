@@ -361,35 +361,33 @@ impl<B: Backend> TintSimulator<B> {
         let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
         let n_layers = self.aux_dims.n_layers;
         let first = n_layers - self.config.simulated_layers(n_layers);
-        // Initial state: prefix rows 0, token rows [x_t, 0, ...].
+        // The state is kept as its token rows `[x_t, 0, ...]`; every module reads the prefix block
+        // it needs directly (the modules' `forward_rows`), so the `[P + T, Ds]` state is never
+        // rebuilt between modules.
         let embeddings = embed(&self.aux_params_view(), input);
-        let tokens = Tensor::cat(
+        let mut tokens = Tensor::cat(
             vec![
                 embeddings,
                 Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
             ],
             2,
         );
-        let mut state =
-            layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens);
         let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
         let mut prefixes: Vec<Vec<Tensor<B, 3>>> = self.prefixes[first..]
             .iter()
             .map(|blocks| blocks.iter().map(expand).collect())
             .collect();
         let mut ln_f_prefix = expand(&self.ln_f_prefix);
-        let mut continued = state.clone();
         for l in 0..first {
             let blocks: Vec<Tensor<B, 3>> = self.prefixes[l].iter().map(expand).collect();
-            state = self.forward_layer(state, &blocks, &ctx, false).0;
+            tokens = self.forward_layer(tokens, &blocks, &ctx, false).0;
         }
-        if first < n_layers {
-            continued = state.clone();
-        }
+        let continued = tokens;
         let mut pass = self.top_forward(continued.clone(), &prefixes, &ln_f_prefix, &ctx);
         let first_logits = pass.logits.clone();
         for _ in 0..self.config.n_forward_backward {
-            // Loss gradient (§7) into the token signal, then ln_f backward + descent.
+            // Loss gradient (§7) into the token signal (the ln_f memory is already in place), then
+            // ln_f backward + descent.
             let grad = loss_gradient(
                 pass.hf.clone(),
                 &self.token_embedding,
@@ -397,17 +395,12 @@ impl<B: Backend> TintSimulator<B> {
                 &masks.next_target,
                 self.config.loss_gradient,
             );
-            let signal = pass
-                .state
-                .slice_assign([0..batch_size, p..p + seq_length, 0..d], grad);
-            let ln_mem = dims.ln_memory_index();
-            let st = layout::with_token_memory(signal, p, ln_mem, pass.ln_f_act.clone());
-            let st = self
-                .gradient
-                .backward
-                .forward(layout::with_prefix_rows(st, ln_f_prefix.clone()), &ctx);
-            ln_f_prefix = layout::prefix_rows(st.clone(), p);
-            let mut delta = st;
+            let signal = Tensor::cat(vec![grad, pass.tokens.clone().narrow(2, d, ds - d)], 2);
+            let (new_ln_f, mut delta) =
+                self.gradient
+                    .backward
+                    .forward_rows(ln_f_prefix.clone(), signal, &ctx);
+            ln_f_prefix = new_ln_f;
             for l in (0..prefixes.len()).rev() {
                 let (out, new_blocks) =
                     self.backward_layer(delta, &prefixes[l], &pass.acts[l], &ctx);
@@ -449,27 +442,28 @@ impl<B: Backend> TintSimulator<B> {
     }
 
     /// Layers `first..` and `ln_f` with stored activations, and the logits.
+    ///
+    /// # Shapes
+    /// * `tokens`: `[batch_size, T, Ds]` (token rows of the state)
     fn top_forward(
         &self,
-        mut state: Tensor<B, 3>,
+        mut tokens: Tensor<B, 3>,
         prefixes: &[Vec<Tensor<B, 3>>],
         ln_f_prefix: &Tensor<B, 3>,
         ctx: &SimContext<B>,
     ) -> TopForward<B> {
         let mut acts = Vec::with_capacity(prefixes.len());
         for blocks in prefixes {
-            let (out, layer_acts) = self.forward_layer(state, blocks, ctx, true);
+            let (out, layer_acts) = self.forward_layer(tokens, blocks, ctx, true);
             acts.push(layer_acts);
-            state = out;
+            tokens = out;
         }
-        let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
-        let ln_mem = self.dims.ln_memory_index();
-        let state = self
+        let d = self.dims.d_model();
+        let tokens = self
             .gradient
             .forward
-            .forward(layout::with_prefix_rows(state, ln_f_prefix.clone()), ctx);
-        let ln_f_act = layout::token_memory(state.clone(), p, ln_mem);
-        let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+            .forward_rows(ln_f_prefix.clone(), tokens, ctx);
+        let hf = layout::contiguous(tokens.clone().narrow(2, 0, d));
         let logits = hf.clone().matmul(
             self.token_embedding
                 .clone()
@@ -477,24 +471,25 @@ impl<B: Backend> TintSimulator<B> {
                 .unsqueeze_dim::<3>(0),
         );
         TopForward {
-            state,
+            tokens,
             acts,
-            ln_f_act,
             hf,
             logits,
         }
     }
 
-    /// One simulated layer forward (TINT_SPEC §5.2); `keep` stores the 16 token activations.
+    /// One simulated layer forward (TINT_SPEC §5.2) on the token rows; `keep` stores the 16 token
+    /// activations (their memory regions).
     fn forward_layer(
         &self,
-        state: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
         blocks: &[Tensor<B, 3>],
         ctx: &SimContext<B>,
         keep: bool,
     ) -> (Tensor<B, 3>, LayerActs<B>) {
         let fb = &self.forward_block;
         let p = self.dims.n_prefixes();
+        let ds = self.dims.d_sim();
         let (ln_mem, attn_mem, lin_mem) = (
             self.dims.ln_memory_index(),
             self.dims.attn_memory_index(),
@@ -503,52 +498,48 @@ impl<B: Backend> TintSimulator<B> {
         let mut acts = Vec::new();
         let mut store = |s: &Tensor<B, 3>, mem: usize| {
             if keep {
-                acts.push(layout::token_memory(s.clone(), p, mem));
+                acts.push(s.clone().narrow(2, mem, ds - mem));
             }
         };
-        let residual = state.clone();
-        let a1 = fb
-            .ln_1
-            .forward(layout::with_prefix_rows(state, blocks[0].clone()), ctx);
+        let residual = tokens.clone();
+        let a1 = fb.ln_1.forward_rows(blocks[0].clone(), tokens, ctx);
         store(&a1, ln_mem);
         let qkv = QkvPrefixes {
             query: blocks[1].clone(),
             key: blocks[2].clone(),
             value: blocks[3].clone(),
         };
-        let at = fb.attention.forward(a1, &qkv, ctx);
+        // Softmax attention reads the whole state (its prefix rows are ignored).
+        let at = layout::token_rows(
+            fb.attention
+                .forward(layout::join_rows(blocks[1].clone(), a1), &qkv, ctx),
+            p,
+        );
         store(&at, attn_mem);
-        let o = fb
-            .attention_proj
-            .forward(layout::with_prefix_rows(at, blocks[4].clone()), ctx);
+        let o = fb.attention_proj.forward_rows(blocks[4].clone(), at, ctx);
         store(&o, lin_mem);
         let h2 = o + residual;
-        let m = fb
-            .ln_2
-            .forward(layout::with_prefix_rows(h2.clone(), blocks[5].clone()), ctx);
+        let m = fb.ln_2.forward_rows(blocks[5].clone(), h2.clone(), ctx);
         store(&m, ln_mem);
         let mut out = h2;
         for k in 0..self.n_chunks() {
-            let u = fb.fc.forward(
-                layout::with_prefix_rows(m.clone(), blocks[6 + 3 * k].clone()),
-                ctx,
-            );
+            let u = fb
+                .fc
+                .forward_rows(blocks[6 + 3 * k].clone(), m.clone(), ctx);
             store(&u, lin_mem);
             let v = fb
                 .activation
-                .forward(layout::with_prefix_rows(u, blocks[7 + 3 * k].clone()), ctx);
+                .forward_rows(blocks[7 + 3 * k].clone(), u, ctx);
             store(&v, lin_mem);
-            let y = fb
-                .proj
-                .forward(layout::with_prefix_rows(v, blocks[8 + 3 * k].clone()), ctx);
+            let y = fb.proj.forward_rows(blocks[8 + 3 * k].clone(), v, ctx);
             store(&y, lin_mem);
             out = out + y;
         }
         (out, acts)
     }
 
-    /// One simulated layer backward + descent (TINT_SPEC §8): returns the gradient state at the
-    /// layer input and the updated prefix blocks.
+    /// One simulated layer backward + descent (TINT_SPEC §8) on the token rows: returns the
+    /// gradient token rows at the layer input and the updated prefix blocks.
     fn backward_layer(
         &self,
         delta: Tensor<B, 3>,
@@ -563,56 +554,56 @@ impl<B: Backend> TintSimulator<B> {
             self.dims.attn_memory_index(),
             self.dims.linear_memory_index(),
         );
-        let prepare =
-            |state: Tensor<B, 3>, mem: usize, act: &Tensor<B, 3>, block: &Tensor<B, 3>| {
-                layout::with_prefix_rows(
-                    layout::with_token_memory(state, p, mem, act.clone()),
-                    block.clone(),
-                )
-            };
+        // Token rows with the stored activation written into the memory (before every backward
+        // module, §8).
+        let prepare = |tokens: Tensor<B, 3>, mem: usize, act: &Tensor<B, 3>| {
+            Tensor::cat(vec![tokens.narrow(2, 0, mem), act.clone()], 2)
+        };
         let mut new_blocks = blocks.to_vec();
         let n_chunks = self.n_chunks();
         // Activations per layer: [a1, at, o, m, (u_k, v_k, y_k) per chunk].
         let mut dm: Option<Tensor<B, 3>> = None;
         for k in (0..n_chunks).rev() {
             let (u_act, v_act, y_act) = (&acts[4 + 3 * k], &acts[5 + 3 * k], &acts[6 + 3 * k]);
-            let st = bb.proj.forward(
-                prepare(delta.clone(), lin_mem, y_act, &blocks[8 + 3 * k]),
+            let (block, st) = bb.proj.forward_rows(
+                blocks[8 + 3 * k].clone(),
+                prepare(delta.clone(), lin_mem, y_act),
                 ctx,
             );
-            new_blocks[8 + 3 * k] =
-                self.proj_bias_step(&blocks[8 + 3 * k], layout::prefix_rows(st.clone(), p));
-            let st = bb
-                .activation
-                .forward(prepare(st, lin_mem, v_act, &blocks[7 + 3 * k]), ctx);
-            let st = bb
-                .fc
-                .forward(prepare(st, lin_mem, u_act, &blocks[6 + 3 * k]), ctx);
-            new_blocks[6 + 3 * k] = layout::prefix_rows(st.clone(), p);
+            new_blocks[8 + 3 * k] = self.proj_bias_step(&blocks[8 + 3 * k], block);
+            let st = bb.activation.forward_rows(prepare(st, lin_mem, v_act), ctx);
+            let (block, st) =
+                bb.fc
+                    .forward_rows(blocks[6 + 3 * k].clone(), prepare(st, lin_mem, u_act), ctx);
+            new_blocks[6 + 3 * k] = block;
             dm = Some(match dm {
                 Some(sum) => sum + st,
                 None => st,
             });
         }
         let dm = dm.unwrap_or_else(|| delta.zeros_like());
-        let st = bb
-            .ln_2
-            .forward(prepare(dm, ln_mem, &acts[3], &blocks[5]), ctx);
-        new_blocks[5] = layout::prefix_rows(st.clone(), p);
+        let (block, st) =
+            bb.ln_2
+                .forward_rows(blocks[5].clone(), prepare(dm, ln_mem, &acts[3]), ctx);
+        new_blocks[5] = block;
         let delta_mid = st + delta;
-        let st = bb.attention_proj.forward(
-            prepare(delta_mid.clone(), lin_mem, &acts[2], &blocks[4]),
+        let (block, st) = bb.attention_proj.forward_rows(
+            blocks[4].clone(),
+            prepare(delta_mid.clone(), lin_mem, &acts[2]),
             ctx,
         );
-        new_blocks[4] = layout::prefix_rows(st.clone(), p);
-        let st = bb
-            .attention
-            .forward(prepare(st, attn_mem, &acts[1], &blocks[3]), ctx);
-        new_blocks[3] = layout::prefix_rows(st.clone(), p);
-        let st = bb
-            .ln_1
-            .forward(prepare(st, ln_mem, &acts[0], &blocks[0]), ctx);
-        new_blocks[0] = layout::prefix_rows(st.clone(), p);
+        new_blocks[4] = block;
+        // The value-only attention backward reads the whole state.
+        let state = bb.attention.forward(
+            layout::join_rows(blocks[3].clone(), prepare(st, attn_mem, &acts[1])),
+            ctx,
+        );
+        new_blocks[3] = layout::prefix_rows(state.clone(), p);
+        let st = layout::token_rows(state, p);
+        let (block, st) =
+            bb.ln_1
+                .forward_rows(blocks[0].clone(), prepare(st, ln_mem, &acts[0]), ctx);
+        new_blocks[0] = block;
         (st + delta_mid, new_blocks)
     }
 
@@ -636,10 +627,9 @@ impl<B: Backend> TintSimulator<B> {
 
 /// A forward pass from the first simulated layer up.
 struct TopForward<B: Backend> {
-    /// State after ln_f.
-    state: Tensor<B, 3>,
+    /// Token rows after ln_f (`[h_f, 0, …, f(x), x]`).
+    tokens: Tensor<B, 3>,
     acts: Vec<LayerActs<B>>,
-    ln_f_act: Tensor<B, 3>,
     hf: Tensor<B, 3>,
     logits: Tensor<B, 3>,
 }
