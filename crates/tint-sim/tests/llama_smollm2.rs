@@ -131,9 +131,9 @@ fn smollm2_sotu_blocks_t256() {
 const SMOLLM2_F32_EXACT_TOL: f64 = 1e-3;
 /// f64 with finite differences (s = 1000): measured 2.8e-10; 1e-6 is the GPT-2 acceptance bound.
 /// (In f32 the finite differences are not usable as an equality check on SmolLM2: the residual
-/// stream reaches |x| ~ 1e2–1e3, so the step γ dy / s is ~1e-5 of |x| and f32 cancellation makes
-/// each of the two implementations' backward signals ~10% noisy: measured 8e-2 between them for a
-/// step of 0.8, docs/tint-llama.md.)
+/// stream has massive activations (max |h| ~ 2e4), so the step γ dy / s is a tiny fraction of |x|
+/// and f32 cancellation makes the backward signals noisy in both implementations: the f32
+/// reference differs from the f64 one by 0.19 for a step of 0.68, docs/tint-llama.md.)
 const SMOLLM2_F64_TOL: f64 = 1e-6;
 
 fn max_abs_diff(a: Tensor<Flex, 3>, b: Tensor<Flex, 3>) -> f64 {
