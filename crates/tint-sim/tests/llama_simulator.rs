@@ -298,3 +298,30 @@ fn constraint_violations_are_typed_errors() {
         Err(SimError::InvalidInput(_))
     ));
 }
+
+#[test]
+fn config_from_a_tint_config_takes_its_sizes_and_step() {
+    let tint = tint_sim::TintConfig {
+        n_simulation_layers: Some(1),
+        n_forward_backward: 2,
+        inner_lr: 0.02,
+        derivatives: DerivativeMode::Exact,
+        ..tint_sim::TintConfig::for_model(64, 16, 16)
+    };
+    let config = LlamaSimulatorConfig::from_tint(&tint);
+    assert_eq!(
+        (config.hidden_size, config.num_prefixes, config.num_heads),
+        (tint.hidden_size, 16, tint.num_heads)
+    );
+    assert_eq!(config.step, LlamaTintConfig::from_tint(&tint));
+    assert_eq!(
+        config,
+        LlamaSimulatorConfig::for_model(64, 4, config.step.clone())
+    );
+    let simulator = LlamaSimulator::new(&load::<Flex>("tiny"), config).unwrap();
+    assert_eq!(
+        simulator.dims().max_seq_length(),
+        32,
+        "Tmax = the model's positions"
+    );
+}
