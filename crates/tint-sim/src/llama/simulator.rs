@@ -225,23 +225,23 @@ impl<B: Backend> LlamaSimulator<B> {
         let options = tint_options(&config.step, params.rms_eps, dtype);
         let attention = SimulatedAttentionHalf::new(&dims, &variant, &options, &device)?;
         let mlp = SimulatedMlpHalf::new(&dims, &options, &device)?;
-        let batch1_2 = |t: &Tensor<B, 2>| t.clone().unsqueeze_dim::<3>(0);
+        let batched = |t: &Tensor<B, 2>| t.clone().unsqueeze_dim::<3>(0);
         let gain = |t: &Tensor<B, 1>| t.clone().unsqueeze_dim::<2>(0);
         let mut layers = Vec::with_capacity(params.layers.len());
         for layer in &params.layers {
             let weights = AttentionWeights {
-                w_q: batch1_2(&layer.w_q),
-                w_k: batch1_2(&layer.w_k),
-                w_v: batch1_2(&layer.w_v),
-                w_o: batch1_2(&layer.w_o),
+                w_q: batched(&layer.w_q),
+                w_k: batched(&layer.w_k),
+                w_v: batched(&layer.w_v),
+                w_o: batched(&layer.w_o),
             };
             layers.push(LayerPrefixes {
                 attention: attention.write_prefixes(gain(&layer.attn_norm), &weights)?,
                 mlp_norm: mlp.norm_prefix(gain(&layer.mlp_norm))?,
                 mlp: mlp.mlp.write_prefixes(
-                    batch1_2(&layer.w_gate),
-                    batch1_2(&layer.w_up),
-                    batch1_2(&layer.w_down),
+                    batched(&layer.w_gate),
+                    batched(&layer.w_up),
+                    batched(&layer.w_down),
                 )?,
             });
         }
