@@ -1,5 +1,6 @@
 //! Criterion bench: LinearForward (TINT_SPEC §6.1) on the Flex CPU backend, GPT-2 shape
-//! (D = 768, P = 256, Ds = 3072, T = 64) and a tiny shape.
+//! (D = 768, P = 256, Ds = 3072, T = 64) and a tiny shape, evaluated through the structure of the
+//! constructed weights (`structured`, the default) and as the stored linear attention (`attention`).
 
 use burn::{
     backend::Flex,
@@ -24,7 +25,7 @@ fn bench_linear_forward(c: &mut Criterion) {
     for (name, d, h, ds, p, hs, tmax, t) in shapes {
         let dims = TintDims::new(d, h, ds, p, hs, tmax, t).expect("valid bench shape");
         let options = TintOptions::default();
-        let module =
+        let mut module =
             LinearForward::<B>::new(&dims, Some(dims.linear_memory_index()), &options, &device)
                 .expect("constructible");
         let ctx = SimContext::new(&dims, Tensor::<B, 2>::ones([1, t], &device), &device)
@@ -34,17 +35,21 @@ fn bench_linear_forward(c: &mut Criterion) {
         let prefix_rows = prefix::write_linear(weight, bias, &dims).expect("prefix");
         let tokens = Tensor::<B, 3>::random([1, t, ds], Distribution::Normal(0.0, 1.0), &device);
         let state = Tensor::cat(vec![prefix_rows, tokens], 1);
-        group.bench_with_input(
-            BenchmarkId::from_parameter(name),
-            &state,
-            |bencher, state| {
+        for structured in [true, false] {
+            module.structured = structured;
+            let path = if structured {
+                "structured"
+            } else {
+                "attention"
+            };
+            group.bench_with_input(BenchmarkId::new(path, name), &state, |bencher, state| {
                 bencher.iter(|| {
                     let out = module.forward(black_box(state.clone()), &ctx);
                     // Force the computation (and the device sync) inside the timed region.
                     black_box(out.into_data())
                 })
-            },
-        );
+            });
+        }
     }
     group.finish();
 }

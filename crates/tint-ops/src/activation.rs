@@ -12,7 +12,7 @@ use crate::{
     gates::{GateKind, Gates},
     hsplit::{BlockKind, DimStructure, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
     layout,
-    linear::{cat_columns, columns},
+    linear::{cat_columns, column_view, columns},
     options::{ActivationKind, Derivative, GateMode, TintOptions},
 };
 
@@ -201,7 +201,7 @@ impl<B: Backend> ActivationForward<B> {
         let [_, _, ds] = tokens.dims();
         cat_columns(vec![
             (Some(activated), mem),
-            (Some(columns(&tokens, 0, self.d_model)), self.d_model),
+            (Some(column_view(&tokens, 0, self.d_model)), self.d_model),
             (None, ds - mem - self.d_model),
         ])
     }

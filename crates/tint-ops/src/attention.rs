@@ -18,7 +18,10 @@ use burn::{
 
 use crate::{
     host::tensor_from_f64,
-    hsplit::{BlockKind, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+    hsplit::{
+        apply_segments, restrict_plan, shift_plan, BlockKind, DimStructure, DimWise,
+        DimWiseBuilder, SplitWise, SplitWiseBuilder,
+    },
 };
 
 /// Additive value used for masked softmax scores. Finite (like `finfo.min` in the official code) so a
@@ -86,6 +89,33 @@ impl<B: Backend> ContentProjection<B> {
     /// * `x`: `[batch_size, n_rows, d_sim]` → `[batch_size, n_rows, d_sim]`
     pub fn forward(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         self.split_wise.forward(self.dim_wise.forward(x))
+    }
+
+    /// Output columns `columns` of [`ContentProjection::forward`], computed alone (the split-wise
+    /// op is block-local, so only the dimension-wise output of the blocks under `columns` is
+    /// needed).
+    ///
+    /// # Shapes
+    /// * `x`: `[batch_size, n_rows, d_sim]` → `[batch_size, n_rows, columns.len()]`
+    pub fn forward_columns(&self, x: Tensor<B, 3>, columns: Range<usize>) -> Tensor<B, 3> {
+        let split = &self.split_wise;
+        let nx = split.block_size;
+        let plan = restrict_plan(&split.plan, columns.clone());
+        let dense_block = |block: usize, input: Tensor<B, 2>| {
+            let weight = split.weight.val().narrow(0, block, 1).reshape([nx, nx]);
+            input.matmul(weight.transpose())
+        };
+        if self.dim_wise.structure == DimStructure::Identity {
+            return apply_segments(x, &plan, dense_block);
+        }
+        let (lo, hi) = (columns.start / nx * nx, columns.end.div_ceil(nx) * nx);
+        match (
+            self.dim_wise.forward_columns(x.clone(), lo..hi),
+            shift_plan(&plan, lo),
+        ) {
+            (Some(mid), Some(shifted)) => apply_segments(mid, &shifted, dense_block),
+            _ => self.forward(x).narrow(2, columns.start, columns.len()),
+        }
     }
 
     /// Same map with dense matmuls (no structure shortcuts).
@@ -398,38 +428,50 @@ impl<B: Backend> TintAttention<B> {
         let d = d_sim / nh;
         let (q_start, n_q) = (rows.queries.start, rows.queries.len());
         let (k_start, n_k) = (rows.keys.start, rows.keys.len());
-        let project = |proj: &ContentProjection<B>, which: Qkv, start: usize, len: usize| {
-            let x = hidden.clone().narrow(1, start, len);
-            // A row range of a batch-1 state is not "contiguous" for flex (size-1 batch stride):
-            // one memcpy here keeps every later elementwise op on the fast path.
-            let x = compact_rows(x);
+        // Heads whose value is identically zero (zero value block, λ_v = 0) or that `c_proj`
+        // ignores contribute nothing: attend over the contiguous range of the others only, and
+        // project only their columns.
+        let heads = if dense { 0..nh } else { self.live_heads() };
+        let n_live = heads.len();
+        let cols = heads.start * d..heads.end * d;
+        // A row range of a batch-1 state is not "contiguous" for flex (size-1 batch stride): one
+        // memcpy per row range keeps every later op on the fast path (shared by k and v, and by
+        // q when the ranges coincide).
+        let key_rows = compact_rows(hidden.clone().narrow(1, k_start, n_k));
+        let query_rows = if (q_start, n_q) == (k_start, n_k) {
+            key_rows.clone()
+        } else {
+            compact_rows(hidden.clone().narrow(1, q_start, n_q))
+        };
+        let project = |proj: &ContentProjection<B>, which: Qkv, x: Tensor<B, 3>, start: usize| {
+            let [_, len, _] = x.dims();
             let content = if dense {
                 proj.forward_dense(x)
             } else {
-                proj.forward(x)
+                proj.forward_columns(x, cols.clone())
             };
             let index = position_index.clone().narrow(0, start, len);
             let out = match self.positions.term(which, index) {
-                // Same-shape add: a batch-broadcast operand makes flex walk element by element.
-                Some(term) if batch_size > 1 => content + Tensor::cat(vec![term; batch_size], 0),
-                Some(term) => content + term,
+                Some(term) => {
+                    let term = if n_live == nh {
+                        term
+                    } else {
+                        crate::layout::contiguous(term.narrow(2, cols.start, cols.len()))
+                    };
+                    // Same-shape add: a batch-broadcast operand makes flex walk element by element.
+                    if batch_size > 1 {
+                        content + Tensor::cat(vec![term; batch_size], 0)
+                    } else {
+                        content + term
+                    }
+                }
                 None => content,
             };
-            out.reshape([batch_size, len, nh, d]).swap_dims(1, 2) // [batch_size, nh, len, d]
+            out.reshape([batch_size, len, n_live, d]).swap_dims(1, 2) // [batch_size, live, len, d]
         };
-        // Heads whose value is identically zero (zero value block, λ_v = 0) or that `c_proj`
-        // ignores contribute nothing: attend over the contiguous range of the others only.
-        let heads = if dense { 0..nh } else { self.live_heads() };
-        let select_heads = |x: Tensor<B, 4>| {
-            if heads.len() == nh {
-                x
-            } else {
-                x.narrow(1, heads.start, heads.len())
-            }
-        };
-        let q = select_heads(project(&self.query, Qkv::Query, q_start, n_q));
-        let k = select_heads(project(&self.key, Qkv::Key, k_start, n_k));
-        let v = select_heads(project(&self.value, Qkv::Value, k_start, n_k));
+        let q = project(&self.query, Qkv::Query, query_rows, q_start);
+        let k = project(&self.key, Qkv::Key, key_rows.clone(), k_start);
+        let v = project(&self.value, Qkv::Value, key_rows, k_start);
         let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch_size, nh, n_q, n_k]
         let device = scores.device();
         let dtype = scores.dtype();

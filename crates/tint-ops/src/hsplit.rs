@@ -56,6 +56,17 @@ pub enum Segment {
         /// Block size.
         len: usize,
     },
+    /// Output columns `[offset, offset + width)` of split-wise block `block` ([`restrict_plan`]).
+    PartialDense {
+        /// Block index.
+        block: usize,
+        /// Block size.
+        len: usize,
+        /// First kept column of the block output.
+        offset: usize,
+        /// Number of kept columns.
+        width: usize,
+    },
 }
 
 impl Segment {
@@ -65,6 +76,7 @@ impl Segment {
             | Segment::Zero { len }
             | Segment::Sum { len, .. }
             | Segment::Dense { len, .. } => *len,
+            Segment::PartialDense { width, .. } => *width,
             Segment::Gather { index } => index.len(),
         }
     }
@@ -136,6 +148,13 @@ pub fn apply_segments<B: Backend>(
             Segment::Dense { block, len } => {
                 dense_block(*block, x2.clone().narrow(1, block * len, *len))
             }
+            Segment::PartialDense {
+                block,
+                len,
+                offset,
+                width,
+            } => dense_block(*block, x2.clone().narrow(1, block * len, *len))
+                .narrow(1, *offset, *width),
         })
         .collect();
     let out = if parts.len() == 1 {
@@ -144,6 +163,85 @@ pub fn apply_segments<B: Backend>(
         Tensor::cat(parts, 1)
     };
     out.reshape([batch_size, n_rows, out_width])
+}
+
+/// The part of a plan that produces output columns `columns` (a plan over the same input).
+///
+/// Every output column of a segment depends only on its own input columns, so the restricted plan
+/// is the overlapping segments, cut to the range.
+pub fn restrict_plan(plan: &[Segment], columns: Range<usize>) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for segment in plan {
+        let len = segment.len();
+        let (from, to) = (columns.start.max(start), columns.end.min(start + len));
+        if from < to {
+            let (offset, width) = (from - start, to - from);
+            let cut = match segment {
+                Segment::Copy { source, .. } => Segment::Copy {
+                    source: source + offset,
+                    len: width,
+                },
+                Segment::Zero { .. } => Segment::Zero { len: width },
+                Segment::Sum { terms, .. } => Segment::Sum {
+                    terms: terms
+                        .iter()
+                        .map(|&(source, coef)| (source + offset, coef))
+                        .collect(),
+                    len: width,
+                },
+                Segment::Gather { index } => Segment::Gather {
+                    index: index[offset..offset + width].to_vec(),
+                },
+                Segment::Dense { block, len } if offset == 0 && width == *len => Segment::Dense {
+                    block: *block,
+                    len: *len,
+                },
+                // A partial dense block: evaluate it whole, keep the columns (never in the
+                // constructed modules, whose restricted ranges are whole blocks).
+                Segment::Dense { block, len } => Segment::PartialDense {
+                    block: *block,
+                    len: *len,
+                    offset,
+                    width,
+                },
+                Segment::PartialDense { .. } => {
+                    unreachable!("plans are built without partial blocks")
+                }
+            };
+            push_segment(&mut out, cut);
+        }
+        start += len;
+    }
+    out
+}
+
+/// A plan reading input columns `shift..` re-expressed for an input that starts at column `shift`;
+/// `None` if it holds matmul blocks (their input is addressed by block index).
+pub fn shift_plan(plan: &[Segment], shift: usize) -> Option<Vec<Segment>> {
+    plan.iter()
+        .map(|segment| match segment {
+            Segment::Copy { source, len } => Some(Segment::Copy {
+                source: source.checked_sub(shift)?,
+                len: *len,
+            }),
+            Segment::Zero { len } => Some(Segment::Zero { len: *len }),
+            Segment::Sum { terms, len } => Some(Segment::Sum {
+                terms: terms
+                    .iter()
+                    .map(|&(source, coef)| Some((source.checked_sub(shift)?, coef)))
+                    .collect::<Option<_>>()?,
+                len: *len,
+            }),
+            Segment::Gather { index } => Some(Segment::Gather {
+                index: index
+                    .iter()
+                    .map(|&i| i.checked_sub(shift))
+                    .collect::<Option<_>>()?,
+            }),
+            Segment::Dense { .. } | Segment::PartialDense { .. } => None,
+        })
+        .collect()
 }
 
 /// What one split-wise block does, detected from the constructed weights.
@@ -309,6 +407,18 @@ impl<B: Backend> SplitWise<B> {
         })
     }
 
+    /// Output columns `columns` of [`SplitWise::forward`], computed alone.
+    ///
+    /// # Shapes
+    /// * `x`: `[batch_size, n_rows, nf * nx]` → `[batch_size, n_rows, columns.len()]`
+    pub fn forward_columns(&self, x: Tensor<B, 3>, columns: Range<usize>) -> Tensor<B, 3> {
+        let nx = self.block_size;
+        apply_segments(x, &restrict_plan(&self.plan, columns), |block, input| {
+            let weight = self.weight.val().narrow(0, block, 1).reshape([nx, nx]);
+            input.matmul(weight.transpose())
+        })
+    }
+
     /// Applies the op as one dense batched matmul `[nf, rows, nx] x [nf, nx, nx]` plus bias.
     ///
     /// # Shapes
@@ -454,6 +564,23 @@ impl<B: Backend> DimWise<B> {
         }
     }
 
+    /// Output columns `columns` of [`DimWise::forward`], computed alone; `None` for a
+    /// per-coordinate op (no column plan).
+    ///
+    /// # Shapes
+    /// * `x`: `[batch_size, n_rows, nf * nx]` → `[batch_size, n_rows, columns.len()]`
+    pub fn forward_columns(&self, x: Tensor<B, 3>, columns: Range<usize>) -> Option<Tensor<B, 3>> {
+        match self.structure {
+            DimStructure::Identity => Some(x.narrow(2, columns.start, columns.len())),
+            DimStructure::PerCoordinate => None,
+            DimStructure::Shared => Some(apply_segments(
+                x,
+                &restrict_plan(&self.plan, columns),
+                |_, input| input,
+            )),
+        }
+    }
+
     /// Which input blocks the op reads (a block no output depends on can be skipped upstream).
     pub fn used_blocks(&self) -> Vec<bool> {
         let (nf, nx) = (self.n_blocks, self.block_size);
@@ -545,7 +672,7 @@ impl<B: Backend> DimWise<B> {
                     }
                     parts.push(acc.unwrap_or_else(|| zeros(nx)));
                 }
-                Segment::Gather { .. } | Segment::Dense { .. } => {
+                Segment::Gather { .. } | Segment::Dense { .. } | Segment::PartialDense { .. } => {
                     unreachable!("dimension-wise plans hold copies, zeros and sums")
                 }
             }
@@ -630,6 +757,49 @@ mod tests {
                 Tolerance::absolute(TOL),
             );
         assert_eq!(ob.narrow(1, 1, 1).abs().max().into_scalar(), 0.0);
+    }
+
+    #[test]
+    fn column_restricted_ops_equal_the_full_ops_narrowed() {
+        let device = Default::default();
+        let (nf, nx) = (4, 3);
+        // Split-wise: identity, zero, a selection (gather) and a dense block.
+        let mut split = SplitWiseBuilder::identity(nf, nx);
+        split.zero_block(1);
+        split.zero_block(2);
+        split.set(2, 0, 2, 1.0);
+        split.set(2, 1, 0, 1.0);
+        split.set(2, 2, 0, 1.0);
+        split.set(3, 0, 1, 2.0);
+        let split: SplitWise<TestBackend> = split.build(DType::F32, &device);
+        // Dimension-wise: a shared sum.
+        let mut mix = DimWiseBuilder::zeros(nf, nx);
+        mix.set_all_coords(0, 0, 1.0);
+        mix.set_all_coords(0, 3, -2.0);
+        mix.set_all_coords(2, 1, 1.0);
+        mix.set_all_coords(3, 3, 1.0);
+        let mix: DimWise<TestBackend> = mix.build(DType::F32, &device);
+        let x = random([2, 5, nf * nx]);
+        for columns in [0..12, 0..3, 2..7, 6..9, 4..12, 9..12] {
+            let (from, len) = (columns.start, columns.len());
+            let expect = split.forward(x.clone()).narrow(2, from, len);
+            let got = split.forward_columns(x.clone(), columns.clone());
+            got.to_data()
+                .assert_approx_eq::<f32>(&expect.to_data(), Tolerance::absolute(TOL));
+            let expect = mix.forward(x.clone()).narrow(2, from, len);
+            let got = mix.forward_columns(x.clone(), columns.clone()).unwrap();
+            got.to_data()
+                .assert_approx_eq::<f32>(&expect.to_data(), Tolerance::absolute(TOL));
+        }
+        // A shifted plan reads an input that starts at the shift.
+        let plan = restrict_plan(&split.plan, 6..9);
+        let shifted = shift_plan(&plan, 6).expect("no matmul block");
+        let got = apply_segments(x.clone().narrow(2, 6, 3), &shifted, |_, i| i);
+        got.to_data().assert_approx_eq::<f32>(
+            &split.forward(x).narrow(2, 6, 3).to_data(),
+            Tolerance::absolute(TOL),
+        );
+        assert!(shift_plan(&restrict_plan(&split.plan, 9..12), 9).is_none());
     }
 
     #[test]

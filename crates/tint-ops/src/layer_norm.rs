@@ -13,7 +13,7 @@ use crate::{
     group_norm::{group_norm_first, layer_norm_plain},
     hsplit::{DimWise, DimWiseBuilder},
     layout,
-    linear::{cat_columns, columns, prefix_weight_and_bias},
+    linear::{cat_columns, column_view, columns, prefix_weight_and_bias},
     linear::{LinearBackward, LinearDescent, LinearForward},
     options::{Derivative, GateMode, TintOptions},
 };
@@ -288,7 +288,7 @@ impl<B: Backend> LayerNormDescentBackward<B> {
         let [_, _, ds] = tokens.dims();
         let (d, mem) = (backward.d_model, backward.memory_index);
         let (weight, _) = prefix_weight_and_bias(&prefix, d);
-        let dz = columns(&tokens, 0, d).matmul(weight);
+        let dz = column_view(&tokens, 0, d).matmul(weight);
         let x = columns(&tokens, mem + d, d);
         let zhat = columns(&tokens, mem, d);
         let normed = normalize_rows(dz.mul_scalar(1.0 / scale) + x, backward.epsilon);
@@ -296,7 +296,7 @@ impl<B: Backend> LayerNormDescentBackward<B> {
         let out = cat_columns(vec![
             (Some(signal), d),
             (None, mem - d),
-            (Some(columns(&tokens, mem, ds - mem)), ds - mem),
+            (Some(column_view(&tokens, mem, ds - mem)), ds - mem),
         ]);
         let update = self.descent.structured_update(&tokens, ctx);
         (layout::contiguous(prefix) + update, out)

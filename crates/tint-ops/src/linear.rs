@@ -64,7 +64,8 @@ pub(crate) fn prefix_weight_and_bias<B: Backend>(
     (weight, bias)
 }
 
-/// A contiguous copy of dims `[from, from + width)` of token rows.
+/// A contiguous copy of dims `[from, from + width)` of token rows (for elementwise ops: flex walks
+/// a strided operand element by element). Copied as one 2-d `[batch_size T, width]` block.
 ///
 /// # Shapes
 /// * `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, width]`
@@ -73,7 +74,27 @@ pub(crate) fn columns<B: Backend>(
     from: usize,
     width: usize,
 ) -> Tensor<B, 3> {
-    crate::layout::contiguous(tokens.clone().narrow(2, from, width))
+    let [batch_size, t, ds] = tokens.dims();
+    let flat = tokens
+        .clone()
+        .reshape([batch_size * t, ds])
+        .narrow(1, from, width);
+    flat.clone()
+        .reshape(flat.dims())
+        .reshape([batch_size, t, width])
+}
+
+/// Dims `[from, from + width)` of token rows as a view (matmul and cat read strided operands
+/// directly).
+///
+/// # Shapes
+/// * `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, width]`
+pub(crate) fn column_view<B: Backend>(
+    tokens: &Tensor<B, 3>,
+    from: usize,
+    width: usize,
+) -> Tensor<B, 3> {
+    tokens.clone().narrow(2, from, width)
 }
 
 /// The prefix rows and token rows of a state (views).
@@ -384,7 +405,7 @@ impl<B: Backend> LinearForward<B> {
         prefix: &Tensor<B, 3>,
         tokens: &Tensor<B, 3>,
     ) -> Tensor<B, 3> {
-        let x = columns(tokens, 0, self.d_model);
+        let x = column_view(tokens, 0, self.d_model);
         self.structured_rows_of(prefix, x, tokens.dims()[2])
     }
 
@@ -552,12 +573,12 @@ impl<B: Backend> LinearBackward<B> {
         let d = self.d_model;
         let [_, _, ds] = tokens.dims();
         let (weight, _) = prefix_weight_and_bias(prefix, d);
-        let dx = columns(tokens, 0, d).matmul(weight);
+        let dx = column_view(tokens, 0, d).matmul(weight);
         match self.memory_index {
             Some(mem) => cat_columns(vec![
                 (Some(dx), d),
                 (None, mem - d),
-                (Some(columns(tokens, mem, ds - mem)), ds - mem),
+                (Some(column_view(tokens, mem, ds - mem)), ds - mem),
             ]),
             None => cat_columns(vec![(Some(dx), d), (None, ds - d)]),
         }
@@ -725,7 +746,7 @@ impl<B: Backend> LinearDescent<B> {
             bias_step
         };
         let weight_rows = (!self.update_bias_only).then(|| {
-            let x = columns(tokens, self.memory_index, d);
+            let x = column_view(tokens, self.memory_index, d);
             dy.swap_dims(1, 2)
                 .matmul(x)
                 .mul_scalar(lr)
