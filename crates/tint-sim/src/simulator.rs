@@ -527,9 +527,10 @@ impl<B: Backend> TintSimulator<B> {
                 .fc
                 .forward_rows(blocks[6 + 3 * k].clone(), m.clone(), ctx);
             store(&u, lin_mem);
+            // `u` is a LinearForward output: zero between its signal and its memory.
             let v = fb
                 .activation
-                .forward_rows(blocks[7 + 3 * k].clone(), u, ctx);
+                .forward_rows_zero_padded(blocks[7 + 3 * k].clone(), u, ctx);
             store(&v, lin_mem);
             let y = fb.proj.forward_rows(blocks[8 + 3 * k].clone(), v, ctx);
             store(&y, lin_mem);
