@@ -510,11 +510,13 @@ impl<B: Backend> TintSimulator<B> {
             value: blocks[3].clone(),
         };
         // Softmax attention reads the whole state (its prefix rows are ignored).
-        let at = layout::token_rows(
+        // A contiguous copy: a row range of a batched state is a 3-d strided view, which flex
+        // copies element by element wherever it is read later (stored memory, `cat`).
+        let at = layout::contiguous(layout::token_rows(
             fb.attention
                 .forward(layout::join_rows(blocks[1].clone(), a1), &qkv, ctx),
             p,
-        );
+        ));
         store(&at, attn_mem);
         let o = fb.attention_proj.forward_rows(blocks[4].clone(), at, ctx);
         store(&o, lin_mem);
@@ -600,7 +602,7 @@ impl<B: Backend> TintSimulator<B> {
             ctx,
         );
         new_blocks[3] = layout::prefix_rows(state.clone(), p);
-        let st = layout::token_rows(state, p);
+        let st = layout::contiguous(layout::token_rows(state, p));
         let (block, st) =
             bb.ln_1
                 .forward_rows(blocks[0].clone(), prepare(st, ln_mem, &acts[0]), ctx);
