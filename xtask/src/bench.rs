@@ -16,9 +16,11 @@ use anyhow::{bail, Context, Result};
 use burn::tensor::{Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use tint_aux::{dynamic_eval, load_model, AuxModel, DynEvalConfig};
+use tint_sim::llama::{LlamaReference, LlamaTintConfig};
 use tint_sim::{AuxParams, FunctionalReference, SimInput, TintConfig, TintSimulator};
 
 use crate::backend::{device, AB, B, BACKEND_NAME};
+use crate::model_arg::{load_aux, ModelArg};
 use crate::report_doc::write_marked_section;
 
 /// The authors' figures quoted in issue #9 (PyTorch, 2-core CPU, tiny config, T = 256).
@@ -31,6 +33,8 @@ const OFFICIAL_AUX_SECONDS: f64 = 0.02;
 const OFFICIAL_PEAK_GB: f64 = 1.5;
 /// Targets of issue #9 for the simulator step (seconds, by batch size).
 const TARGET_SIM_SECONDS: [(usize, f64); 2] = [(1, 0.6), (2, 1.0)];
+/// Sequence length of the SmolLM2 measurements.
+const SMOLLM2_SEQ_LENGTH: usize = 256;
 /// Side of the square sgemm that measures the machine's matmul rate.
 const SGEMM_SIZE: usize = 1024;
 /// Inner learning rate of the timed step (any finite value times the same work).
@@ -54,6 +58,13 @@ pub struct BenchArgs {
     /// Measurements to run (sim, ref, dyn, aux, sgemm).
     #[arg(long, value_delimiter = ',', default_value = "sim,ref,dyn,aux,sgemm")]
     pub modes: Vec<String>,
+    /// Also time the LLaMA functional reference (top `--smollm2-layers` layers updated) and a plain
+    /// forward on SmolLM2-135M (`cargo xtask fetch smollm2` first), B = 1, T = 256.
+    #[arg(long)]
+    pub smollm2: bool,
+    /// Layers the SmolLM2 reference updates.
+    #[arg(long, default_value_t = 2)]
+    pub smollm2_layers: usize,
     /// Internal: run one measurement `MODE:BATCH` in this process and print it as JSON.
     #[arg(long, hide = true)]
     pub child: Option<String>,
@@ -234,7 +245,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             .model_dir
             .as_deref()
             .context("--child needs --model-dir")?;
-        let measurement = run_child(&config, child, dir, args.repeat)?;
+        let measurement = run_child(&config, child, dir, args.repeat, args.smollm2_layers)?;
         println!("{}", serde_json::to_string(&measurement)?);
         return Ok(());
     }
@@ -243,7 +254,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let dir = checkpoint_dir(&config);
     write_checkpoint(&config, &dir)?;
-    let exe = std::env::current_exe().context("locating the xtask binary")?;
     let mut measurements = Vec::new();
     for mode in &args.modes {
         let batches: Vec<usize> = if mode == "sgemm" {
@@ -252,46 +262,100 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             args.batch_sizes.clone()
         };
         for batch_size in batches {
-            eprintln!("bench {}: {mode} B={batch_size} ...", config.name);
-            let mut command = Command::new(&exe);
-            command.arg("bench");
-            if args.quick {
-                command.arg("--quick");
-            }
-            let output = command
-                .args(["--repeat", &args.repeat.to_string()])
-                .args(["--child", &format!("{mode}:{batch_size}")])
-                .arg("--model-dir")
-                .arg(&dir)
-                .output()
-                .context("running a bench child")?;
-            if !output.status.success() {
-                bail!(
-                    "bench child {mode}:{batch_size} failed: {}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            let line = stdout
-                .lines()
-                .rev()
-                .find(|l| l.starts_with('{'))
-                .context("bench child printed no result")?;
-            let measurement: Measurement = serde_json::from_str(line)?;
-            eprintln!(
-                "  min {:.4} s (cpu {:.2} s), peak RSS {:.0} MB",
-                min(&measurement.seconds),
-                min(&measurement.cpu_seconds),
-                measurement.peak_rss_kb as f64 / 1024.0
-            );
-            measurements.push(measurement);
+            measurements.push(run_in_child(args, &config, mode, batch_size, &dir)?);
         }
     }
     let section = render_report(&config, &measurements, args.repeat, &machine_description());
     let key = format!("bench-{}", config.name);
     write_marked_section(&args.out, &key, &section, REPORT_HEADER)?;
+    if args.smollm2 {
+        let mut smollm2 = Vec::new();
+        for mode in ["smollm2-aux", "smollm2-ref"] {
+            smollm2.push(run_in_child(args, &config, mode, 1, &dir)?);
+        }
+        let section = render_smollm2(&smollm2, args.smollm2_layers, args.repeat);
+        write_marked_section(&args.out, "bench-smollm2", &section, REPORT_HEADER)?;
+    }
     eprintln!("wrote {}", args.out.display());
     Ok(())
+}
+
+/// Runs one measurement in a child process (this binary with `--child`) and parses its result.
+fn run_in_child(
+    args: &BenchArgs,
+    config: &BenchConfig,
+    mode: &str,
+    batch_size: usize,
+    dir: &Path,
+) -> Result<Measurement> {
+    eprintln!("bench {}: {mode} B={batch_size} ...", config.name);
+    let exe = std::env::current_exe().context("locating the xtask binary")?;
+    let mut command = Command::new(&exe);
+    command.arg("bench");
+    if args.quick {
+        command.arg("--quick");
+    }
+    let output = command
+        .args(["--repeat", &args.repeat.to_string()])
+        .args(["--smollm2-layers", &args.smollm2_layers.to_string()])
+        .args(["--child", &format!("{mode}:{batch_size}")])
+        .arg("--model-dir")
+        .arg(dir)
+        .output()
+        .context("running a bench child")?;
+    if !output.status.success() {
+        bail!(
+            "bench child {mode}:{batch_size} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .context("bench child printed no result")?;
+    let measurement: Measurement = serde_json::from_str(line)?;
+    eprintln!(
+        "  min {:.4} s (cpu {:.2} s), peak RSS {:.0} MB",
+        min(&measurement.seconds),
+        min(&measurement.cpu_seconds),
+        measurement.peak_rss_kb as f64 / 1024.0
+    );
+    Ok(measurement)
+}
+
+/// The SmolLM2 report section.
+fn render_smollm2(measurements: &[Measurement], layers: usize, repeat: usize) -> String {
+    let mut out = format!(
+        "## SmolLM2-135M (measured {})
+
+\
+         LLaMA functional reference (TINT_SPEC §9 on LLaMA: top {layers} layers updated, one step, \
+         finite differences) and a plain forward, Q4_1 GGUF dequantised to f32, T = {SMOLLM2_SEQ_LENGTH} \
+         ({} training tokens), B = 1, Flex; one warm-up, then {repeat} timed runs in a child process. \
+         FLOPs are not counted for this model.\n\n\
+         | measurement | min s | median s | cpu s | tokens/s | peak RSS MB |\n|---|---|---|---|---|---|\n",
+        today(),
+        SMOLLM2_SEQ_LENGTH / 2,
+    );
+    for m in measurements {
+        let best = min(&m.seconds);
+        out.push_str(&format!(
+            "| {} | {:.3} | {:.3} | {:.2} | {:.0} | {:.0} |\n",
+            match m.mode.as_str() {
+                "smollm2-aux" => "SmolLM2 forward",
+                _ => "SmolLM2 LLaMA functional reference step",
+            },
+            best,
+            median(&m.seconds),
+            min(&m.cpu_seconds),
+            SMOLLM2_SEQ_LENGTH as f64 / best,
+            m.peak_rss_kb as f64 / 1024.0,
+        ));
+    }
+    out.push_str("\nReproduce: `cargo xtask fetch smollm2`, then `cargo xtask bench --smollm2`.\n");
+    out
 }
 
 /// The start of a fresh report file (the measured sections are appended after it).
@@ -314,7 +378,13 @@ fn ids<Bk: burn::tensor::backend::Backend>(
 }
 
 /// One measurement in this process: load, build, warm up, time `repeat` runs.
-fn run_child(config: &BenchConfig, spec: &str, dir: &Path, repeat: usize) -> Result<Measurement> {
+fn run_child(
+    config: &BenchConfig,
+    spec: &str,
+    dir: &Path,
+    repeat: usize,
+    smollm2_layers: usize,
+) -> Result<Measurement> {
     let (mode, batch) = spec.split_once(':').context("--child expects MODE:BATCH")?;
     let batch_size: usize = batch.parse().context("batch size")?;
     let device = device();
@@ -372,6 +442,36 @@ fn run_child(config: &BenchConfig, spec: &str, dir: &Path, repeat: usize) -> Res
                     .to_vec::<f32>()
                     .map_err(|e| anyhow::anyhow!("{e:?}"))?[0] as f64)
             })
+        }
+        "smollm2-aux" | "smollm2-ref" => {
+            let arg: ModelArg = "smollm2".parse().map_err(|e: String| anyhow::anyhow!(e))?;
+            let model: AuxModel<B> = load_aux(&arg, &device)?;
+            let vocab = model.vocab_size() as i64;
+            let n = (batch_size * SMOLLM2_SEQ_LENGTH) as i64;
+            let ids: Vec<i64> = (0..n).map(|i| (i * 7919 + 13) % vocab).collect();
+            let ids = Tensor::<B, 2, Int>::from_data(
+                TensorData::new(ids, [batch_size, SMOLLM2_SEQ_LENGTH]),
+                &device,
+            );
+            if mode == "smollm2-aux" {
+                Box::new(move || {
+                    let logits = model.forward(ids.clone())?;
+                    Ok(logits
+                        .into_data()
+                        .to_vec::<f32>()
+                        .map_err(|e| anyhow::anyhow!("{e:?}"))?[0] as f64)
+                })
+            } else {
+                let input =
+                    SimInput::with_train_lengths(ids, &vec![SMOLLM2_SEQ_LENGTH / 2; batch_size])?;
+                let llama_config = LlamaTintConfig {
+                    n_simulation_layers: Some(smollm2_layers),
+                    inner_lr: INNER_LR,
+                    ..Default::default()
+                };
+                let reference = LlamaReference::new(&model, llama_config)?;
+                Box::new(move || Ok(reference.forward(&input)?.final_loss.mean()))
+            }
         }
         other => bail!("unknown bench mode {other}: sim, ref, dyn, aux or sgemm"),
     };
@@ -834,6 +934,15 @@ mod tests {
         assert!(report.contains("ids.json"));
         // 256 tokens in 0.5 s.
         assert!(report.contains("| 512 |"));
+        let smollm2 = render_smollm2(&[measurement("smollm2-ref", 1, 4.0)], 2, 3);
+        // min 4 s, median 4.4 s, 256 tokens / 4 s = 64 tokens/s.
+        assert!(
+            smollm2.contains(
+                "| SmolLM2 LLaMA functional reference step | 4.000 | 4.400 | 4.00 | 64 | 512 |"
+            ),
+            "{smollm2}"
+        );
+        assert!(smollm2.contains("top 2 layers updated"));
     }
 
     #[test]
