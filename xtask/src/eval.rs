@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use tint_aux::AuxModel;
-use tint_eval::methods::{default_tint_config, Tint, Vanilla};
+use tint_eval::methods::{default_tint_config, Labelled, Tint, Vanilla};
 use tint_eval::{run_lm_eval, LmEvalConfig, LmMethod, LmReport};
 use tint_sim::TintConfig;
 
@@ -62,12 +62,23 @@ pub struct LmArgs {
     /// `inner_lr × (train tokens − 1)` (TinT's step is on the summed loss).
     #[arg(long)]
     pub lr: Option<f64>,
-    /// TinT inner learning rate `eta` on the SUMMED loss.
-    #[arg(long, default_value_t = 1e-5)]
-    pub inner_lr: f64,
+    /// TinT inner learning rate `eta` on the SUMMED loss; a comma-separated list is a grid (every
+    /// adaptive method runs once per value, named `<method> eta=<value>`).
+    #[arg(long, value_delimiter = ',', default_value = "1e-5")]
+    pub inner_lr: Vec<f64>,
     /// SGD steps of dynamic evaluation (and simulated steps of TinT).
     #[arg(long, default_value_t = 1)]
     pub steps: usize,
+    /// Compute budgets `LAYERSxSTEPS`, comma-separated (the paper's `12x1,6x2,3x4`; `allx1`): the top
+    /// LAYERS blocks are updated (TinT's n_simulation_layers; dynamic evaluation trains only those
+    /// blocks and the final norm) for STEPS steps. Replaces `--sim-layers`/`--steps` for the adaptive
+    /// methods; several budgets name the methods `<method> <budget>`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_budget)]
+    pub budget: Vec<Budget>,
+    /// Keep the finished (method, train fraction) cells of an existing `--out` made with the same
+    /// settings and compute only the missing ones (the JSON is rewritten after every cell).
+    #[arg(long)]
+    pub resume: bool,
     /// TinT hyper-parameters (`--tint-hidden-size`, `--tint-prefixes`, `--tint-heads`, `--sim-layers`, …).
     #[command(flatten)]
     pub tint: TintFlags,
@@ -78,6 +89,42 @@ pub struct LmArgs {
 
 /// The methods `eval lm` knows.
 const METHODS: [&str; 4] = ["vanilla", "dyn-eval", "tint", "tint-ref"];
+
+/// A compute budget of the adaptive methods: the top `layers` blocks (`None` = all) for `steps`
+/// steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Budget {
+    /// Updated (simulated) top layers; `None` = every layer.
+    pub layers: Option<usize>,
+    /// Steps on the training part.
+    pub steps: usize,
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.layers {
+            Some(l) => write!(f, "{l}x{}", self.steps),
+            None => write!(f, "allx{}", self.steps),
+        }
+    }
+}
+
+/// Parses `LAYERSxSTEPS` (`12x1`, `allx2`; `×` also accepted).
+pub fn parse_budget(text: &str) -> Result<Budget, String> {
+    let bad = || format!("budget {text:?}: expected LAYERSxSTEPS, e.g. 12x1, 6x2 or allx1");
+    let (layers, steps) = text.trim().split_once(['x', 'X', '×']).ok_or_else(bad)?;
+    let layers = match layers.trim() {
+        "all" => None,
+        n => Some(n.parse::<usize>().map_err(|_| bad())?),
+    };
+    let steps: usize = steps.trim().parse().map_err(|_| bad())?;
+    if steps == 0 || layers == Some(0) {
+        return Err(format!(
+            "budget {text:?}: layers and steps must be at least 1"
+        ));
+    }
+    Ok(Budget { layers, steps })
+}
 
 /// TinT hyper-parameters on the command line (shared by `eval lm` and `logits --tint`).
 #[derive(clap::Args, Debug, Clone, serde::Serialize)]
@@ -121,6 +168,17 @@ impl Default for TintFlags {
 }
 
 impl TintFlags {
+    /// `--sim-layers` as a count (`None` = all).
+    pub fn sim_layer_count(&self) -> Result<Option<usize>> {
+        Ok(match self.sim_layers.as_str() {
+            "all" => None,
+            n => Some(
+                n.parse()
+                    .with_context(|| format!("--sim-layers {n:?}: expected a number or `all`"))?,
+            ),
+        })
+    }
+
     /// The simulator configuration for `model` with step `inner_lr` and `steps` simulated steps.
     pub fn config<Bk: burn::tensor::backend::Backend>(
         &self,
@@ -146,13 +204,7 @@ impl TintFlags {
         config.reuse_forward_blocks = !self.no_reuse;
         config.reuse_backward_blocks = !self.no_reuse;
         config.restrict_prefixes = true;
-        config.n_simulation_layers = match self.sim_layers.as_str() {
-            "all" => None,
-            n => Some(
-                n.parse()
-                    .with_context(|| format!("--sim-layers {n:?}: expected a number or `all`"))?,
-            ),
-        };
+        config.n_simulation_layers = self.sim_layer_count()?;
         if self.exact_derivatives {
             config.derivatives = tint_sim::DerivativeMode::Exact;
         }
@@ -189,8 +241,10 @@ fn run_default(out: &Path) -> Result<()> {
         lr: None,
         // eta = 1e-4 on the summed loss, i.e. lr ≈ 1.3e-2 on the mean loss at 50 %: the best of
         // {1e-5, 1e-4, 4e-4} on two SOTU blocks (docs/results.md).
-        inner_lr: 1e-4,
+        inner_lr: vec![1e-4],
         steps: 1,
+        budget: Vec::new(),
+        resume: false,
         tint: TintFlags::default(),
         out: out.join("lm-smollm2-sotu.json"),
     };
@@ -205,7 +259,7 @@ fn run_default(out: &Path) -> Result<()> {
         start.elapsed().as_secs_f64(),
         report.settings["blocks"],
         lm.block_size,
-        lm.inner_lr,
+        lm.inner_lr[0],
         lm.out.display(),
         report.markdown_table()
     );
@@ -231,8 +285,10 @@ fn run_quick(out: &Path) -> Result<()> {
             .map(String::from)
             .to_vec(),
         lr: None,
-        inner_lr: 1e-2,
+        inner_lr: vec![1e-2],
         steps: 1,
+        budget: Vec::new(),
+        resume: false,
         tint: TintFlags::default(),
         out: out.join("lm-quick.json"),
     };
@@ -254,6 +310,17 @@ pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
         if !METHODS.contains(&m.as_str()) {
             bail!("unknown method {m:?}; available: {}", METHODS.join(", "));
         }
+    }
+    if args.inner_lr.is_empty()
+        || args
+            .inner_lr
+            .iter()
+            .any(|eta| !eta.is_finite() || *eta < 0.0)
+    {
+        bail!(
+            "--inner-lr {:?}: give one or more finite, non-negative learning rates",
+            args.inner_lr
+        );
     }
     let text_path = match &args.text {
         Some(p) => p.clone(),
@@ -284,26 +351,55 @@ pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
         max_blocks: args.max_blocks,
         ..Default::default()
     };
+    let budgets = if args.budget.is_empty() {
+        vec![Budget {
+            layers: args.tint.sim_layer_count()?,
+            steps: args.steps,
+        }]
+    } else {
+        args.budget.clone()
+    };
     let mut methods: Vec<Box<dyn LmMethod + '_>> = Vec::new();
     for m in &args.methods {
-        match m.as_str() {
-            "vanilla" => methods.push(Box::new(Vanilla::new(&inference))),
-            "dyn-eval" => methods.push(Box::new(tint_eval::methods::DynEval {
-                model: &model,
-                lr: args.lr,
-                inner_lr: args.inner_lr,
-                steps: args.steps,
-            })),
-            "tint" | "tint-ref" => {
-                let config = args.tint.config(&inference, args.inner_lr, args.steps)?;
-                let method = if m == "tint" {
-                    Tint::simulator(&inference, config)?
-                } else {
-                    Tint::reference(&inference, config)?
+        if m == "vanilla" {
+            methods.push(Box::new(Vanilla::new(&inference)));
+            continue;
+        }
+        for &eta in &args.inner_lr {
+            for budget in &budgets {
+                let mut label = m.clone();
+                if args.inner_lr.len() > 1 {
+                    label += &format!(" eta={eta:e}");
+                }
+                if budgets.len() > 1 {
+                    label += &format!(" {budget}");
+                }
+                let method: Box<dyn LmMethod + '_> = match m.as_str() {
+                    "dyn-eval" => Box::new(tint_eval::methods::DynEval {
+                        model: &model,
+                        lr: args.lr,
+                        inner_lr: eta,
+                        steps: budget.steps,
+                        // Without --budget the baseline trains every parameter (the paper's).
+                        top_layers: if args.budget.is_empty() {
+                            None
+                        } else {
+                            budget.layers
+                        },
+                    }),
+                    "tint" | "tint-ref" => {
+                        let mut config = args.tint.config(&inference, eta, budget.steps)?;
+                        config.n_simulation_layers = budget.layers;
+                        if m == "tint" {
+                            Box::new(Tint::simulator(&inference, config)?)
+                        } else {
+                            Box::new(Tint::reference(&inference, config)?)
+                        }
+                    }
+                    _ => unreachable!("checked above"),
                 };
-                methods.push(Box::new(method));
+                methods.push(Box::new(Labelled { label, method }));
             }
-            _ => unreachable!("checked above"),
         }
     }
     let bar = ProgressBar::new(0).with_style(
@@ -319,12 +415,46 @@ pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
         "backend": BACKEND_NAME,
         "lr_rule": "dyn-eval lr = --lr if given, else inner_lr * (train tokens - 1) (matched step)",
     });
-    let report = run_lm_eval(&tokens, &config, &mut methods, settings, &mut |p| {
-        bar.set_length(p.total as u64);
-        bar.set_position(p.done as u64);
-        bar.set_message(p.message);
-    })?;
+    let previous = if args.resume {
+        previous_cells(&args.out, &settings)?
+    } else {
+        Vec::new()
+    };
+    if !previous.is_empty() {
+        eprintln!(
+            "resuming: {} finished cells in {}",
+            previous.len(),
+            args.out.display()
+        );
+    }
+    let mut finished: Vec<tint_eval::MethodResult> = Vec::new();
+    let mut checkpoint_error = None;
+    let report = run_lm_eval(
+        &tokens,
+        &config,
+        &mut methods,
+        settings.clone(),
+        &previous,
+        &mut |p| {
+            bar.set_length(p.total as u64);
+            bar.set_position(p.done as u64);
+            bar.set_message(p.message);
+            if let Some(cell) = p.cell {
+                finished.push(cell);
+                let partial = LmReport {
+                    settings: serde_json::json!({ "eval": &config, "run": &settings, "partial": true }),
+                    results: finished.clone(),
+                };
+                if let Err(e) = partial.write_json(&args.out) {
+                    checkpoint_error.get_or_insert(e);
+                }
+            }
+        },
+    )?;
     bar.finish_and_clear();
+    if let Some(e) = checkpoint_error {
+        return Err(e).context("writing the partial report");
+    }
     report.write_json(&args.out)?;
     let table = report.markdown_table();
     let md = args.out.with_extension("md");
@@ -333,6 +463,10 @@ pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
         format!("{table}\nSettings: see {}\n", args.out.display()),
     )
     .with_context(|| format!("writing {}", md.display()))?;
+    let svg = args.out.with_extension("svg");
+    let title = format!("{} on {}", args.model, file_label(&text_path));
+    std::fs::write(&svg, tint_eval::lm_plot::perplexity_svg(&report, &title)?)
+        .with_context(|| format!("writing {}", svg.display()))?;
     println!("{table}");
     for r in &report.results {
         println!(
@@ -340,6 +474,128 @@ pub fn run_lm(args: &LmArgs) -> Result<LmReport> {
             r.method, r.train_fraction, r.seconds
         );
     }
-    println!("wrote {} and {}", args.out.display(), md.display());
+    println!(
+        "wrote {}, {} and {}",
+        args.out.display(),
+        md.display(),
+        svg.display()
+    );
     Ok(report)
+}
+
+/// The file name of `path`, for chart titles.
+fn file_label(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// The settings that must agree for a resumed run: everything but the method list, the output
+/// path and `--resume` itself (cells are keyed by method name, which carries any grid point).
+fn resume_fingerprint(settings: &serde_json::Value) -> serde_json::Value {
+    let mut fingerprint = settings.clone();
+    if let Some(args) = fingerprint
+        .get_mut("args")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        for key in ["methods", "out", "resume"] {
+            args.remove(key);
+        }
+    }
+    fingerprint
+}
+
+/// The finished cells of an earlier (possibly interrupted) run at `out`, checked to come from the
+/// same settings. No file: nothing to resume.
+fn previous_cells(
+    out: &Path,
+    settings: &serde_json::Value,
+) -> Result<Vec<tint_eval::MethodResult>> {
+    if !out.exists() {
+        return Ok(Vec::new());
+    }
+    let text =
+        std::fs::read_to_string(out).with_context(|| format!("reading {}", out.display()))?;
+    let previous: LmReport = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not an `eval lm` report", out.display()))?;
+    let theirs = previous
+        .settings
+        .get("run")
+        .map(resume_fingerprint)
+        .unwrap_or_default();
+    if theirs != resume_fingerprint(settings) {
+        bail!(
+            "--resume: {} was made with other settings (model, text, blocks, grid, TinT flags); \
+             use another --out or drop --resume",
+            out.display()
+        );
+    }
+    Ok(previous.results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse_and_print() {
+        assert_eq!(
+            parse_budget("12x1").unwrap(),
+            Budget {
+                layers: Some(12),
+                steps: 1
+            }
+        );
+        assert_eq!(
+            parse_budget("all×2").unwrap(),
+            Budget {
+                layers: None,
+                steps: 2
+            }
+        );
+        assert_eq!(parse_budget(" 3X4 ").unwrap().to_string(), "3x4");
+        for bad in ["12", "x1", "ax1", "0x1", "3x0", "3x-1"] {
+            assert!(parse_budget(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn resume_ignores_methods_and_output_but_not_settings() {
+        let settings = |methods: &str, out: &str, blocks: usize| {
+            serde_json::json!({
+                "args": { "methods": [methods], "out": out, "resume": false, "max_blocks": blocks },
+                "text": "sotu.txt",
+            })
+        };
+        assert_eq!(
+            resume_fingerprint(&settings("vanilla", "a.json", 8)),
+            resume_fingerprint(&settings("tint", "b.json", 8))
+        );
+        assert_ne!(
+            resume_fingerprint(&settings("vanilla", "a.json", 8)),
+            resume_fingerprint(&settings("vanilla", "a.json", 4))
+        );
+    }
+
+    #[test]
+    fn resume_refuses_a_report_with_other_settings() {
+        let dir = std::env::temp_dir().join(format!("tint-resume-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("lm.json");
+        assert!(previous_cells(&out, &serde_json::json!({}))
+            .unwrap()
+            .is_empty());
+        let run = serde_json::json!({ "args": { "max_blocks": 8 } });
+        LmReport {
+            settings: serde_json::json!({ "run": run }),
+            results: vec![],
+        }
+        .write_json(&out)
+        .unwrap();
+        assert!(previous_cells(&out, &run).is_ok());
+        let other = serde_json::json!({ "args": { "max_blocks": 2 } });
+        let err = previous_cells(&out, &other).unwrap_err().to_string();
+        assert!(err.contains("other settings"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -127,7 +127,9 @@ pub fn run(args: &CgtArgs) -> Result<()> {
             &run_dir,
         )?);
     }
-    let curves: Vec<(Vec<(f64, f64)>, [u8; 3])> = results
+    /// One loss curve (x, y points) and its RGB colour.
+    type Curve = (Vec<(f64, f64)>, [u8; 3]);
+    let curves: Vec<Curve> = results
         .iter()
         .map(|r| (smooth(&r.losses, 10), colour(r.variant)))
         .collect();

@@ -25,6 +25,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Run experiments: with no subcommand, the default suite (`--quick` for a smoke run).

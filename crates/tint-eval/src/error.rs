@@ -37,6 +37,9 @@ pub enum EvalError {
     /// Error from the simulator crate (configuration, input, unsupported model).
     #[error(transparent)]
     Sim(#[from] tint_sim::SimError),
+    /// A chart could not be drawn.
+    #[error("cannot draw the chart: {0}")]
+    Plot(String),
     /// Writing a report failed.
     #[error("cannot write {path}: {source}")]
     Io {

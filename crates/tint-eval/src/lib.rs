@@ -1,6 +1,6 @@
 //! The evaluation suite of the paper, as a library: language-modelling perplexity of an auxiliary model
 //! under several adaptation methods (vanilla, dynamic evaluation, TinT simulator, TinT functional
-//! reference), with bootstrap confidence intervals and JSON / markdown reports.
+//! reference), with bootstrap confidence intervals and JSON / markdown / SVG reports.
 //!
 //! The command line (`cargo xtask eval …`) lives in `xtask`; this crate does not print. Long runs report
 //! progress through a callback.
@@ -9,6 +9,7 @@ pub mod blocks;
 pub mod error;
 pub mod icl;
 pub mod lm;
+pub mod lm_plot;
 pub mod methods;
 pub mod perplexity;
 pub mod report;

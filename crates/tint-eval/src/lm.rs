@@ -57,17 +57,23 @@ pub struct LmProgress {
     pub total: usize,
     /// What just finished, for display.
     pub message: String,
+    /// A (method, train fraction) cell finished with this update (computed or taken from
+    /// `previous`), so callers can write partial reports that a later run resumes from.
+    pub cell: Option<MethodResult>,
 }
 
 /// Runs every method on every block at every train fraction.
 ///
 /// `settings` is recorded verbatim in the report next to this config, so callers put the model, corpus
-/// and method hyper-parameters there.
+/// and method hyper-parameters there. Cells of `previous` (same method name and train fraction, and as
+/// many blocks as this run cuts) are taken as they are instead of being recomputed (`--resume`); the
+/// caller is responsible for `previous` coming from the same settings.
 pub fn run_lm_eval(
     tokens: &[u32],
     config: &LmEvalConfig,
     methods: &mut [Box<dyn LmMethod + '_>],
     settings: serde_json::Value,
+    previous: &[MethodResult],
     progress: &mut dyn FnMut(LmProgress),
 ) -> Result<LmReport, EvalError> {
     if config.train_fractions.is_empty() {
@@ -98,6 +104,21 @@ pub fn run_lm_eval(
         let train_len = spec.train_len();
         for method in methods.iter_mut() {
             let name = method.name();
+            if let Some(done_cell) = previous.iter().find(|r| {
+                r.method == name
+                    && (r.train_fraction - spec.train_fraction).abs() < 1e-12
+                    && r.blocks.len() == blocks.len()
+            }) {
+                done += blocks.len();
+                results.push(done_cell.clone());
+                progress(LmProgress {
+                    done,
+                    total,
+                    message: format!("{name} f={:.1} (resumed)", spec.train_fraction),
+                    cell: Some(done_cell.clone()),
+                });
+                continue;
+            }
             let start = Instant::now();
             let mut nlls = Vec::with_capacity(blocks.len());
             for (b, block) in blocks.iter().enumerate() {
@@ -120,9 +141,10 @@ pub fn run_lm_eval(
                         b + 1,
                         blocks.len()
                     ),
+                    cell: None,
                 });
             }
-            results.push(MethodResult {
+            let cell = MethodResult {
                 method: name,
                 train_fraction: spec.train_fraction,
                 perplexity: bootstrap(
@@ -133,7 +155,14 @@ pub fn run_lm_eval(
                 ),
                 blocks: nlls,
                 seconds: start.elapsed().as_secs_f64(),
+            };
+            progress(LmProgress {
+                done,
+                total,
+                message: format!("{} f={:.1} done", cell.method, cell.train_fraction),
+                cell: Some(cell.clone()),
             });
+            results.push(cell);
         }
     }
     let settings = serde_json::json!({
@@ -145,6 +174,15 @@ pub fn run_lm_eval(
 }
 
 impl<M: LmMethod + ?Sized> LmMethod for &mut M {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        (**self).block_nll(block, train_len)
+    }
+}
+
+impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
     fn name(&self) -> String {
         (**self).name()
     }
@@ -195,6 +233,7 @@ mod tests {
                 &config,
                 &mut methods,
                 serde_json::json!({}),
+                &[],
                 &mut |p| seen = p.done,
             )
             .unwrap();
@@ -206,6 +245,55 @@ mod tests {
         }
         assert_eq!(counting.calls, 8);
         assert_eq!(seen, 8);
+    }
+
+    #[test]
+    fn resumed_cells_are_reused_and_the_rest_computed() {
+        let tokens: Vec<u32> = (0..100).collect();
+        let config = LmEvalConfig {
+            block_size: 10,
+            train_fractions: vec![0.3, 0.5],
+            max_blocks: 4,
+            bootstrap_resamples: 10,
+            ..Default::default()
+        };
+        let mut first = Counting { calls: 0 };
+        let full = {
+            let mut methods: Vec<Box<dyn LmMethod + '_>> = vec![Box::new(&mut first)];
+            run_lm_eval(
+                &tokens,
+                &config,
+                &mut methods,
+                serde_json::json!({}),
+                &[],
+                &mut |_| {},
+            )
+            .unwrap()
+        };
+        // Pretend the run stopped after the first cell; mark it so reuse is visible.
+        let mut finished = full.results[0].clone();
+        finished.seconds = -1.0;
+        let mut second = Counting { calls: 0 };
+        let mut cells = Vec::new();
+        let resumed = {
+            let mut methods: Vec<Box<dyn LmMethod + '_>> = vec![Box::new(&mut second)];
+            run_lm_eval(
+                &tokens,
+                &config,
+                &mut methods,
+                serde_json::json!({}),
+                std::slice::from_ref(&finished),
+                &mut |p| cells.extend(p.cell),
+            )
+            .unwrap()
+        };
+        assert_eq!(second.calls, 4, "only the 0.5 cell is recomputed");
+        assert_eq!(resumed.results[0].seconds, -1.0);
+        assert_eq!(
+            resumed.results[1].perplexity.value,
+            full.results[1].perplexity.value
+        );
+        assert_eq!(cells.len(), 2, "one cell event per (method, fraction)");
     }
 
     #[test]
@@ -234,6 +322,7 @@ mod tests {
             &config,
             &mut methods,
             serde_json::json!({}),
+            &[],
             &mut |_| {},
         )
         .unwrap_err();

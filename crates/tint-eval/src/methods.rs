@@ -102,6 +102,9 @@ pub struct DynEval<'a, B: AutodiffBackend> {
     pub inner_lr: f64,
     /// SGD steps.
     pub steps: usize,
+    /// Train only the top `k` blocks (and the final norm), as TinT with `n_simulation_layers = k`;
+    /// `None` = every parameter (the paper's baseline).
+    pub top_layers: Option<usize>,
 }
 
 impl<B: AutodiffBackend> DynEval<'_, B> {
@@ -123,6 +126,10 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
         let config = DynEvalConfig {
             lr: self.lr_for(train_len),
             steps: self.steps,
+            params: match self.top_layers {
+                Some(k) => tint_aux::ParamSelection::top_layers(k),
+                None => tint_aux::ParamSelection::all(),
+            },
             ..Default::default()
         };
         let outcome = dynamic_eval(self.model, ids, train_len, &config)?;
@@ -240,5 +247,24 @@ impl<B: Backend> LmMethod for Tint<B> {
         let input = SimInput::with_train_lengths(ids.clone(), &[train_len])?;
         let output = self.run(&input)?;
         eval_part_nll(output.final_logits, ids, train_len)
+    }
+}
+
+/// A method under another name, e.g. `dyn-eval eta=1e-4 6x2` for one point of a learning-rate and
+/// budget grid.
+pub struct Labelled<M> {
+    /// The name in reports.
+    pub label: String,
+    /// The method.
+    pub method: M,
+}
+
+impl<M: LmMethod> LmMethod for Labelled<M> {
+    fn name(&self) -> String {
+        self.label.clone()
+    }
+
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        self.method.block_nll(block, train_len)
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use tint_aux::AuxModel;
-use tint_eval::methods::{default_tint_config, DynEval, Tint, Vanilla};
+use tint_eval::methods::{default_tint_config, DynEval, Labelled, Tint, Vanilla};
 use tint_eval::LmMethod;
 
 type B = Flex;
@@ -60,6 +60,7 @@ fn dyn_eval_with_zero_lr_is_vanilla() {
         lr: Some(0.0),
         inner_lr: 0.0,
         steps: 1,
+        top_layers: None,
     };
     let dyn0 = zero.block_nll(&block, 24).unwrap();
     assert_eq!(plain.count, dyn0.count);
@@ -70,6 +71,7 @@ fn dyn_eval_with_zero_lr_is_vanilla() {
         lr: None,
         inner_lr: 1e-3,
         steps: 1,
+        top_layers: None,
     };
     assert!((matched.lr_for(24) - 23e-3).abs() < 1e-15);
 }
@@ -112,4 +114,38 @@ fn tint_simulator_matches_its_reference_and_moves_the_loss() {
         (plain.sum_nll - z.sum_nll).abs() < SAME_PATH_TOL,
         "eta 0 is the plain model"
     );
+}
+
+#[test]
+fn dyn_eval_budget_trains_only_the_top_layers_and_labels_rename() {
+    let model = micro::<AB>();
+    let block = block();
+    let nll = |top_layers| {
+        DynEval {
+            model: &model,
+            lr: Some(0.5),
+            inner_lr: 0.0,
+            steps: 1,
+            top_layers,
+        }
+        .block_nll(&block, 24)
+        .unwrap()
+        .sum_nll
+    };
+    let inference: AuxModel<B> = model.valid();
+    let plain = Vanilla::new(&inference)
+        .block_nll(&block, 24)
+        .unwrap()
+        .sum_nll;
+    let (all, top1) = (nll(None), nll(Some(1)));
+    // Both updates move the loss, and training fewer parameters is a different update.
+    assert!((all - plain).abs() > 1e-4, "{all} vs {plain}");
+    assert!((top1 - plain).abs() > 1e-6, "{top1} vs {plain}");
+    assert!((top1 - all).abs() > 1e-6, "{top1} vs {all}");
+    let mut labelled = Labelled {
+        label: "vanilla (cached)".to_string(),
+        method: Vanilla::new(&inference),
+    };
+    assert_eq!(labelled.name(), "vanilla (cached)");
+    assert_eq!(labelled.block_nll(&block, 24).unwrap().sum_nll, plain);
 }

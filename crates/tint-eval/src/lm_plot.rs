@@ -1,0 +1,186 @@
+//! Perplexity against train fraction, one line per method with its bootstrap interval as error bars
+//! (the paper's Table 2 as a chart), drawn with `plotters` into a standalone SVG document.
+
+use plotters::prelude::*;
+
+use crate::report::LmReport;
+use crate::EvalError;
+
+const WIDTH: u32 = 860;
+const HEIGHT: u32 = 480;
+
+/// One method's points `(train fraction, perplexity, ci low, ci high)`, sorted by fraction.
+type Curve = (String, Vec<(f64, f64, f64, f64)>);
+
+fn curves(report: &LmReport) -> Vec<Curve> {
+    let mut curves: Vec<Curve> = Vec::new();
+    for r in &report.results {
+        let point = (
+            r.train_fraction,
+            r.perplexity.value,
+            r.perplexity.ci_low,
+            r.perplexity.ci_high,
+        );
+        match curves.iter_mut().find(|(m, _)| *m == r.method) {
+            Some((_, points)) => points.push(point),
+            None => curves.push((r.method.clone(), vec![point])),
+        }
+    }
+    for (_, points) in &mut curves {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    curves
+}
+
+fn plot_error(e: impl std::fmt::Display) -> EvalError {
+    EvalError::Plot(e.to_string())
+}
+
+/// The chart as an SVG document: x = train fraction, y = perplexity of the evaluated part, one
+/// coloured line per method, vertical bars for the confidence intervals, a legend.
+///
+/// Errors: [`EvalError::Plot`] for an empty report or non-finite perplexities (nothing to scale).
+pub fn perplexity_svg(report: &LmReport, title: &str) -> Result<String, EvalError> {
+    let curves = curves(report);
+    let values = curves
+        .iter()
+        .flat_map(|(_, p)| p.iter().flat_map(|&(_, v, lo, hi)| [v, lo, hi]));
+    let (mut y_min, mut y_max) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values {
+        if !v.is_finite() {
+            return Err(plot_error(format!("non-finite perplexity {v}")));
+        }
+        y_min = y_min.min(v);
+        y_max = y_max.max(v);
+    }
+    if curves.is_empty() {
+        return Err(plot_error("the report has no results"));
+    }
+    let pad = ((y_max - y_min) * 0.08).max(y_max.abs() * 1e-3).max(1e-6);
+    let (y_lo, y_hi) = (y_min - pad, y_max + pad);
+    let (x_min, x_max) = curves
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|q| q.0))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+            (a.min(x), b.max(x))
+        });
+    let (x_lo, x_hi) = (x_min - 0.05, x_max + 0.05);
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_desc("fraction of each block used for training")
+            .y_desc("perplexity of the rest")
+            .x_label_formatter(&|x| format!("{:.0} %", x * 100.0))
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .draw()
+            .map_err(plot_error)?;
+        for (i, (method, points)) in curves.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().map(|&(x, v, _, _)| (x, v)),
+                    colour.stroke_width(2),
+                ))
+                .map_err(plot_error)?
+                .label(method.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                });
+            chart
+                .draw_series(points.iter().map(|&(x, v, lo, hi)| {
+                    ErrorBar::new_vertical(x, lo, v, hi, colour.filled(), 8)
+                }))
+                .map_err(plot_error)?;
+            chart
+                .draw_series(
+                    points
+                        .iter()
+                        .map(|&(x, v, _, _)| Circle::new((x, v), 3, colour.filled())),
+                )
+                .map_err(plot_error)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperRight)
+            .draw()
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perplexity::Perplexity;
+    use crate::report::MethodResult;
+
+    fn result(method: &str, f: f64, value: f64) -> MethodResult {
+        MethodResult {
+            method: method.into(),
+            train_fraction: f,
+            perplexity: Perplexity {
+                value,
+                ci_low: value - 1.0,
+                ci_high: value + 1.5,
+                level: 0.95,
+                tokens: 10,
+            },
+            blocks: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn one_line_and_legend_entry_per_method() {
+        let report = LmReport {
+            settings: serde_json::json!({}),
+            results: vec![
+                result("vanilla", 0.5, 30.0),
+                result("vanilla", 0.3, 31.0),
+                result("dyn-eval", 0.3, 30.5),
+                result("dyn-eval", 0.5, 29.0),
+            ],
+        };
+        let c = curves(&report);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].1[0].0, 0.3, "points sorted by fraction");
+        let svg = perplexity_svg(&report, "test chart").unwrap();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
+        for text in ["vanilla", "dyn-eval", "test chart", "30 %", "50 %"] {
+            assert!(svg.contains(text), "missing {text:?}");
+        }
+        // Two series lines (plus the legend samples) are polylines.
+        assert!(svg.matches("<polyline").count() >= 2);
+    }
+
+    #[test]
+    fn empty_or_non_finite_reports_are_errors() {
+        let empty = LmReport {
+            settings: serde_json::json!({}),
+            results: vec![],
+        };
+        assert!(matches!(
+            perplexity_svg(&empty, "x"),
+            Err(EvalError::Plot(_))
+        ));
+        let nan = LmReport {
+            settings: serde_json::json!({}),
+            results: vec![result("vanilla", 0.5, f64::NAN)],
+        };
+        assert!(matches!(perplexity_svg(&nan, "x"), Err(EvalError::Plot(_))));
+    }
+}
