@@ -127,9 +127,7 @@ pub fn run(args: &CgtArgs) -> Result<()> {
             &run_dir,
         )?);
     }
-    /// One loss curve (x, y points) and its RGB colour.
-    type Curve = (Vec<(f64, f64)>, [u8; 3]);
-    let curves: Vec<Curve> = results
+    let curves: Vec<tint_cgt::plot::Curve> = results
         .iter()
         .map(|r| (smooth(&r.losses, 10), colour(r.variant)))
         .collect();

@@ -86,11 +86,7 @@ pub fn heat_map(matrix: &[f32], n: usize, scale: usize) -> Result<Raster> {
 pub type Curve = (Vec<(f64, f64)>, [u8; 3]);
 
 /// Line chart of several curves (each a list of `(x, y)`), auto-scaled, with a light frame.
-pub fn line_chart(
-    curves: &[Curve],
-    width: usize,
-    height: usize,
-) -> Result<Raster> {
+pub fn line_chart(curves: &[Curve], width: usize, height: usize) -> Result<Raster> {
     let points = curves
         .iter()
         .flat_map(|(c, _)| c.iter())
