@@ -35,8 +35,13 @@ const OFFICIAL_PEAK_GB: f64 = 1.5;
 const TARGET_SIM_SECONDS: [(usize, f64); 2] = [(1, 0.6), (2, 1.0)];
 /// Sequence length of the SmolLM2 measurements.
 const SMOLLM2_SEQ_LENGTH: usize = 256;
-/// Side of the square sgemm that measures the machine's matmul rate.
-const SGEMM_SIZE: usize = 1024;
+/// Side of the square sgemm that measures the machine's matmul rate: 1024 on the CPU, 8192 on a
+/// GPU (a 1024³ product takes microseconds there, so launch and read-back would be measured).
+const SGEMM_SIZE: usize = if cfg!(any(feature = "cuda", feature = "wgpu")) {
+    8192
+} else {
+    1024
+};
 /// Inner learning rate of the timed step (any finite value times the same work).
 const INNER_LR: f64 = 1e-3;
 
@@ -217,6 +222,9 @@ pub struct Measurement {
     pub cpu_seconds: Vec<f64>,
     /// Peak resident set of the child process, kB (`VmHWM`).
     pub peak_rss_kb: u64,
+    /// GPU memory the child process held at the end (MiB, `nvidia-smi`), when it ran on a GPU.
+    #[serde(default)]
+    pub gpu_memory_mb: Option<u64>,
 }
 
 fn min(values: &[f64]) -> f64 {
@@ -266,7 +274,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         }
     }
     let section = render_report(&config, &measurements, args.repeat, &machine_description());
-    let key = format!("bench-{}", config.name);
+    let key = section_key(config.name);
     write_marked_section(&args.out, &key, &section, REPORT_HEADER)?;
     if args.smollm2 {
         let mut smollm2 = Vec::new();
@@ -274,7 +282,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             smollm2.push(run_in_child(args, &config, mode, 1, &dir)?);
         }
         let section = render_smollm2(&smollm2, args.smollm2_layers, args.repeat);
-        write_marked_section(&args.out, "bench-smollm2", &section, REPORT_HEADER)?;
+        write_marked_section(&args.out, &section_key("smollm2"), &section, REPORT_HEADER)?;
     }
     eprintln!("wrote {}", args.out.display());
     Ok(())
@@ -437,7 +445,8 @@ fn run_child(
             );
             let b = a.clone().transpose();
             Box::new(move || {
-                let c = a.clone().matmul(b.clone());
+                // Only the sum comes back to the host: the read-back must not dominate on a GPU.
+                let c = a.clone().matmul(b.clone()).sum();
                 Ok(c.into_data()
                     .to_vec::<f32>()
                     .map_err(|e| anyhow::anyhow!("{e:?}"))?[0] as f64)
@@ -495,7 +504,52 @@ fn run_child(
         seconds,
         cpu_seconds: cpu,
         peak_rss_kb: peak_rss_kb(),
+        gpu_memory_mb: gpu_memory_mb(),
     })
+}
+
+/// GPU memory this process holds (MiB), read from `nvidia-smi`; `None` on CPU backends or
+/// where `nvidia-smi` is missing. burn's allocator keeps its pool, so this is close to the peak.
+fn gpu_memory_mb() -> Option<u64> {
+    if BACKEND_NAME == "flex" {
+        return None;
+    }
+    let output = Command::new("nvidia-smi")
+        .args([
+            "--query-compute-apps=pid,used_memory",
+            "--format=csv,noheader,nounits",
+        ])
+        .output()
+        .ok()?;
+    let pid = std::process::id().to_string();
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| {
+            let (p, mb) = line.split_once(',')?;
+            (p.trim() == pid).then(|| mb.trim().parse().ok())?
+        })
+}
+
+/// The GPU's name and driver (`nvidia-smi`), if there is one.
+fn gpu_description() -> Option<String> {
+    let output = Command::new("nvidia-smi")
+        .args([
+            "--query-gpu=name,memory.total,driver_version",
+            "--format=csv,noheader",
+        ])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    (output.status.success() && !text.is_empty()).then_some(text)
+}
+
+/// The report section's key: `bench-<config>` on the CPU, `bench-<config>-<backend>` on a GPU.
+pub fn section_key(config_name: &str) -> String {
+    if BACKEND_NAME == "flex" {
+        format!("bench-{config_name}")
+    } else {
+        format!("bench-{config_name}-{BACKEND_NAME}")
+    }
 }
 
 /// User + system CPU seconds of this process (`/proc/self/stat`, 100 Hz ticks; 0 elsewhere).
@@ -588,6 +642,7 @@ fn mode_label(mode: &str) -> &str {
         "ref" => "functional reference step",
         "dyn" => "dynamic evaluation",
         "aux" => "auxiliary forward",
+        "sgemm" if SGEMM_SIZE == 8192 => "sgemm 8192³ (bound)",
         "sgemm" => "sgemm 1024³ (bound)",
         other => other,
     }
@@ -604,14 +659,14 @@ pub fn render_report(
     let step = StepFlops::new(config, config.seq_length);
     let tint = config.tint_config();
     out.push_str(&format!(
-        "## `{}` config (measured {})\n\n",
+        "## `{}` config, `{BACKEND_NAME}` backend (measured {})\n\n",
         config.name,
         today()
     ));
     out.push_str(&format!(
         "GPT-2, D = {}, {} layers, {} heads, vocabulary {}, T = {} ({} training tokens); TinT Ds = {}, \
-         P = {}, Hs = {}, all layers simulated, one step, reuse on, restricted prefixes, f32, Flex \
-         backend (`{BACKEND_NAME}`). Seeded random weights (the same every run).\n\n",
+         P = {}, Hs = {}, all layers simulated, one step, reuse on, restricted prefixes, f32, \
+         `{BACKEND_NAME}` backend. Seeded random weights (the same every run).\n\n",
         config.d_model,
         config.n_layers,
         config.n_heads,
@@ -624,7 +679,15 @@ pub fn render_report(
     ));
     out.push_str(&format!("* Machine: {machine}.\n"));
     out.push_str(&format!("* Build: {}.\n", build_profile()));
-    out.push_str("* GPU: no GPU was lent to this task: cuda/wgpu figures not measured.\n");
+    match gpu_description() {
+        Some(gpu) if BACKEND_NAME != "flex" => out.push_str(&format!(
+            "* GPU: {gpu} (`nvidia-smi`); times include reading the loss back to the host, \
+             which waits for the device.\n"
+        )),
+        _ => out.push_str(
+            "* CPU run (`flex`); GPU figures, where measured, are in the `cuda`/`wgpu` sections.\n",
+        ),
+    }
     out.push_str(&format!(
         "* Each row: one warm-up run, then {repeat} timed runs in a fresh child process; `min` and \
          `median` wall seconds, the smallest user+system CPU seconds of a run, and the child's peak \
@@ -650,8 +713,12 @@ pub fn render_report(
         } else {
             format!("{:.0}", (m.batch_size * config.seq_length) as f64 / best)
         };
+        let gpu_memory = m
+            .gpu_memory_mb
+            .map(|mb| format!(" (GPU {mb} MiB)"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "| {} | {} | {:.4} | {:.4} | {:.2} | {} | {:.3} | {:.2} | {:.0} |\n",
+            "| {} | {} | {:.4} | {:.4} | {:.2} | {} | {:.3} | {:.2} | {:.0}{gpu_memory} |\n",
             mode_label(&m.mode),
             m.batch_size,
             best,
@@ -912,6 +979,7 @@ mod tests {
             seconds: vec![s * 1.1, s, s * 1.2],
             cpu_seconds: vec![s],
             peak_rss_kb: 512 * 1024,
+            gpu_memory_mb: None,
         };
         let report = render_report(
             &BenchConfig::TINY,
@@ -929,7 +997,12 @@ mod tests {
         assert!(report
             .contains("Simulator / our functional reference, B = 1: 2.00× (target ≤ 3×: met)"));
         assert!(report.contains("512 MB vs the official 1.5 GB (below)"));
-        assert!(report.contains("no GPU was lent to this task"));
+        if BACKEND_NAME == "flex" {
+            assert!(report.contains("CPU run (`flex`)"), "{report}");
+            assert_eq!(section_key("tiny"), "bench-tiny");
+        } else {
+            assert_eq!(section_key("tiny"), format!("bench-tiny-{BACKEND_NAME}"));
+        }
         assert!(report.contains("--timing --repeat"));
         assert!(report.contains("ids.json"));
         // 256 tokens in 0.5 s.

@@ -23,6 +23,9 @@ pub struct EvalArgs {
     /// Output directory of the default suite.
     #[arg(long, default_value = "results")]
     out: PathBuf,
+    /// Default suite: keep the finished cells of earlier runs in `--out` and compute the rest.
+    #[arg(long)]
+    resume: bool,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -223,50 +226,107 @@ pub fn run(args: &EvalArgs) -> Result<()> {
         Some(EvalWhat::Cgt(cgt)) => crate::eval_cgt::run(cgt),
         Some(EvalWhat::Icl(icl)) => crate::eval_icl::run(icl),
         None if args.quick => run_quick(&args.out),
-        None => run_default(&args.out),
+        None => run_default(&args.out, args.resume),
     }
 }
 
-/// The default suite: SmolLM2-135M on SOTU, vanilla vs dynamic evaluation at 30/50/70/90 %.
-/// (`tint-ref` works on SmolLM2 through the LLaMA functional reference; the constructed simulator for
-/// the LLaMA family is issue #8, so `tint` is not in the suite.)
-fn run_default(out: &Path) -> Result<()> {
+/// Blocks of the default suite's language-modelling run (every method sees the same blocks).
+const DEFAULT_LM_BLOCKS: usize = 8;
+
+/// The default suite (about 30 minutes on a 2-core CPU): SmolLM2-135M on SOTU blocks, vanilla vs
+/// dynamic evaluation vs TinT (the constructed LLaMA simulator) vs its functional reference at
+/// 30/50/70/90 %; then in-context classification on the offline movie-review snippets (plain ICL vs
+/// dynamic evaluation, 0 and 4 shots, with and without calibration). Rewrites the `lm:default` and
+/// `icl:default` sections of `docs/results.md` and copies the JSON and SVG charts to `docs/data/`.
+fn run_default(out: &Path, resume: bool) -> Result<()> {
+    let suite_start = std::time::Instant::now();
     let lm = LmArgs {
         model: ModelArg::SmolLm2,
         text: None,
         block_size: 256,
         train_fraction: vec![0.3, 0.5, 0.7, 0.9],
-        max_blocks: 8,
-        methods: vec!["vanilla".into(), "dyn-eval".into()],
+        max_blocks: DEFAULT_LM_BLOCKS,
+        methods: METHODS.map(String::from).to_vec(),
         lr: None,
         // eta = 1e-4 on the summed loss, i.e. lr ≈ 1.3e-2 on the mean loss at 50 %: the best of
         // {1e-5, 1e-4, 4e-4} on two SOTU blocks (docs/results.md).
         inner_lr: vec![1e-4],
         steps: 1,
         budget: Vec::new(),
-        resume: false,
+        resume,
         tint: TintFlags::default(),
         out: out.join("lm-smollm2-sotu.json"),
     };
     let start = std::time::Instant::now();
     let report = run_lm(&lm)?;
+    let lm_seconds = start.elapsed().as_secs_f64();
+    let data_dir = project_root().join("docs/data");
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("creating {}", data_dir.display()))?;
+    let lm_json = copy_into(&lm.out, &data_dir)?;
+    let lm_svg = copy_into(&lm.out.with_extension("svg"), &data_dir)?;
     let section = format!(
         "## Language modelling: SmolLM2-135M on State-of-the-Union blocks\n\n\
-         Command: `cargo xtask eval` (backend {BACKEND_NAME}; {:.0} s in all). Perplexity of the evaluated part \
-         of {} blocks of {} tokens, 95 % bootstrap intervals over blocks. dyn-eval: one SGD step on the MEAN \
-         loss of the training part, all parameters, lr = eta x (train tokens - 1) with eta = {} (the step \
-         matched to TinT's summed loss). JSON with every setting and per-block losses: `{}`.\n\n{}\n",
-        start.elapsed().as_secs_f64(),
+         Command: `cargo xtask eval` (backend {BACKEND_NAME}; {lm_seconds:.0} s for this part). \
+         Perplexity of the evaluated part of {} blocks of {} tokens, 95 % bootstrap intervals over \
+         blocks. One step on the training part with eta = {} on the SUMMED loss: `tint` is the \
+         constructed LLaMA simulator (all 30 layers simulated, docs/tint-llama.md), `tint-ref` its \
+         functional reference, `dyn-eval` plain SGD on the MEAN loss of all parameters with the \
+         matched lr = eta x (train tokens - 1). JSON with every setting and per-block losses: \
+         `docs/data/{lm_json}`.\n\n{}\n![perplexity vs train fraction](data/{lm_svg})\n",
         report.settings["blocks"],
         lm.block_size,
         lm.inner_lr[0],
-        lm.out.display(),
         report.markdown_table()
     );
     let doc = project_root().join("docs/results.md");
     crate::report_doc::write_marked_section(&doc, "lm:default", &section, RESULTS_HEADER)?;
-    println!("updated {}", doc.display());
+
+    let icl = crate::eval_icl::IclArgs {
+        shots: vec![0, 4],
+        n_test: 100,
+        out: out.join("icl-smollm2-mr.json"),
+        resume,
+        ..Default::default()
+    };
+    let start = std::time::Instant::now();
+    let icl_report = crate::eval_icl::run_report(&icl)?;
+    let icl_seconds = start.elapsed().as_secs_f64();
+    let icl_json = copy_into(&icl.out, &data_dir)?;
+    let stem = icl.out.with_extension("");
+    let bars = copy_into(
+        Path::new(&format!("{}-accuracy.svg", stem.display())),
+        &data_dir,
+    )?;
+    let section = format!(
+        "## In-context classification: SmolLM2-135M on movie-review snippets\n\n\
+         Command: `cargo xtask eval` (backend {BACKEND_NAME}; {icl_seconds:.0} s for this part); the \
+         same cells as `cargo xtask eval icl --shots 0,4 --n-test 100`. Seeds {:?}, {} held-out \
+         examples; dyn-eval: one SGD step (lr {:e}, mean label loss) on the demonstrations, each in \
+         its own sequence (`single` format). JSON with every prediction: `docs/data/{icl_json}`.\n\n\
+         {}\n![accuracy](data/{bars})\n",
+        icl.seeds,
+        icl.n_test,
+        icl.lr[0],
+        icl_report.markdown()
+    );
+    crate::report_doc::write_marked_section(&doc, "icl:default", &section, RESULTS_HEADER)?;
+    println!(
+        "updated {} ({:.0} s in all)",
+        doc.display(),
+        suite_start.elapsed().as_secs_f64()
+    );
     Ok(())
+}
+
+/// Copies `file` into `dir`; returns its file name.
+fn copy_into(file: &Path, dir: &Path) -> Result<String> {
+    let name = file
+        .file_name()
+        .with_context(|| format!("{} has no file name", file.display()))?;
+    std::fs::copy(file, dir.join(name))
+        .with_context(|| format!("copying {} to {}", file.display(), dir.display()))?;
+    Ok(name.to_string_lossy().into_owned())
 }
 
 /// First lines of a fresh `docs/results.md`.

@@ -199,7 +199,7 @@ fn write_outputs(report: &IclReport, out: &Path) -> Result<()> {
     let stem = out.with_extension("");
     for (calibrated, suffix) in [(false, "accuracy"), (true, "accuracy-calibrated")] {
         let path = PathBuf::from(format!("{}-{suffix}.svg", stem.display()));
-        std::fs::write(&path, accuracy_bars_svg(report, calibrated))
+        std::fs::write(&path, accuracy_bars_svg(report, calibrated)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

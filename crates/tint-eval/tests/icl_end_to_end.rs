@@ -140,8 +140,16 @@ fn plain_icl_zero_and_few_shot_with_reports() {
     );
     assert!(markdown.contains("*With Calibration*"));
     assert_eq!(markdown.matches("| icl | 2 |").count(), 2);
-    let svg = accuracy_bars_svg(&report, true);
+    let svg = accuracy_bars_svg(&report, true).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("MR") && svg.trim_end().ends_with("</svg>"));
+    // One bar per cell (plus the legend swatches), each row named in the legend.
+    assert!(
+        svg.matches("<rect").count() >= 2 * report.cells.len(),
+        "{svg}"
+    );
+    assert!(svg.contains("icl (k=2)"), "{svg}");
+    let empty = IclReport::new("none", "flex");
+    assert!(accuracy_bars_svg(&empty, false).is_err());
 
     let path = std::env::temp_dir().join(format!("tint-icl-report-{}.json", std::process::id()));
     report.write_json(&path).unwrap();

@@ -91,6 +91,9 @@ pub enum IclError {
         #[source]
         source: serde_json::Error,
     },
+    /// A chart could not be drawn (empty report, non-finite values, a drawing error).
+    #[error("plot: {0}")]
+    Plot(String),
     /// Error from the auxiliary model crate.
     #[error(transparent)]
     Aux(#[from] tint_aux::AuxError),

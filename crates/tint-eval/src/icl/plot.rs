@@ -1,61 +1,29 @@
-//! Accuracy bar charts as standalone SVG (written by hand: a grouped bar chart needs no plotting
-//! dependency). One group per task, one bar per table row, error bars for the seed std.
+//! Accuracy bar charts (paper Table 1 as a chart), drawn with `plotters` into a standalone SVG
+//! document. One group per task, one bar per table row (method, settings, shots), error bars for the
+//! standard deviation over seeds, a legend naming the rows.
+
+use plotters::prelude::*;
 
 use super::report::IclReport;
+use super::IclError;
 
-const WIDTH: f64 = 1100.0;
-const HEIGHT: f64 = 420.0;
-const MARGIN_LEFT: f64 = 60.0;
-const MARGIN_RIGHT: f64 = 380.0;
-const MARGIN_TOP: f64 = 40.0;
-const MARGIN_BOTTOM: f64 = 50.0;
-const PALETTE: [&str; 8] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f",
-];
+const WIDTH: u32 = 1100;
+const HEIGHT: u32 = 460;
 
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+fn plot_error(e: impl std::fmt::Display) -> IclError {
+    IclError::Plot(e.to_string())
 }
 
-/// A grouped bar chart of the report's accuracies (calibrated or not) as an SVG document.
-pub fn accuracy_bars_svg(report: &IclReport, calibrated: bool) -> String {
+/// One bar: `(group x0, bar width, mean, std, row index)` in chart coordinates.
+type Bar = (f64, f64, f64, f64, usize);
+
+/// Positions of the bars: group `t` spans `[t, t + 1)`, its bars share 80 % of it.
+fn bars(report: &IclReport, calibrated: bool) -> Vec<Bar> {
     let tasks = report.tasks();
     let rows = report.rows();
-    let plot_w = WIDTH - MARGIN_LEFT - MARGIN_RIGHT;
-    let plot_h = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM;
-    let group_w = plot_w / tasks.len().max(1) as f64;
-    let bar_w = 0.8 * group_w / rows.len().max(1) as f64;
-    let y_of = |acc: f64| MARGIN_TOP + plot_h * (1.0 - acc.clamp(0.0, 1.0));
-    let title = if calibrated {
-        "Accuracy with calibration"
-    } else {
-        "Accuracy without calibration"
-    };
-    let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{:.1}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{} ({})</text>\n",
-        MARGIN_LEFT + plot_w / 2.0,
-        title,
-        escape(&report.model)
-    );
-    for tick in 0..=5 {
-        let acc = tick as f64 / 5.0;
-        let y = y_of(acc);
-        svg.push_str(&format!(
-            "<line x1=\"{MARGIN_LEFT}\" x2=\"{:.1}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\n\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}%</text>\n",
-            MARGIN_LEFT + plot_w,
-            MARGIN_LEFT - 6.0,
-            y + 4.0,
-            tick * 20
-        ));
-    }
+    let width = 0.8 / rows.len().max(1) as f64;
+    let mut out = Vec::new();
     for (t, &task) in tasks.iter().enumerate() {
-        let x0 = MARGIN_LEFT + t as f64 * group_w + 0.1 * group_w;
         for (r, row) in rows.iter().enumerate() {
             let Some(cell) = report.lookup(row, task) else {
                 continue;
@@ -65,47 +33,106 @@ pub fn accuracy_bars_svg(report: &IclReport, calibrated: bool) -> String {
             } else {
                 (cell.accuracy_mean, cell.accuracy_std)
             };
-            let x = x0 + r as f64 * bar_w;
-            let y = y_of(mean);
-            svg.push_str(&format!(
-                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} k={}: {:.1}%</title></rect>\n",
-                bar_w * 0.95,
-                MARGIN_TOP + plot_h - y,
-                PALETTE[r % PALETTE.len()],
-                escape(&row.0),
-                row.1,
-                100.0 * mean
-            ));
+            out.push((t as f64 + 0.1 + r as f64 * width, width, mean, std, r));
+        }
+    }
+    out
+}
+
+/// A grouped bar chart of the report's accuracies (calibrated or not) as an SVG document:
+/// y = accuracy in percent (0–100), x = tasks, one colour per row of the markdown table.
+///
+/// Errors: [`IclError::Plot`] for a report without cells or with a non-finite accuracy.
+pub fn accuracy_bars_svg(report: &IclReport, calibrated: bool) -> Result<String, IclError> {
+    let tasks = report.tasks();
+    let rows = report.rows();
+    if tasks.is_empty() || rows.is_empty() {
+        return Err(plot_error("the report has no cells"));
+    }
+    let bars = bars(report, calibrated);
+    if let Some(bad) = bars.iter().find(|b| !b.2.is_finite() || !b.3.is_finite()) {
+        return Err(plot_error(format!(
+            "non-finite accuracy {} ± {}",
+            bad.2, bad.3
+        )));
+    }
+    let title = format!(
+        "Accuracy {} calibration ({})",
+        if calibrated { "with" } else { "without" },
+        report.model
+    );
+    let n_tasks = tasks.len() as f64;
+
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        // Plot on the left, legend on the right (row labels can be long).
+        let (plot_area, legend_area) = root.split_horizontally(WIDTH * 62 / 100);
+        let mut chart = ChartBuilder::on(&plot_area)
+            .caption(&title, ("sans-serif", 17))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..n_tasks, 0.0..100.0)
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("accuracy (%)")
+            .y_label_formatter(&|y| format!("{y:.0}"))
+            .draw()
+            .map_err(plot_error)?;
+        for &(x0, width, mean, std, r) in &bars {
+            let colour = Palette99::pick(r).to_rgba();
+            let top = (100.0 * mean).clamp(0.0, 100.0);
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x0, 0.0), (x0 + 0.95 * width, top)],
+                    colour.filled(),
+                )))
+                .map_err(plot_error)?;
             if std > 0.0 {
-                let xc = x + bar_w * 0.475;
-                svg.push_str(&format!(
-                    "<line x1=\"{xc:.1}\" x2=\"{xc:.1}\" y1=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\n",
-                    y_of(mean - std),
-                    y_of(mean + std)
-                ));
+                let xc = x0 + 0.475 * width;
+                chart
+                    .draw_series(std::iter::once(ErrorBar::new_vertical(
+                        xc,
+                        (100.0 * (mean - std)).clamp(0.0, 100.0),
+                        top,
+                        (100.0 * (mean + std)).clamp(0.0, 100.0),
+                        BLACK.stroke_width(1),
+                        6,
+                    )))
+                    .map_err(plot_error)?;
             }
         }
-        svg.push_str(&format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
-            MARGIN_LEFT + (t as f64 + 0.5) * group_w,
-            HEIGHT - MARGIN_BOTTOM + 18.0,
-            task.display_name()
-        ));
+        let style = ("sans-serif", 13).into_font();
+        // Task names under the centre of their group (backend pixel coordinates of the root).
+        for (t, task) in tasks.iter().enumerate() {
+            let (x, y) = chart.backend_coord(&(t as f64 + 0.5, 0.0));
+            root.draw(&Text::new(
+                task.display_name().to_string(),
+                (x - 4 * task.display_name().len() as i32, y + 10),
+                style.clone(),
+            ))
+            .map_err(plot_error)?;
+        }
+        for (r, (label, k)) in rows.iter().enumerate() {
+            let y = 40 + 20 * r as i32;
+            let colour = Palette99::pick(r).to_rgba();
+            legend_area
+                .draw(&Rectangle::new([(10, y), (22, y + 12)], colour.filled()))
+                .map_err(plot_error)?;
+            legend_area
+                .draw(&Text::new(
+                    format!("{label} (k={k})"),
+                    (28, y),
+                    style.clone(),
+                ))
+                .map_err(plot_error)?;
+        }
+        root.present().map_err(plot_error)?;
     }
-    for (r, row) in rows.iter().enumerate() {
-        let y = MARGIN_TOP + 10.0 + 20.0 * r as f64;
-        let x = WIDTH - MARGIN_RIGHT + 15.0;
-        svg.push_str(&format!(
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n\
-             <text x=\"{:.1}\" y=\"{:.1}\">{} (k={})</text>\n",
-            y - 10.0,
-            PALETTE[r % PALETTE.len()],
-            x + 18.0,
-            y,
-            escape(&row.0),
-            row.1
-        ));
-    }
-    svg.push_str("</svg>\n");
-    svg
+    Ok(svg)
 }
