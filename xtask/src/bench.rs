@@ -341,7 +341,7 @@ fn render_smollm2(measurements: &[Measurement], layers: usize, repeat: usize) ->
 \
          LLaMA functional reference (TINT_SPEC §9 on LLaMA: top {layers} layers updated, one step, \
          finite differences) and a plain forward, Q4_1 GGUF dequantised to f32, T = {SMOLLM2_SEQ_LENGTH} \
-         ({} training tokens), B = 1, Flex; one warm-up, then {repeat} timed runs in a child process. \
+         ({} training tokens), B = 1, `{BACKEND_NAME}` backend; one warm-up, then {repeat} timed runs in a child process. \
          FLOPs are not counted for this model.\n\n\
          | measurement | min s | median s | cpu s | tokens/s | peak RSS MB |\n|---|---|---|---|---|---|\n",
         today(),

@@ -30,6 +30,9 @@ pub struct CgtArgs {
     /// Training steps per variant (overrides the preset).
     #[arg(long)]
     pub steps: Option<usize>,
+    /// Sequences per training batch (overrides the preset; larger batches pay off on a GPU).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
     /// Comma-separated variants to run: baseline, cgt, cgt-aux, cgt-aux-reg (default: all four).
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<String>,
@@ -65,6 +68,16 @@ pub fn run(args: &CgtArgs) -> Result<()> {
     if let Some(steps) = args.steps {
         preset.training.steps = steps;
         preset.training.warmup_steps = preset.training.warmup_steps.min(steps / 10);
+    }
+    if let Some(batch_size) = args.batch_size {
+        if batch_size == 0 {
+            bail!("--batch-size must be at least 1");
+        }
+        match &mut preset.data {
+            DataPreset::Arithmetic(data) => data.batch_size = batch_size,
+            DataPreset::LinearRegression(data) => data.batch_size = batch_size,
+            DataPreset::TextMixture { batch_size: b, .. } => *b = batch_size,
+        }
     }
     let variants: Vec<Variant> = if args.variants.is_empty() {
         Variant::ALL.to_vec()
