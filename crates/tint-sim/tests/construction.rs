@@ -142,46 +142,113 @@ fn post_ln_opt_is_rejected() {
     assert!(matches!(err, SimError::UnsupportedModel(_)), "{err}");
 }
 
+/// Each violated rule gives `InvalidConfig` whose message names the rule and the offending values
+/// (micro GPT-2: D = 32, H = 4, 2 layers; the base config has P = 8, Ds = 160, Hs = 20).
 #[test]
 fn constraint_violations_are_reported() {
     let aux = micro_params();
-    let bad = [
-        TintConfig {
-            num_prefixes: 5,
-            ..micro_config()
-        }, // D % P != 0
-        TintConfig {
-            hidden_size: 128,
-            ..micro_config()
-        }, // Ds < D (S + 1)
-        TintConfig {
-            num_heads: 7,
-            ..micro_config()
-        }, // Hs does not divide Ds
-        TintConfig {
-            n_simulation_layers: Some(3),
-            ..micro_config()
-        },
-        TintConfig {
-            n_simulation_layers: Some(0),
-            ..micro_config()
-        },
-        TintConfig {
-            n_forward_backward: 0,
-            ..micro_config()
-        },
-        TintConfig {
-            scale_embeddings: 0.0,
-            ..micro_config()
-        },
+    let cases: Vec<(TintConfig, &[&str])> = vec![
+        (
+            TintConfig {
+                num_prefixes: 5,
+                ..micro_config()
+            },
+            &["D = 32", "multiple of num_prefixes P = 5"],
+        ),
+        (
+            TintConfig {
+                hidden_size: 128,
+                ..micro_config()
+            },
+            &["hidden_size Ds = 128", "P = 8", "D (D/P + 1) = 160"],
+        ),
+        (
+            TintConfig {
+                num_prefixes: 16,
+                hidden_size: 96,
+                num_heads: 12,
+                ..micro_config()
+            },
+            &["hidden_size Ds = 96", "at least 4 D = 128"],
+        ),
+        (
+            TintConfig {
+                num_heads: 7,
+                ..micro_config()
+            },
+            &["num_heads Hs = 7", "divide hidden_size Ds = 160"],
+        ),
+        (
+            TintConfig {
+                num_heads: 32,
+                ..micro_config()
+            },
+            &["head size Ds/Hs = 5", "divide D = 32"],
+        ),
+        (
+            TintConfig {
+                num_heads: 40,
+                ..micro_config()
+            },
+            &["auxiliary heads H = 4", "D/(Ds/Hs) = 8", "at most Hs = 40"],
+        ),
+        (
+            TintConfig {
+                n_simulation_layers: Some(3),
+                ..micro_config()
+            },
+            &["n_simulation_layers = 3", "1..=2"],
+        ),
+        (
+            TintConfig {
+                n_simulation_layers: Some(0),
+                ..micro_config()
+            },
+            &["n_simulation_layers = 0", "1..=2"],
+        ),
+        (
+            TintConfig {
+                n_forward_backward: 0,
+                ..micro_config()
+            },
+            &["n_forward_backward", "at least 1"],
+        ),
+        (
+            TintConfig {
+                inner_lr: f64::NAN,
+                ..micro_config()
+            },
+            &["inner_lr = NaN", "not finite"],
+        ),
+        (
+            TintConfig {
+                scale_embeddings: 0.0,
+                ..micro_config()
+            },
+            &["scale_embeddings = 0", "> 0"],
+        ),
+        (
+            TintConfig {
+                epsilon: -1e-5,
+                ..micro_config()
+            },
+            &["epsilon = -0.00001", "> 0"],
+        ),
     ];
-    for config in bad {
+    for (config, expected) in cases {
         let err = TintSimulator::new(&aux, config.clone()).unwrap_err();
         assert!(
-            matches!(err, SimError::InvalidConfig(_) | SimError::Ops(_)),
+            matches!(err, SimError::InvalidConfig(_)),
             "{config:?}: {err}"
         );
-        assert!(!err.to_string().is_empty());
+        let message = err.to_string();
+        assert!(
+            message.starts_with("invalid TinT configuration: "),
+            "{message}"
+        );
+        for part in expected {
+            assert!(message.contains(part), "{message:?} does not name {part:?}");
+        }
     }
     let err = FunctionalReference::new(
         aux,
@@ -192,6 +259,10 @@ fn constraint_violations_are_reported() {
     )
     .unwrap_err();
     assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "invalid TinT configuration: n_forward_backward must be at least 1"
+    );
 }
 
 #[test]

@@ -356,10 +356,16 @@ fn bad_models_configs_and_inputs_are_typed_errors() {
         n_simulation_layers: Some(3),
         ..Default::default()
     };
-    assert!(matches!(
-        LlamaReference::new(&model, bad_config),
-        Err(SimError::InvalidConfig(_))
-    ));
+    let Err(err) = LlamaReference::new(&model, bad_config) else {
+        panic!("3 of 2 layers is rejected");
+    };
+    assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    // The message names the rule and the values.
+    let message = err.to_string();
+    assert!(
+        message.contains("n_simulation_layers = 3") && message.contains("1..=2"),
+        "{message}"
+    );
     let reference = LlamaReference::new(&model, LlamaTintConfig::default()).unwrap();
     let device = Default::default();
     let out_of_vocab =

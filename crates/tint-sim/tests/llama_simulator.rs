@@ -241,10 +241,16 @@ fn constraint_violations_are_typed_errors() {
         },
         ..ok.clone()
     };
-    assert!(matches!(
-        LlamaSimulator::new(&model, gains),
-        Err(SimError::InvalidConfig(_))
-    ));
+    let Err(err) = LlamaSimulator::new(&model, gains) else {
+        panic!("gain updates are rejected");
+    };
+    assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    // The message names the rule (gains are frozen in the simulator).
+    let message = err.to_string();
+    assert!(
+        message.contains("RMSNorm gain updates") && message.contains("freezes"),
+        "{message}"
+    );
     let too_many_layers = LlamaSimulatorConfig {
         step: LlamaTintConfig {
             n_simulation_layers: Some(3),
@@ -252,25 +258,38 @@ fn constraint_violations_are_typed_errors() {
         },
         ..ok.clone()
     };
-    assert!(matches!(
-        LlamaSimulator::new(&model, too_many_layers),
-        Err(SimError::InvalidConfig(_))
-    ));
+    let Err(err) = LlamaSimulator::new(&model, too_many_layers) else {
+        panic!("3 of 2 layers is rejected");
+    };
+    assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("n_simulation_layers = 3") && message.contains("1..=2"),
+        "{message}"
+    );
     // Hs = 7 does not divide Ds = 320 (TINT_SPEC §1.2 rule 4); P = 24 does not divide D = 64.
-    for bad in [
-        LlamaSimulatorConfig {
-            num_heads: 7,
-            ..ok.clone()
-        },
-        LlamaSimulatorConfig {
-            num_prefixes: 24,
-            ..ok.clone()
-        },
+    for (bad, rule) in [
+        (
+            LlamaSimulatorConfig {
+                num_heads: 7,
+                ..ok.clone()
+            },
+            ["rule 4", "Hs = 7"],
+        ),
+        (
+            LlamaSimulatorConfig {
+                num_prefixes: 24,
+                ..ok.clone()
+            },
+            ["rule 1", "P = 24"],
+        ),
     ] {
-        assert!(matches!(
-            LlamaSimulator::new(&model, bad),
-            Err(SimError::Ops(_))
-        ));
+        let Err(err) = LlamaSimulator::new(&model, bad) else {
+            panic!("TinT sizes that violate §1.2 are rejected");
+        };
+        assert!(matches!(err, SimError::Ops(_)), "{err}");
+        let message = err.to_string();
+        assert!(rule.iter().all(|part| message.contains(part)), "{message}");
     }
     let gpt2 = tint_aux::load_model::<Flex>(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aux/gpt2-tiny"),

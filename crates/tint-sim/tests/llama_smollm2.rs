@@ -2,7 +2,8 @@
 //! 3 KV heads, 30 layers).
 //!
 //! Needs the GGUF in the asset cache (`cargo xtask fetch smollm2`; `$TINT_CACHE` or
-//! `<repo>/.cache/assets`). Without it the tests print a note and pass.
+//! `<repo>/.cache/assets`). Without it the tests print a note and pass, unless
+//! `TINT_REQUIRE_SMOLLM2=1` is set (CI), in which case they fail.
 //!
 //! `smollm2_sotu_blocks_t256` is `#[ignore]`d (about a minute in a dev build): it runs the top 4
 //! layers on three 256-token blocks of the 1790 State of the Union address and prints the NLL of the
@@ -13,14 +14,14 @@
 use std::path::{Path, PathBuf};
 
 use burn::backend::Flex;
-use burn::tensor::{Int, Tensor, TensorData, Tolerance};
+use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::AuxModel;
 use tint_sim::llama::{LlamaReference, LlamaTintConfig};
 
-/// The reference's forward and the auxiliary forward compute the same f32 function with different
-/// op orders (additive vs boolean causal mask, head layouts); over 30 layers with logits of order
-/// 10–30 the measured difference is a few 1e-5; 1e-3 matches tint-aux's SmolLM2 parity bound.
-const SMOLLM2_FORWARD_TOL: f32 = 1e-3;
+/// First pass vs the auxiliary forward in f32 (issue #4's 1e-4 acceptance bound): the simulator
+/// computes the same function through `Ds`-wide rows with different op orders; over 30 layers with
+/// logits of order 10–30 it measures 7.06e-5 (the functional reference measures 0: same ops).
+const SMOLLM2_FORWARD_TOL: f32 = 1e-4;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -34,6 +35,13 @@ fn gguf_path() -> Option<PathBuf> {
     if path.is_file() {
         Some(path)
     } else {
+        // CI fetches the model first and sets TINT_REQUIRE_SMOLLM2=1, so a missing file fails there
+        // instead of passing silently.
+        assert!(
+            std::env::var_os("TINT_REQUIRE_SMOLLM2").is_none(),
+            "TINT_REQUIRE_SMOLLM2 is set but {} is missing",
+            path.display()
+        );
         eprintln!(
             "skipping: {} not found (run `cargo xtask fetch smollm2`)",
             path.display()
@@ -81,9 +89,11 @@ fn smollm2_first_pass_equals_aux_forward_and_step_is_finite() {
         .forward_with_train_lengths(input.clone(), &[24])
         .unwrap();
     let expected = model.forward(input).unwrap();
-    out.first_logits.to_data().assert_approx_eq::<f32>(
-        &expected.into_data(),
-        Tolerance::absolute(SMOLLM2_FORWARD_TOL),
+    let first = max_abs_diff(out.first_logits.clone(), expected);
+    eprintln!("SmolLM2 reference first pass vs auxiliary forward: {first:e}");
+    assert!(
+        first < SMOLLM2_FORWARD_TOL as f64,
+        "first pass differs by {first}"
     );
     assert!(all_finite(&out.final_logits));
     let moved = (out.final_logits - out.first_logits)
@@ -127,7 +137,7 @@ fn smollm2_sotu_blocks_t256() {
 
 /// f32 with exact derivatives: simulator and reference compute the same step by different op
 /// orders; measured 8.4e-5 on logits of order 10–30 that the step moves by ~0.7 (top 2 layers,
-/// lr 1e-4); 1e-3 (the SmolLM2 forward bound) leaves margin while a missing term fails.
+/// lr 1e-4); 1e-3 (0.15% of the step) leaves margin while a missing term fails.
 const SMOLLM2_F32_EXACT_TOL: f64 = 1e-3;
 /// f64 with finite differences (s = 1000): measured 2.8e-10; 1e-6 is the GPT-2 acceptance bound.
 /// (In f32 the finite differences are not usable as an equality check on SmolLM2: the residual

@@ -112,3 +112,101 @@ pub fn bool_tensor<B: Backend, const D: usize>(
 ) -> Tensor<B, D, Bool> {
     Tensor::from_data(TensorData::new(values, shape), device)
 }
+
+/// A small deterministic generator (SplitMix64 + Box–Muller) so that random test models and inputs
+/// are the same on every run (burn's Flex seed only covers one random op).
+pub struct SeededRng(u64);
+
+impl SeededRng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    /// Token ids `[batch_size, seq_length]` uniform in `0..vocab`.
+    pub fn ids<B: Backend>(
+        &mut self,
+        batch_size: usize,
+        seq_length: usize,
+        vocab: usize,
+    ) -> Tensor<B, 2, Int> {
+        let ids: Vec<i64> = (0..batch_size * seq_length)
+            .map(|_| (self.next_u64() % vocab as u64) as i64)
+            .collect();
+        Tensor::from_data(
+            TensorData::new(ids, [batch_size, seq_length]),
+            &Default::default(),
+        )
+    }
+
+    fn tensor<B: Backend, const D: usize>(
+        &mut self,
+        shape: [usize; D],
+        mean: f64,
+        std: f64,
+    ) -> Tensor<B, D> {
+        let n = shape.iter().product();
+        let values: Vec<f32> = (0..n)
+            .map(|_| (mean + std * self.normal()) as f32)
+            .collect();
+        Tensor::from_data(TensorData::new(values, shape), &Default::default())
+    }
+
+    /// The same distribution as [`AuxParams::random`] (GPT-2-like weights, gains `1 + N(0, 0.1²)`,
+    /// embeddings `N(0, 0.5²)`), drawn from this generator.
+    pub fn aux_params<B: Backend>(
+        &mut self,
+        dims: tint_sim::AuxDims,
+        activation: tint_sim::Activation,
+    ) -> AuxParams<B> {
+        let (d, i) = (dims.d_model, dims.d_inner);
+        let ln = |rng: &mut Self| tint_sim::LayerNormParams {
+            gamma: rng.tensor([1, 1, d], 1.0, 0.1),
+            beta: rng.tensor([1, 1, d], 0.0, 0.02),
+        };
+        let layers = (0..dims.n_layers)
+            .map(|_| tint_sim::LayerParams {
+                ln_1: ln(self),
+                w_q: self.tensor([1, d, d], 0.0, 0.2),
+                b_q: self.tensor([1, 1, d], 0.0, 0.02),
+                w_k: self.tensor([1, d, d], 0.0, 0.2),
+                b_k: self.tensor([1, 1, d], 0.0, 0.02),
+                w_v: self.tensor([1, d, d], 0.0, 0.2),
+                b_v: self.tensor([1, 1, d], 0.0, 0.02),
+                w_o: self.tensor([1, d, d], 0.0, 0.1),
+                b_o: self.tensor([1, 1, d], 0.0, 0.02),
+                ln_2: ln(self),
+                w_fc: self.tensor([1, d, i], 0.0, 0.2),
+                b_fc: self.tensor([1, 1, i], 0.0, 0.02),
+                w_proj: self.tensor([1, i, d], 0.0, 0.1),
+                b_proj: self.tensor([1, 1, d], 0.0, 0.02),
+            })
+            .collect();
+        AuxParams {
+            token_embedding: self.tensor([dims.vocab_size, d], 0.0, 0.5),
+            position_embedding: self.tensor([dims.n_positions, d], 0.0, 0.1),
+            position_offset: 0,
+            layers,
+            ln_f: ln(self),
+            n_heads: dims.n_heads,
+            activation,
+        }
+    }
+}
