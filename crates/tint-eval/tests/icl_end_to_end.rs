@@ -10,8 +10,8 @@ use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::{load_model, AuxModel, AuxTokenizer, DynEvalConfig};
 use tint_eval::icl::{
     accuracy_bars_svg, candidate_log_probs, run_icl_cell, DemoFormat, DynEvalIcl, Example,
-    IclMethod, IclReport, IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind, Template,
-    TintIcl, TrainLoss,
+    IclMethod, IclReport, IclSettings, PlainIcl, PromptEncoder, ScoreRequest, TaskData, TaskKind,
+    Template, TintIcl, TrainLoss,
 };
 use tint_eval::methods::{default_tint_config, Tint};
 
@@ -367,4 +367,44 @@ fn tint_plugs_in_as_a_method() {
         ..settings
     };
     assert!(run_icl_cell(&mut trained, &encoder, &data, &single, &mut |_| {}).is_err());
+}
+
+/// TinT scores single-token label words from one sequence (the context alone) instead of one
+/// sequence per candidate: the scores must equal the batched path's, which a two-token candidate
+/// forces, for both the simulator and its reference, with a real (non-zero) step.
+#[test]
+fn tint_single_token_scores_equal_the_batched_path() {
+    let device: burn::tensor::Device<B> = Default::default();
+    let model: AuxModel<B> = load_model(&micro_dir(), &device).unwrap();
+    let mut config = default_tint_config(32, 4, None, None, None);
+    config.inner_lr = 1e-1;
+    let context: Vec<u32> = vec![5, 17, 23, 99, 4, 61, 8, 250];
+    let targets = vec![false, true, true, true, false, false, false, false];
+    let single: Vec<Vec<u32>> = vec![vec![42], vec![7]];
+    let mixed: Vec<Vec<u32>> = vec![vec![42], vec![7], vec![300, 11]];
+    for simulator in [false, true] {
+        let tint = if simulator {
+            Tint::simulator(&model, config.clone()).unwrap()
+        } else {
+            Tint::reference(&model, config.clone()).unwrap()
+        };
+        let mut method = TintIcl::new(tint, "tint", &device);
+        let mut score = |candidates: &[Vec<u32>]| {
+            method
+                .score(&ScoreRequest {
+                    context: &context,
+                    demo_len: 4,
+                    demo_targets: &targets,
+                    candidates,
+                })
+                .unwrap()
+        };
+        let fast = score(&single);
+        let batched = score(&mixed);
+        for (a, b) in fast.iter().zip(&batched) {
+            // Same logits up to f32 reassociation with another batch shape (as SCORE_TOL).
+            assert!((a - b).abs() < SCORE_TOL, "simulator {simulator}: {a} vs {b}");
+        }
+        assert!(fast.iter().all(|s| s.is_finite() && *s < 0.0));
+    }
 }

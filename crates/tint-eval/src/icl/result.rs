@@ -65,6 +65,9 @@ pub struct SeedRun {
     pub train_losses: Vec<f64>,
     /// Every prediction.
     pub predictions: Vec<Prediction>,
+    /// Wall seconds of this seed's adaptation and scoring (0 in reports written before it was kept).
+    #[serde(default)]
+    pub seconds: f64,
 }
 
 /// Settings of a cell besides its key.

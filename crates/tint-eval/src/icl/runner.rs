@@ -135,6 +135,7 @@ pub fn run_icl_cell(
     let mut done = 0;
     let mut runs = Vec::with_capacity(seeds.len());
     for &seed in &seeds {
+        let seed_start = std::time::Instant::now();
         let demos = if settings.k > 0 {
             sample_demonstrations(&data.train, settings.k, n_classes, settings.balanced, seed)?
                 .iter()
@@ -206,6 +207,7 @@ pub fn run_icl_cell(
             accuracy_calibrated: accuracy(&calibrated, &gold),
             train_losses: method.train_losses(),
             predictions,
+            seconds: seed_start.elapsed().as_secs_f64(),
         });
     }
     let plain: Vec<f64> = runs.iter().map(|r| r.accuracy).collect();

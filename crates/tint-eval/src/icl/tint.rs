@@ -8,12 +8,15 @@
 //! `P(c | prompt)` is scored with the demonstrations (k-shot) or the prompt itself (zero-shot) as the
 //! training part.
 
+use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor, TensorData};
 use tint_sim::SimInput;
 
 use super::error::IclError;
-use super::method::{candidate_batch, sum_candidate_log_probs, IclMethod, ScoreRequest};
+use super::method::{
+    candidate_batch, padded_ids, sum_candidate_log_probs, IclMethod, ScoreRequest,
+};
 use super::prompt::{DemoFormat, TrainingSequences};
 use crate::methods::Tint;
 
@@ -64,7 +67,17 @@ impl<B: Backend> IclMethod for TintIcl<B> {
 
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
         let context = request.context;
-        let ids = candidate_batch::<B>(context, request.candidates, &self.device);
+        // Single-token label words (the usual case) are all scored from the next-token
+        // distribution after the context: one sequence instead of one per candidate. The update
+        // is the same (it depends only on the training part) and causal attention makes the
+        // logits at the last context position independent of what follows.
+        let single_token = !request.candidates.is_empty()
+            && request.candidates.iter().all(|c| c.len() == 1);
+        let ids = if single_token {
+            padded_ids::<B>(&[context.to_vec()], context[0], &self.device)
+        } else {
+            candidate_batch::<B>(context, request.candidates, &self.device)
+        };
         let [batch_size, seq_length] = ids.dims();
         // Zero-shot: the training part is the whole context (the query or the prompt itself).
         let (train_len, targets): (usize, Vec<bool>) = if request.demo_len > 0 {
@@ -85,6 +98,43 @@ impl<B: Backend> IclMethod for TintIcl<B> {
             .map_err(|e| IclError::Eval(e.into()))?
             .with_gradient_mask(gradient_mask);
         let output = self.tint.run(&input)?;
+        if single_token {
+            return next_token_log_probs(output.final_logits, context.len(), request.candidates);
+        }
         sum_candidate_log_probs(output.final_logits, ids, context.len(), request.candidates)
     }
+}
+
+/// `log P(c | context)` for single-token candidates, from the logits after the last context token.
+///
+/// # Shapes
+///
+/// - logits: `[1, context_len, vocab_size]`
+fn next_token_log_probs<B: Backend>(
+    logits: Tensor<B, 3>,
+    context_len: usize,
+    candidates: &[Vec<u32>],
+) -> Result<Vec<f64>, IclError> {
+    let [_, _, vocab_size] = logits.dims();
+    let last = logits.slice([0..1, context_len - 1..context_len, 0..vocab_size]);
+    let log_probs = log_softmax(last, 2)
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .map_err(|e| IclError::InvalidSetting {
+            name: "logits",
+            value: format!("{e:?}"),
+            rule: "must be readable as f64".into(),
+        })?;
+    candidates
+        .iter()
+        .map(|c| {
+            let token = c[0] as usize;
+            log_probs.get(token).copied().ok_or_else(|| IclError::InvalidSetting {
+                name: "candidate token",
+                value: token.to_string(),
+                rule: format!("must be below the vocabulary size {vocab_size}"),
+            })
+        })
+        .collect()
 }
