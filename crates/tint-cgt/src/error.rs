@@ -32,6 +32,9 @@ pub enum CgtError {
     /// A burn recorder (checkpoint) failed.
     #[error("checkpoint error: {0}")]
     Checkpoint(String),
+    /// A checkpoint exists but was written by a run with other settings (steps, batch size, schedule).
+    #[error("cannot resume: {0}")]
+    ResumeMismatch(String),
     /// Safetensors serialisation failed.
     #[error("safetensors error: {0}")]
     Safetensors(String),

@@ -29,6 +29,26 @@ pub enum DataPreset {
     },
 }
 
+impl DataPreset {
+    /// Sequences per training batch.
+    pub fn batch_size(&self) -> usize {
+        match self {
+            Self::Arithmetic(data) => data.batch_size,
+            Self::LinearRegression(data) => data.batch_size,
+            Self::TextMixture { batch_size, .. } => *batch_size,
+        }
+    }
+
+    /// Sets the sequences per training batch.
+    pub fn set_batch_size(&mut self, batch_size: usize) {
+        match self {
+            Self::Arithmetic(data) => data.batch_size = batch_size,
+            Self::LinearRegression(data) => data.batch_size = batch_size,
+            Self::TextMixture { batch_size: b, .. } => *b = batch_size,
+        }
+    }
+}
+
 /// One row of the Table-1 comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Variant {
@@ -94,6 +114,9 @@ impl ExperimentPreset {
         "text-paper",
     ];
 
+    /// Checkpoint interval of the paper-scale presets.
+    pub const PAPER_CHECKPOINT_EVERY: usize = 1000;
+
     /// Looks a preset up by name.
     pub fn by_name(name: &str) -> Result<Self> {
         let icl = |n_tasks, digits, batch_size| ArithmeticConfig {
@@ -103,7 +126,9 @@ impl ExperimentPreset {
             batch_size,
             seed: 1,
         };
-        let training = |steps, learning_rate, warmup_steps| TrainingConfig {
+        // Paper-scale runs take hours: checkpoint every PAPER_CHECKPOINT_EVERY steps so an interrupted
+        // run loses little; the small presets checkpoint at the end only.
+        let training = |steps: usize, learning_rate, warmup_steps| TrainingConfig {
             steps,
             learning_rate,
             min_learning_rate: learning_rate / 10.0,
@@ -118,7 +143,11 @@ impl ExperimentPreset {
                 ..ObjectiveConfig::default()
             },
             seed: 2,
-            checkpoint_every: 0,
+            checkpoint_every: if steps >= 10_000 {
+                Self::PAPER_CHECKPOINT_EVERY
+            } else {
+                0
+            },
         };
         let model = |output,
                      max_len,
@@ -282,6 +311,28 @@ mod tests {
             }
         }
         assert!(ExperimentPreset::by_name("nope").is_err());
+    }
+
+    #[test]
+    fn paper_presets_checkpoint_periodically() {
+        for name in ExperimentPreset::NAMES {
+            let preset = ExperimentPreset::by_name(name).unwrap();
+            let every = preset.training.checkpoint_every;
+            if name.ends_with("-paper") {
+                assert_eq!(every, ExperimentPreset::PAPER_CHECKPOINT_EVERY, "{name}");
+            } else {
+                assert_eq!(every, 0, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn batch_size_is_read_and_set_for_every_data_kind() {
+        for name in ["icl-tiny", "linreg-small", "text-small"] {
+            let mut preset = ExperimentPreset::by_name(name).unwrap();
+            preset.data.set_batch_size(3);
+            assert_eq!(preset.data.batch_size(), 3);
+        }
     }
 
     #[test]

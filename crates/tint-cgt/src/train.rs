@@ -80,6 +80,74 @@ pub struct StepReport {
     pub terms: LossTerms,
     /// Seconds since the (re)start of the run.
     pub elapsed_s: f64,
+    /// Seconds this step took (batch, forward, backward, optimiser step); 0 in logs written before the
+    /// field existed.
+    #[serde(default)]
+    pub step_s: f64,
+}
+
+/// What [`train_with_history`] returns.
+#[derive(Clone, Debug)]
+pub struct TrainOutcome<B: AutodiffBackend> {
+    /// The trained model.
+    pub model: CgtModel<B>,
+    /// One report per step `0..steps`, in step order: the steps of earlier (interrupted or finished) runs
+    /// read back from the JSONL log, then the steps run now. Steps an earlier run logged but that the
+    /// checkpoint does not cover are dropped (they were run again).
+    pub history: Vec<StepReport>,
+    /// The step training (re)started at: 0 for a fresh run, `steps` when the checkpoint was already final.
+    pub resumed_at: usize,
+}
+
+/// Training seconds of a history: the sum of [`StepReport::step_s`]; for old log lines without it, the
+/// difference of consecutive `elapsed_s` within one (re)start (a drop in `elapsed_s` marks a restart).
+pub fn training_seconds(history: &[StepReport]) -> f64 {
+    let mut total = 0.0;
+    let mut previous_elapsed = 0.0;
+    for report in history {
+        total += if report.step_s > 0.0 {
+            report.step_s
+        } else if report.elapsed_s >= previous_elapsed {
+            report.elapsed_s - previous_elapsed
+        } else {
+            report.elapsed_s
+        };
+        previous_elapsed = report.elapsed_s;
+    }
+    total
+}
+
+/// Parses a JSONL loss log written by [`train`]; a missing file is an empty log. A truncated last line
+/// (a run killed mid-write) is skipped.
+pub fn read_log(path: &Path) -> Result<Vec<StepReport>> {
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(CgtError::io(path, e)),
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let mut reports = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str::<StepReport>(line) {
+            Ok(report) => reports.push(report),
+            Err(_) if i + 1 == lines.len() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(reports)
+}
+
+/// The reports of steps `0..before` in step order, the last logged report of each step winning (a step
+/// logged after the last checkpoint of an interrupted run is run, and logged, again on resume).
+fn history_before(log: Vec<StepReport>, before: usize) -> Vec<StepReport> {
+    let mut by_step: Vec<Option<StepReport>> = vec![None; before];
+    for report in log {
+        if report.step < before {
+            let step = report.step;
+            by_step[step] = Some(report);
+        }
+    }
+    by_step.into_iter().flatten().collect()
 }
 
 /// Where a run keeps its files.
@@ -94,6 +162,69 @@ pub struct RunFiles {
 #[derive(Serialize, Deserialize)]
 struct CheckpointState {
     next_step: usize,
+    /// Total steps of the run; absent in old checkpoints.
+    #[serde(default)]
+    steps: Option<usize>,
+    /// The run's training settings as JSON (`checkpoint_every` zeroed; compared as text because
+    /// floats need not survive a JSON round trip bit for bit); absent in old checkpoints.
+    #[serde(default)]
+    training: Option<String>,
+    /// Sequences per batch of the run; absent in old checkpoints.
+    #[serde(default)]
+    batch_size: Option<usize>,
+}
+
+impl CheckpointState {
+    /// The settings that shape the schedule and the data stream, as stored in a checkpoint.
+    fn schedule_of(config: &TrainingConfig) -> Result<String> {
+        Ok(serde_json::to_string(&TrainingConfig {
+            checkpoint_every: 0,
+            ..config.clone()
+        })?)
+    }
+
+    /// Errors when this checkpoint was written by a run whose steps, batch size or other training
+    /// settings differ from the requested ones (resuming would silently mix two schedules).
+    fn check_compatible(
+        &self,
+        dir: &Path,
+        config: &TrainingConfig,
+        batch_size: usize,
+    ) -> Result<()> {
+        let advice = format!(
+            "delete {} or train into another run directory",
+            dir.display()
+        );
+        if let Some(stored) = self.steps {
+            if stored != config.steps {
+                return Err(CgtError::ResumeMismatch(format!(
+                    "the checkpoint in {} belongs to a {stored}-step run, {} steps were requested; {advice}",
+                    dir.display(),
+                    config.steps
+                )));
+            }
+        }
+        if let Some(stored) = &self.training {
+            let requested = Self::schedule_of(config)?;
+            if *stored != requested {
+                return Err(CgtError::ResumeMismatch(format!(
+                    "the checkpoint in {} was trained with other settings ({stored}, requested \
+                     {requested}); {advice}",
+                    dir.display()
+                )));
+            }
+        }
+        if let Some(stored) = self.batch_size {
+            if stored != batch_size {
+                return Err(CgtError::ResumeMismatch(format!(
+                    "the checkpoint in {} belongs to a run with batch size {stored}, batch size {batch_size} \
+                     was requested; {advice}",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 type CheckpointRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
@@ -103,6 +234,8 @@ fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     model: &CgtModel<B>,
     optimizer: &O,
     next_step: usize,
+    config: &TrainingConfig,
+    batch_size: usize,
 ) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| CgtError::io(dir, e))?;
     let recorder = CheckpointRecorder::new();
@@ -113,16 +246,17 @@ fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     recorder
         .record(optimizer.to_record(), dir.join("optimizer"))
         .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
-    let state = serde_json::to_string(&CheckpointState { next_step })?;
+    let state = serde_json::to_string(&CheckpointState {
+        next_step,
+        steps: Some(config.steps),
+        training: Some(CheckpointState::schedule_of(config)?),
+        batch_size: Some(batch_size),
+    })?;
     let path = dir.join("state.json");
     fs::write(&path, state).map_err(|e| CgtError::io(&path, e))
 }
 
-/// Trains `model` on `source` and returns the trained model.
-///
-/// If `files.checkpoint_dir` holds a checkpoint, the model, optimiser state and step are restored from it
-/// and training continues where it stopped (batches and random draws depend only on the step, so the
-/// result matches an uninterrupted run).
+/// Trains `model` on `source` and returns the trained model (see [`train_with_history`]).
 pub fn train<B: AutodiffBackend>(
     model: CgtModel<B>,
     source: &dyn BatchSource,
@@ -131,7 +265,27 @@ pub fn train<B: AutodiffBackend>(
     device: &B::Device,
     progress: &mut dyn FnMut(&StepReport),
 ) -> Result<CgtModel<B>> {
+    train_with_history(model, source, config, files, device, progress).map(|o| o.model)
+}
+
+/// Trains `model` on `source`; returns the trained model and the loss history of all steps.
+///
+/// If `files.checkpoint_dir` holds a checkpoint, the model, optimiser state and step are restored from it
+/// and training continues where it stopped (batches and random draws depend only on the step, so the
+/// result matches an uninterrupted run); a checkpoint written with other steps, batch size or training
+/// settings is an error ([`CgtError::ResumeMismatch`]). The history of the steps before the checkpoint is
+/// read back from `files.log_path`, and the log is rewritten to hold exactly those steps before new ones
+/// are appended. `progress` is called for the steps run now only.
+pub fn train_with_history<B: AutodiffBackend>(
+    model: CgtModel<B>,
+    source: &dyn BatchSource,
+    config: &TrainingConfig,
+    files: &RunFiles,
+    device: &B::Device,
+    progress: &mut dyn FnMut(&StepReport),
+) -> Result<TrainOutcome<B>> {
     config.validate()?;
+    let batch_size = source.batch(0).batch_size;
     let mut adam = AdamConfig::new();
     if let Some(norm) = config.grad_clip_norm {
         adam = adam.with_grad_clipping(Some(GradientClippingConfig::Norm(norm)));
@@ -144,6 +298,15 @@ pub fn train<B: AutodiffBackend>(
         if state_path.exists() {
             let text = fs::read_to_string(&state_path).map_err(|e| CgtError::io(&state_path, e))?;
             let state: CheckpointState = serde_json::from_str(&text)?;
+            state.check_compatible(dir, config, batch_size)?;
+            if state.next_step > config.steps {
+                return Err(CgtError::ResumeMismatch(format!(
+                    "the checkpoint in {} is at step {}, past the {} requested steps",
+                    dir.display(),
+                    state.next_step,
+                    config.steps
+                )));
+            }
             let recorder = CheckpointRecorder::new();
             model = model
                 .load_file(dir.join("model"), &recorder, device)
@@ -155,14 +318,21 @@ pub fn train<B: AutodiffBackend>(
             first_step = state.next_step;
         }
     }
+    let mut history = Vec::with_capacity(config.steps);
     let mut log: Option<File> = match &files.log_path {
         Some(path) => {
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent).map_err(|e| CgtError::io(parent, e))?;
             }
+            history = history_before(read_log(path)?, first_step);
+            let mut kept = String::new();
+            for report in &history {
+                kept.push_str(&serde_json::to_string(report)?);
+                kept.push('\n');
+            }
+            fs::write(path, kept).map_err(|e| CgtError::io(path, e))?;
             Some(
                 OpenOptions::new()
-                    .create(true)
                     .append(true)
                     .open(path)
                     .map_err(|e| CgtError::io(path, e))?,
@@ -172,6 +342,7 @@ pub fn train<B: AutodiffBackend>(
     };
     let start = Instant::now();
     for step in first_step..config.steps {
+        let step_start = Instant::now();
         let batch = source.batch(step as u64);
         let mut rng = step_rng(config.seed ^ 0xA11C_E5ED, step as u64);
         let (loss, terms) = joint_loss(&model, &batch, &config.objective, &mut rng, device)?;
@@ -190,21 +361,27 @@ pub fn train<B: AutodiffBackend>(
             learning_rate,
             terms,
             elapsed_s: start.elapsed().as_secs_f64(),
+            step_s: step_start.elapsed().as_secs_f64(),
         };
         if let (Some(file), Some(path)) = (log.as_mut(), &files.log_path) {
             let line = serde_json::to_string(&report)?;
             writeln!(file, "{line}").map_err(|e| CgtError::io(path, e))?;
         }
         progress(&report);
+        history.push(report);
         let done = step + 1;
         if let Some(dir) = &files.checkpoint_dir {
             let periodic = config.checkpoint_every > 0 && done % config.checkpoint_every == 0;
             if periodic || done == config.steps {
-                save_checkpoint(dir, &model, &optimizer, done)?;
+                save_checkpoint(dir, &model, &optimizer, done, config, batch_size)?;
             }
         }
     }
-    Ok(model)
+    Ok(TrainOutcome {
+        model,
+        history,
+        resumed_at: first_step,
+    })
 }
 
 /// Loads a model saved by [`train`] (the `model` file of a checkpoint directory) into `model`'s structure.

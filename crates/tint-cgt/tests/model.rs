@@ -5,7 +5,9 @@ use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use tint_cgt::data::{ArithmeticConfig, ArithmeticVocab, BatchSource, LinearRegressionConfig};
 use tint_cgt::objective::ObjectiveConfig;
 use tint_cgt::regularisers::PositionWeighting;
-use tint_cgt::train::{train, RunFiles, TrainingConfig};
+use tint_cgt::train::{
+    read_log, train, train_with_history, training_seconds, RunFiles, TrainingConfig,
+};
 use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel, InputKind, Mixing};
 
 type TestBackend = Flex;
@@ -376,7 +378,94 @@ fn training_resumes_from_a_checkpoint() {
     let b = resumed.forward(&input).unwrap().logits;
     let diff = (a - b).abs().max().into_scalar();
     assert!(diff < 1e-5, "resume diff {diff}");
-    let log = std::fs::read_to_string(dir.join("log.jsonl")).unwrap();
-    assert!(log.lines().count() >= 6);
+    // The step logged after the checkpoint and run again on resume is kept once.
+    let log = read_log(&dir.join("log.jsonl")).unwrap();
+    assert_eq!(
+        log.iter().map(|r| r.step).collect::<Vec<_>>(),
+        (0..6).collect::<Vec<_>>()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn rerunning_a_finished_run_restores_its_history_and_refuses_other_schedules() {
+    let device = Default::default();
+    let data = LinearRegressionConfig {
+        d_in: 3,
+        d_out: 1,
+        n_pairs: 4,
+        noise: 0.1,
+        batch_size: 2,
+        seed: 1,
+    };
+    let config = CgtConfig::new(1, 8, 2, 8, 1)
+        .with_input(InputKind::Vectors(4))
+        .with_d_y(4)
+        .with_readout_layer(1)
+        .with_rank(1)
+        .with_n_templates(2);
+    let dir = std::env::temp_dir().join(format!("tint-cgt-rerun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let files = RunFiles {
+        checkpoint_dir: Some(dir.join("ckpt")),
+        log_path: Some(dir.join("log.jsonl")),
+    };
+    let fresh = || CgtModel::<TestAutodiffBackend>::new(&config, &device).unwrap();
+    let four = smoke_training(ObjectiveConfig::default(), 4);
+    let first = train_with_history(fresh(), &data, &four, &files, &device, &mut |_| {}).unwrap();
+    assert_eq!(first.resumed_at, 0);
+    assert_eq!(first.history.len(), 4);
+    assert!(first.history.iter().all(|r| r.step_s > 0.0));
+    // Rerun: nothing left to train, but the losses and the training time come back from the log.
+    let mut called = 0;
+    let again =
+        train_with_history(fresh(), &data, &four, &files, &device, &mut |_| called += 1).unwrap();
+    assert_eq!(called, 0);
+    assert_eq!(again.resumed_at, 4);
+    // JSON keeps f64 to within an ulp or so.
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(1.0);
+    assert_eq!(again.history.len(), 4);
+    for (a, b) in again.history.iter().zip(&first.history) {
+        assert_eq!(a.step, b.step);
+        assert!(close(a.terms.task, b.terms.task), "{a:?} vs {b:?}");
+    }
+    let seconds = training_seconds(&first.history);
+    assert!(seconds > 0.0);
+    assert!(close(training_seconds(&again.history), seconds));
+    // Another step count or batch size must not resume from this checkpoint.
+    let five = smoke_training(ObjectiveConfig::default(), 5);
+    let err = train(fresh(), &data, &five, &files, &device, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, CgtError::ResumeMismatch(_)), "{err}");
+    assert!(err.to_string().contains("4-step run"), "{err}");
+    let wider = LinearRegressionConfig {
+        batch_size: 3,
+        ..data.clone()
+    };
+    let err = train(fresh(), &wider, &four, &files, &device, &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("batch size 2"), "{err}");
+    // Saving checkpoints more often does not change the schedule: still resumable.
+    let mut often = four.clone();
+    often.checkpoint_every = 1;
+    assert!(train(fresh(), &data, &often, &files, &device, &mut |_| {}).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn training_seconds_handle_old_logs_without_step_times() {
+    let report = |step, elapsed_s| tint_cgt::train::StepReport {
+        step,
+        total_steps: 4,
+        learning_rate: 1e-3,
+        terms: Default::default(),
+        elapsed_s,
+        step_s: 0.0,
+    };
+    // Two (re)starts: 1, 2 s then 1.5, 3 s since each start.
+    let log = [
+        report(0, 1.0),
+        report(1, 2.0),
+        report(2, 1.5),
+        report(3, 3.0),
+    ];
+    assert!((training_seconds(&log) - 5.0).abs() < 1e-12);
 }

@@ -9,7 +9,10 @@ pub mod variation;
 
 pub use icl::{evaluate_icl, IclEvaluation};
 pub use linear_fit::linear_fit_error;
-pub use regression::{evaluate_regression, RegressionEvaluation};
+pub use regression::{
+    evaluate_regression, evaluate_regression_references, fit_predict, ReferenceErrors,
+    RegressionEvaluation, RegressionReferences,
+};
 pub use variation::representation_variation;
 
 use burn::tensor::backend::Backend;
