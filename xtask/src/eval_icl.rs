@@ -25,13 +25,13 @@ pub struct IclArgs {
     /// Auxiliary model: a directory, a .gguf file or `smollm2` (fetched on demand).
     #[arg(long, default_value = "smollm2")]
     pub model: ModelArg,
-    /// Tasks, comma-separated: mr-snippets, cr-snippets, bbc-topics (offline data), or sst2, mr, cr,
-    /// mpqa, subj, agnews, amazon (need --data).
+    /// Tasks, comma-separated: mr-snippets, cr-snippets, bbc-topics, amazon-fine-food (offline
+    /// data, fetched on demand), or sst2, mr, cr, mpqa, subj, agnews, amazon (need --data).
     #[arg(long, value_delimiter = ',', default_value = "mr-snippets")]
     pub task: Vec<String>,
     /// Data location, one per task in order (a task directory in the standard layout; the snippet
-    /// file or the BBC `data` directory). Default for the snippet tasks: the `sentiment-snippets`
-    /// asset (fetched on demand).
+    /// file, the BBC `data` directory, or the fine-food directory / `.rda` file). Default for the
+    /// offline tasks: their asset (fetched on demand).
     #[arg(long, value_delimiter = ',')]
     pub data: Vec<PathBuf>,
     /// Methods, comma-separated: icl, dyn-eval, tint, tint-ref.
@@ -129,23 +129,28 @@ fn parse_loss(name: &str) -> Result<TrainLoss> {
     })
 }
 
-/// Loads a task from `data` or, for the snippet tasks, from the fetched asset.
+/// Loads a task from `data` or, for the offline tasks, from the fetched asset (`sentiment-snippets`,
+/// `bbc-topics`, `amazon-fine-food`, downloaded into the cache on first use).
 fn load_task(task: TaskKind, data: Option<&Path>, args: &IclArgs) -> Result<TaskData> {
-    let offline_file = match task {
-        TaskKind::MrSnippets => Some("movieReviewSnippets_GroundTruth.txt"),
-        TaskKind::CrSnippets => Some("amazonReviewSnippets_GroundTruth.txt"),
-        _ => None,
-    };
-    let path = match (data, offline_file) {
+    let asset = |name: &str| crate::fetch::ensure_asset(name, &crate::fetch::cache_dir());
+    let path = match (data, task) {
         (Some(path), _) => path.to_path_buf(),
-        (None, Some(file)) => {
-            crate::fetch::ensure_asset("sentiment-snippets", &crate::fetch::cache_dir())?.join(file)
+        (None, TaskKind::MrSnippets) => {
+            asset("sentiment-snippets")?.join("movieReviewSnippets_GroundTruth.txt")
         }
-        (None, None) => bail!("task {task} needs --data (its directory or file)"),
+        (None, TaskKind::CrSnippets) => {
+            asset("sentiment-snippets")?.join("amazonReviewSnippets_GroundTruth.txt")
+        }
+        (None, TaskKind::BbcTopics) => asset("bbc-topics")?,
+        (None, TaskKind::AmazonFineFood) => asset("amazon-fine-food")?,
+        (None, _) => bail!("task {task} needs --data (its directory or file)"),
     };
     let mut data = if matches!(
         task,
-        TaskKind::MrSnippets | TaskKind::CrSnippets | TaskKind::BbcTopics
+        TaskKind::MrSnippets
+            | TaskKind::CrSnippets
+            | TaskKind::BbcTopics
+            | TaskKind::AmazonFineFood
     ) {
         load_offline_task(task, &path, args.n_test, args.split_seed)?
     } else {
@@ -203,6 +208,38 @@ fn write_outputs(report: &IclReport, out: &Path) -> Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// The requested formats `method` trains in. A format it cannot train in is skipped with a note;
+/// if that leaves none (TinT asked for the default `single`), the formats it supports are used
+/// instead, so `--methods tint` alone still runs its k-shot cells.
+fn training_formats(method: &dyn IclMethod, requested: &[DemoFormat]) -> Vec<DemoFormat> {
+    let supported: Vec<DemoFormat> = requested
+        .iter()
+        .copied()
+        .filter(|&f| method.supports(f))
+        .collect();
+    for format in requested.iter().filter(|&&f| !method.supports(f)) {
+        eprintln!(
+            "{} does not train in the {} format: skipped",
+            method.name(),
+            format.name()
+        );
+    }
+    if !supported.is_empty() {
+        return supported;
+    }
+    let fallback: Vec<DemoFormat> = [DemoFormat::Single, DemoFormat::Multi]
+        .into_iter()
+        .filter(|&f| method.supports(f))
+        .collect();
+    let names: Vec<&str> = fallback.iter().map(|f| f.name()).collect();
+    eprintln!(
+        "{}: none of the requested formats applies; using {}",
+        method.name(),
+        names.join(", ")
+    );
+    fallback
 }
 
 /// Runs `cargo xtask eval icl`; returns the report it wrote.
@@ -285,17 +322,9 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
             for &k in &args.shots {
                 // Formats and losses matter only when the method trains on demonstrations.
                 let variants: Vec<(DemoFormat, TrainLoss)> = if method.trains() && k > 0 {
-                    for &format in formats.iter().filter(|&&f| !method.supports(f)) {
-                        eprintln!(
-                            "{} does not train in the {} format: skipped",
-                            method.name(),
-                            format.name()
-                        );
-                    }
-                    formats
-                        .iter()
-                        .filter(|&&f| method.supports(f))
-                        .flat_map(|&f| losses.iter().map(move |&l| (f, l)))
+                    training_formats(method.as_ref(), &formats)
+                        .into_iter()
+                        .flat_map(|f| losses.iter().map(move |&l| (f, l)))
                         .collect()
                 } else {
                     vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
@@ -329,12 +358,17 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
                             bar.set_position(p.done as u64);
                         })
                         .with_context(|| format!("{task} {} k={k}", key.row_label()))?;
-                    bar.finish_with_message(format!(
-                        "{task} {} k={k}: {:.1}% / calibrated {:.1}%",
+                    let seconds: f64 = cell.runs.iter().map(|r| r.seconds).sum();
+                    let summary = format!(
+                        "{task} {} k={k}: {:.1}% / calibrated {:.1}% ({seconds:.0} s)",
                         key.row_label(),
                         100.0 * cell.accuracy_mean,
                         100.0 * cell.calibrated_mean
-                    ));
+                    );
+                    if bar.is_hidden() {
+                        eprintln!("{summary}");
+                    }
+                    bar.finish_with_message(summary);
                     report.upsert(cell);
                     write_outputs(&report, &args.out)?;
                 }
@@ -363,6 +397,46 @@ mod tests {
     fn default_matches_the_command_line_defaults() {
         let parsed = Wrapper::try_parse_from(["icl"]).unwrap().icl;
         assert_eq!(format!("{parsed:?}"), format!("{:?}", IclArgs::default()));
+    }
+
+    /// A method that trains only in the Multi format (as TinT does).
+    struct MultiOnly;
+
+    impl IclMethod for MultiOnly {
+        fn name(&self) -> String {
+            "multi-only".into()
+        }
+        fn trains(&self) -> bool {
+            true
+        }
+        fn adapt(
+            &mut self,
+            _: &tint_eval::icl::TrainingSequences,
+        ) -> Result<(), tint_eval::icl::IclError> {
+            Ok(())
+        }
+        fn score(
+            &mut self,
+            _: &tint_eval::icl::ScoreRequest<'_>,
+        ) -> Result<Vec<f64>, tint_eval::icl::IclError> {
+            Ok(Vec::new())
+        }
+        fn supports(&self, format: DemoFormat) -> bool {
+            format == DemoFormat::Multi
+        }
+    }
+
+    #[test]
+    fn unsupported_formats_fall_back_to_the_supported_ones() {
+        let method = MultiOnly;
+        assert_eq!(
+            training_formats(&method, &[DemoFormat::Single]),
+            vec![DemoFormat::Multi]
+        );
+        assert_eq!(
+            training_formats(&method, &[DemoFormat::Single, DemoFormat::Multi]),
+            vec![DemoFormat::Multi]
+        );
     }
 
     #[test]

