@@ -141,6 +141,25 @@ pub fn candidate_batch<B: Backend>(
     padded_ids::<B>(&rows, context[0], device)
 }
 
+/// Reads a tensor computed from logits as `f64` values (row-major).
+///
+/// # Errors
+///
+/// [`IclError::InvalidSetting`] when the values cannot be read as `f64`.
+pub(crate) fn logits_to_f64<B: Backend, const D: usize>(
+    values: Tensor<B, D>,
+) -> Result<Vec<f64>, IclError> {
+    values
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .map_err(|e| IclError::InvalidSetting {
+            name: "logits",
+            value: format!("{e:?}"),
+            rule: "must be readable as f64".into(),
+        })
+}
+
 /// Sums `log P(token | prefix)` over each candidate's tokens, from the logits of a
 /// [`candidate_batch`].
 ///
@@ -160,15 +179,7 @@ pub fn sum_candidate_log_probs<B: Backend>(
 ) -> Result<Vec<f64>, IclError> {
     let [_, seq_length] = ids.dims();
     // [n_candidates, seq_length - 1]: entry (b, t) is -log P(token t + 1 | tokens ..= t).
-    let nll = next_token_nll(logits, ids)
-        .into_data()
-        .convert::<f64>()
-        .to_vec::<f64>()
-        .map_err(|e| IclError::InvalidSetting {
-            name: "logits",
-            value: format!("{e:?}"),
-            rule: "must be readable as f64".into(),
-        })?;
+    let nll = logits_to_f64(next_token_nll(logits, ids))?;
     let width = seq_length - 1;
     Ok(candidates
         .iter()

@@ -15,7 +15,7 @@ use tint_sim::SimInput;
 
 use super::error::IclError;
 use super::method::{
-    candidate_batch, padded_ids, sum_candidate_log_probs, IclMethod, ScoreRequest,
+    candidate_batch, logits_to_f64, padded_ids, sum_candidate_log_probs, IclMethod, ScoreRequest,
 };
 use super::prompt::{DemoFormat, TrainingSequences};
 use crate::methods::Tint;
@@ -117,15 +117,7 @@ fn next_token_log_probs<B: Backend>(
 ) -> Result<Vec<f64>, IclError> {
     let [_, _, vocab_size] = logits.dims();
     let last = logits.slice([0..1, context_len - 1..context_len, 0..vocab_size]);
-    let log_probs = log_softmax(last, 2)
-        .into_data()
-        .convert::<f64>()
-        .to_vec::<f64>()
-        .map_err(|e| IclError::InvalidSetting {
-            name: "logits",
-            value: format!("{e:?}"),
-            rule: "must be readable as f64".into(),
-        })?;
+    let log_probs = logits_to_f64(log_softmax(last, 2))?;
     candidates
         .iter()
         .map(|c| {
