@@ -283,7 +283,16 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
     let inference: AuxModel<B> = model.valid();
 
     let mut report = if args.resume && args.out.is_file() {
-        IclReport::read_json(&args.out)?
+        let report = IclReport::read_json(&args.out)?;
+        if report.model != args.model.to_string() {
+            bail!(
+                "--resume: {} holds results of model {:?}, not {:?}; use another --out",
+                args.out.display(),
+                report.model,
+                args.model.to_string()
+            );
+        }
+        report
     } else {
         IclReport::new(args.model.to_string(), BACKEND_NAME)
     };
@@ -340,9 +349,22 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
                         method_settings: method_settings.clone(),
                     };
                     let key = cell_key(task, method.as_ref(), &settings);
-                    if report.cell(&key).is_some() {
-                        eprintln!("skipping finished cell {} k={k} on {task}", key.row_label());
-                        continue;
+                    if let Some(done) = report.cell(&key) {
+                        if done.settings.seeds == settings.seeds
+                            && done.settings.n_test == data.test.len()
+                            && done.settings.method_settings == settings.method_settings
+                        {
+                            eprintln!(
+                                "skipping finished cell {} k={k} on {task}",
+                                key.row_label()
+                            );
+                            continue;
+                        }
+                        eprintln!(
+                            "recomputing cell {} k={k} on {task}: its seeds, examples or method \
+                             settings differ from this run's",
+                            key.row_label()
+                        );
                     }
                     let bar = ProgressBar::new(0);
                     bar.set_style(
