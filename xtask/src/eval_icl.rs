@@ -354,10 +354,7 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
                             && done.settings.n_test == data.test.len()
                             && done.settings.method_settings == settings.method_settings
                         {
-                            eprintln!(
-                                "skipping finished cell {} k={k} on {task}",
-                                key.row_label()
-                            );
+                            eprintln!("skipping finished cell {} k={k} on {task}", key.row_label());
                             continue;
                         }
                         eprintln!(

@@ -403,7 +403,10 @@ fn tint_single_token_scores_equal_the_batched_path() {
         let batched = score(&mixed);
         for (a, b) in fast.iter().zip(&batched) {
             // Same logits up to f32 reassociation with another batch shape (as SCORE_TOL).
-            assert!((a - b).abs() < SCORE_TOL, "simulator {simulator}: {a} vs {b}");
+            assert!(
+                (a - b).abs() < SCORE_TOL,
+                "simulator {simulator}: {a} vs {b}"
+            );
         }
         assert!(fast.iter().all(|s| s.is_finite() && *s < 0.0));
     }

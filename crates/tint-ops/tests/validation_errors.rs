@@ -211,29 +211,29 @@ fn zero_sizes_are_named() {
 /// Which rule of §1.2 an `(D, H, Ds, P, Hs)` tuple violates first, written from the spec text
 /// (independently of `TintDims::new`): 1, 2, 3, "D % H" (as 35), 4, 5, or `None`.
 fn first_violation(d: usize, h: usize, ds: usize, p: usize, hs: usize) -> Option<u32> {
-    if d % p != 0 {
+    if !d.is_multiple_of(p) {
         return Some(1);
     }
     let s = d / p;
-    if ds % p != 0 || ds < d * (s + 1) {
+    if !ds.is_multiple_of(p) || ds < d * (s + 1) {
         return Some(2);
     }
     if ds < 4 * d {
         return Some(3);
     }
-    if d % h != 0 {
+    if !d.is_multiple_of(h) {
         return Some(35);
     }
-    if ds % hs != 0 {
+    if !ds.is_multiple_of(hs) {
         return Some(4);
     }
     let hd = ds / hs;
-    if d % hd != 0 || h % (d / hd) != 0 || h > hs {
+    if !d.is_multiple_of(hd) || !h.is_multiple_of(d / hd) || h > hs {
         return Some(4);
     }
     for k in 1..=3 {
         let rest = ds - k * d;
-        if rest % p != 0 || rest % hd != 0 {
+        if !rest.is_multiple_of(p) || !rest.is_multiple_of(hd) {
             return Some(5);
         }
     }

@@ -71,8 +71,8 @@ impl<B: Backend> IclMethod for TintIcl<B> {
         // distribution after the context: one sequence instead of one per candidate. The update
         // is the same (it depends only on the training part) and causal attention makes the
         // logits at the last context position independent of what follows.
-        let single_token = !request.candidates.is_empty()
-            && request.candidates.iter().all(|c| c.len() == 1);
+        let single_token =
+            !request.candidates.is_empty() && request.candidates.iter().all(|c| c.len() == 1);
         let ids = if single_token {
             padded_ids::<B>(&[context.to_vec()], context[0], &self.device)
         } else {
@@ -122,11 +122,14 @@ fn next_token_log_probs<B: Backend>(
         .iter()
         .map(|c| {
             let token = c[0] as usize;
-            log_probs.get(token).copied().ok_or_else(|| IclError::InvalidSetting {
-                name: "candidate token",
-                value: token.to_string(),
-                rule: format!("must be below the vocabulary size {vocab_size}"),
-            })
+            log_probs
+                .get(token)
+                .copied()
+                .ok_or_else(|| IclError::InvalidSetting {
+                    name: "candidate token",
+                    value: token.to_string(),
+                    rule: format!("must be below the vocabulary size {vocab_size}"),
+                })
         })
         .collect()
 }
