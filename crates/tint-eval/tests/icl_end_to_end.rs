@@ -50,13 +50,26 @@ fn batched_candidate_scores_match_single_forwards() {
     let device = Default::default();
     let model: AuxModel<B> = load_model(&micro_dir(), &device).unwrap();
     let context = [5u32, 17, 300, 42];
+    // Single-token candidates take the one-sequence path, mixed lengths the padded batch.
+    let single = vec![vec![7u32], vec![99], vec![2048]];
+    check_against_single_forwards(&model, &context, &single, &device);
     let candidates = vec![vec![7u32], vec![99, 100, 101], vec![2048, 3]];
-    let batched = candidate_log_probs(&model, &context, &candidates).unwrap();
+    check_against_single_forwards(&model, &context, &candidates, &device);
+    assert!(candidate_log_probs(&model, &[], &candidates).is_err());
+    assert!(candidate_log_probs(&model, &context, &[vec![]]).is_err());
+}
+
+fn check_against_single_forwards(
+    model: &AuxModel<B>,
+    context: &[u32],
+    candidates: &[Vec<u32>],
+    device: &burn::tensor::Device<B>,
+) {
+    let batched = candidate_log_probs(model, context, candidates).unwrap();
     for (cand, &score) in candidates.iter().zip(&batched) {
         let ids: Vec<i64> = context.iter().chain(cand).map(|&t| t as i64).collect();
         let len = ids.len();
-        let tensor =
-            Tensor::<B, 2, Int>::from_data(TensorData::new(ids.clone(), [1, len]), &device);
+        let tensor = Tensor::<B, 2, Int>::from_data(TensorData::new(ids.clone(), [1, len]), device);
         let log_probs = log_softmax(model.forward(tensor).unwrap(), 2)
             .into_data()
             .convert::<f64>()
@@ -75,8 +88,6 @@ fn batched_candidate_scores_match_single_forwards() {
         );
         assert!(score < 0.0);
     }
-    assert!(candidate_log_probs(&model, &[], &candidates).is_err());
-    assert!(candidate_log_probs(&model, &context, &[vec![]]).is_err());
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! simulator — through the [`IclMethod`] trait.
 
 use burn::module::{AutodiffModule, Module};
+use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::loss::next_token_nll;
@@ -118,9 +119,44 @@ pub fn candidate_log_probs<B: Backend>(
         });
     }
     let device = model.devices()[0].clone();
+    // Single-token label words (the usual case): one sequence, the next-token distribution after
+    // the context, instead of one padded sequence per candidate (causal attention: same logits).
+    if candidates.iter().all(|c| c.len() == 1) {
+        let ids = padded_ids::<B>(&[context.to_vec()], context[0], &device);
+        return next_token_log_probs(model.forward(ids)?, context.len(), candidates);
+    }
     let ids = candidate_batch::<B>(context, candidates, &device);
     let logits = model.forward(ids.clone())?;
     sum_candidate_log_probs(logits, ids, context.len(), candidates)
+}
+
+/// `log P(c | context)` for single-token candidates, from the logits after the last context token.
+///
+/// # Shapes
+///
+/// - logits: `[1, context_len, vocab_size]`
+pub(crate) fn next_token_log_probs<B: Backend>(
+    logits: Tensor<B, 3>,
+    context_len: usize,
+    candidates: &[Vec<u32>],
+) -> Result<Vec<f64>, IclError> {
+    let [_, _, vocab_size] = logits.dims();
+    let last = logits.slice([0..1, context_len - 1..context_len, 0..vocab_size]);
+    let log_probs = logits_to_f64(log_softmax(last, 2))?;
+    candidates
+        .iter()
+        .map(|c| {
+            let token = c[0] as usize;
+            log_probs
+                .get(token)
+                .copied()
+                .ok_or_else(|| IclError::InvalidSetting {
+                    name: "candidate token",
+                    value: token.to_string(),
+                    rule: format!("must be below the vocabulary size {vocab_size}"),
+                })
+        })
+        .collect()
 }
 
 /// The `[n_candidates, context + longest candidate]` batch of `context ++ candidate_c`, right-padded

@@ -8,14 +8,14 @@
 //! `P(c | prompt)` is scored with the demonstrations (k-shot) or the prompt itself (zero-shot) as the
 //! training part.
 
-use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Tensor, TensorData};
 use tint_sim::SimInput;
 
 use super::error::IclError;
 use super::method::{
-    candidate_batch, logits_to_f64, padded_ids, sum_candidate_log_probs, IclMethod, ScoreRequest,
+    candidate_batch, next_token_log_probs, padded_ids, sum_candidate_log_probs, IclMethod,
+    ScoreRequest,
 };
 use super::prompt::{DemoFormat, TrainingSequences};
 use crate::methods::Tint;
@@ -103,33 +103,4 @@ impl<B: Backend> IclMethod for TintIcl<B> {
         }
         sum_candidate_log_probs(output.final_logits, ids, context.len(), request.candidates)
     }
-}
-
-/// `log P(c | context)` for single-token candidates, from the logits after the last context token.
-///
-/// # Shapes
-///
-/// - logits: `[1, context_len, vocab_size]`
-fn next_token_log_probs<B: Backend>(
-    logits: Tensor<B, 3>,
-    context_len: usize,
-    candidates: &[Vec<u32>],
-) -> Result<Vec<f64>, IclError> {
-    let [_, _, vocab_size] = logits.dims();
-    let last = logits.slice([0..1, context_len - 1..context_len, 0..vocab_size]);
-    let log_probs = logits_to_f64(log_softmax(last, 2))?;
-    candidates
-        .iter()
-        .map(|c| {
-            let token = c[0] as usize;
-            log_probs
-                .get(token)
-                .copied()
-                .ok_or_else(|| IclError::InvalidSetting {
-                    name: "candidate token",
-                    value: token.to_string(),
-                    rule: format!("must be below the vocabulary size {vocab_size}"),
-                })
-        })
-        .collect()
 }
