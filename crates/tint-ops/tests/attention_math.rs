@@ -23,6 +23,8 @@
 
 use core::ops::Range;
 
+mod common;
+
 use burn::{
     backend::Flex,
     tensor::{DType, Int, Tensor, TensorData},
@@ -35,6 +37,8 @@ use tint_ops::{
     hsplit::{DimWiseBuilder, SplitWiseBuilder},
     layout::position_indices,
 };
+
+use common::Rng;
 
 type B = Flex;
 
@@ -56,36 +60,6 @@ const MIN_OUTPUT: f64 = 1e-4;
 
 /// Seeds per (shape, flavour) combination.
 const SEEDS: [u64; 2] = [0x5eed_a77e_0000_0001, 0x5eed_a77e_0000_0002];
-
-// ---------------------------------------------------------------------------------------------
-// Random numbers
-// ---------------------------------------------------------------------------------------------
-
-/// Deterministic random numbers (xorshift64* + Box–Muller), so failures are reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
-        (bits as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self, std: f64) -> f64 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        std * (-2.0 * u1.ln()).sqrt() * (2.0 * core::f64::consts::PI * u2).cos()
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        ((self.uniform() * n as f64) as usize).min(n - 1)
-    }
-
-    fn normals(&mut self, n: usize, std: f64) -> Vec<f64> {
-        (0..n).map(|_| self.normal(std)).collect()
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Shapes and host-side weights

@@ -5,35 +5,17 @@
 //! Writing and reading are pure copies, so every comparison here is **exact** (`==` on the f64
 //! values): any tolerance would hide a misplaced element.
 
+mod common;
+
 use burn::{
     backend::Flex,
     tensor::{DType, Tensor, TensorData},
 };
 use tint_ops::{prefix, TintDims, TintOpsError};
 
+use common::Rng;
+
 type B = Flex;
-
-/// Deterministic standard normals (xorshift64* + Box–Muller).
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
-        (bits as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn normals(&mut self, n: usize) -> Vec<f64> {
-        (0..n)
-            .map(|_| {
-                let (u1, u2) = (self.uniform(), self.uniform());
-                (-2.0 * u1.ln()).sqrt() * (2.0 * core::f64::consts::PI * u2).cos()
-            })
-            .collect()
-    }
-}
 
 /// Valid shapes `(D, H, Ds, P, Hs, Tmax, T)` with `S = 1, 2, 3, 4`, `Ds = (S+1) D` and `Ds > (S+1) D`
 /// (zero tail), and the GPT-2 layout (`S = 3`, `Ds = 4D`) scaled down.
@@ -64,7 +46,7 @@ fn to_host<const D: usize>(x: Tensor<B, D>) -> Vec<f64> {
 
 /// Random `[BATCH, D, D]` weights and `[BATCH, D]` biases (host copies and tensors).
 fn random_linear(rng: &mut Rng, d: usize) -> (Vec<f64>, Vec<f64>) {
-    (rng.normals(BATCH * d * d), rng.normals(BATCH * d))
+    (rng.normals(BATCH * d * d, 1.0), rng.normals(BATCH * d, 1.0))
 }
 
 #[test]
@@ -188,7 +170,7 @@ fn layer_norm_is_written_as_a_diagonal_weight() {
     let mut rng = Rng(0x5eed_0004);
     for dims in test_dims() {
         let d = dims.d_model();
-        let (gamma, beta) = (rng.normals(BATCH * d), rng.normals(BATCH * d));
+        let (gamma, beta) = (rng.normals(BATCH * d, 1.0), rng.normals(BATCH * d, 1.0));
         let rows = prefix::write_layer_norm(
             tensor(gamma.clone(), [BATCH, d]),
             tensor(beta.clone(), [BATCH, d]),

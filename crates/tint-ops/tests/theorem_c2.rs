@@ -24,6 +24,8 @@
 //! `W_O ẽ^S_t − ẽ^L_t = ε Σ_j (a_{t,j}²/2 − T) v_j + O(ε²)`: first order in `ε` (the theorem states
 //! the weaker `O(√ε)`).
 
+mod common;
+
 use burn::{
     backend::Flex,
     tensor::{DType, Device, ElementConversion, Int, Tensor, TensorData},
@@ -35,6 +37,8 @@ use tint_ops::{
     },
     hsplit::{DimWiseBuilder, SplitWiseBuilder},
 };
+
+use common::Rng;
 
 type B = Flex;
 
@@ -59,24 +63,6 @@ const MAX_DECADE_RATIO: f64 = 12.5;
 /// Relative error (max |W_O ẽ^S − ẽ^L| / max |ẽ^L|) required at the smallest ε.
 const FINAL_REL_TOL: f64 = 1e-4;
 
-/// Deterministic standard normals (xorshift64* + Box–Muller), so the curve is reproducible.
-struct Normals(u64);
-
-impl Normals {
-    fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
-        (bits as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn next(&mut self, std: f64) -> f64 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        std * (-2.0 * u1.ln()).sqrt() * (2.0 * core::f64::consts::PI * u2).cos()
-    }
-}
-
 /// Random weights of the linear attention `L`, kept on the host so `S` can be built from them.
 struct LinearWeights {
     /// `[qkv][coord][out_head][in_head]`: dimension-wise maps.
@@ -94,11 +80,11 @@ struct LinearWeights {
 }
 
 impl LinearWeights {
-    fn random(rng: &mut Normals) -> Self {
+    fn random(rng: &mut Rng) -> Self {
         let (h, d, t) = (N_HEADS, HEAD_DIM, SEQ_LENGTH);
         let mut square = |n: usize, std: f64| -> Vec<Vec<f64>> {
             (0..n)
-                .map(|_| (0..n).map(|_| rng.next(std)).collect())
+                .map(|_| (0..n).map(|_| rng.normal(std)).collect())
                 .collect()
         };
         let dim_wise = [0, 1, 2].map(|_| (0..d).map(|_| square(h, 0.6)).collect::<Vec<_>>());
@@ -121,7 +107,7 @@ impl LinearWeights {
                             if free_last && c == d - 1 {
                                 0.0
                             } else {
-                                rng.next(0.3)
+                                rng.normal(0.3)
                             }
                         })
                         .collect()
@@ -130,8 +116,8 @@ impl LinearWeights {
         };
         let key_positions = positions(true);
         let value_positions = positions(false);
-        let key_lambda = (0..h).map(|_| rng.next(1.0)).collect();
-        let value_lambda = (0..h).map(|_| rng.next(1.0)).collect();
+        let key_lambda = (0..h).map(|_| rng.normal(1.0)).collect();
+        let value_lambda = (0..h).map(|_| rng.normal(1.0)).collect();
         Self {
             dim_wise,
             split_wise,
@@ -283,9 +269,9 @@ fn softmax_with_2h_heads_and_an_extra_token_approximates_linear_attention() {
     let device = Default::default();
     let (h, d, t) = (N_HEADS, HEAD_DIM, SEQ_LENGTH);
     let d_sim = h * d;
-    let mut rng = Normals(0x5eed_c2c2_0000_0001);
+    let mut rng = Rng(0x5eed_c2c2_0000_0001);
     let weights = LinearWeights::random(&mut rng);
-    let inputs: Vec<f64> = (0..BATCH * t * d_sim).map(|_| rng.next(0.7)).collect();
+    let inputs: Vec<f64> = (0..BATCH * t * d_sim).map(|_| rng.normal(0.7)).collect();
     let hidden = Tensor::<B, 3>::from_data(
         TensorData::new(inputs, [BATCH, t, d_sim]),
         (&device, DType::F64),

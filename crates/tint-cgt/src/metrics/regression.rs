@@ -28,13 +28,7 @@ pub fn evaluate_regression<B: Backend>(
     freeze_after: &[usize],
     device: &B::Device,
 ) -> Result<RegressionEvaluation> {
-    data.validate()?;
-    if freeze_after.iter().any(|&k| k == 0 || k >= data.n_pairs) {
-        return Err(CgtError::InvalidDataConfig(format!(
-            "freeze points {freeze_after:?} must lie in 1..{}",
-            data.n_pairs
-        )));
-    }
+    check_settings(data, freeze_after)?;
     let n_pairs = data.n_pairs;
     let mut dynamic = vec![0.0; n_pairs];
     let mut frozen_sums = vec![0.0; freeze_after.len()];
@@ -272,13 +266,8 @@ fn reference_errors(
     })
 }
 
-/// Evaluates the reference predictors on the same `n_batches` batches of `data` that
-/// [`evaluate_regression`] uses; `freeze_after` lists the prompt sizes `k`.
-pub fn evaluate_regression_references(
-    data: &LinearRegressionConfig,
-    n_batches: usize,
-    freeze_after: &[usize],
-) -> Result<RegressionReferences> {
+/// Checks the data settings and that every freeze point lies in `1..n_pairs`.
+fn check_settings(data: &LinearRegressionConfig, freeze_after: &[usize]) -> Result<()> {
     data.validate()?;
     if freeze_after.iter().any(|&k| k == 0 || k >= data.n_pairs) {
         return Err(CgtError::InvalidDataConfig(format!(
@@ -286,6 +275,17 @@ pub fn evaluate_regression_references(
             data.n_pairs
         )));
     }
+    Ok(())
+}
+
+/// Evaluates the reference predictors on the same `n_batches` batches of `data` that
+/// [`evaluate_regression`] uses; `freeze_after` lists the prompt sizes `k`.
+pub fn evaluate_regression_references(
+    data: &LinearRegressionConfig,
+    n_batches: usize,
+    freeze_after: &[usize],
+) -> Result<RegressionReferences> {
+    check_settings(data, freeze_after)?;
     let n_pairs = data.n_pairs;
     let mut by_pair = vec![ReferenceErrors::default(); n_pairs];
     let mut frozen = vec![ReferenceErrors::default(); freeze_after.len()];
