@@ -5,17 +5,24 @@
 //! The command line (`cargo xtask eval …`) lives in `xtask`; this crate does not print. Long runs report
 //! progress through a callback.
 
+pub mod atomic_write;
 pub mod blocks;
 pub mod error;
 pub mod icl;
 pub mod lm;
+pub mod lm_grid;
 pub mod lm_plot;
+pub mod lm_split;
+pub mod lm_tune;
 pub mod methods;
+pub mod paired;
 pub mod perplexity;
 pub mod report;
+pub mod resume;
 
 pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
 pub use perplexity::{BlockNll, Perplexity};
 pub use report::{LmReport, MethodResult};
 
+pub use atomic_write::{write_atomic, write_atomic_with, AtomicWriteError};
 pub use error::EvalError;
