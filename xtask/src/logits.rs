@@ -42,9 +42,34 @@ pub struct LogitsArgs {
     /// Number of timed steps with `--timing`.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// How the simulator is evaluated with `--tint`: `constructed` (every module from its stored
+    /// weights) or `structured` (the proven-equal shortcut that reads `W, b` out of the prefix rows).
+    #[arg(long, value_enum, default_value_t = ExecutionArg::Constructed)]
+    pub execution: ExecutionArg,
+    /// Evaluate the stored gates in their official `tanh(g10 · …)` form instead of its 0/1 limit.
+    #[arg(long)]
+    pub tanh_gates: bool,
     /// TinT hyper-parameters.
     #[command(flatten)]
     pub tint_flags: crate::eval::TintFlags,
+}
+
+/// `--execution` values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecutionArg {
+    /// Every module computes its output from its own stored weights.
+    Constructed,
+    /// The structured shortcut (proven equal to the constructed execution).
+    Structured,
+}
+
+impl From<ExecutionArg> for tint_sim::Execution {
+    fn from(arg: ExecutionArg) -> Self {
+        match arg {
+            ExecutionArg::Constructed => tint_sim::Execution::Constructed,
+            ExecutionArg::Structured => tint_sim::Execution::Structured,
+        }
+    }
 }
 
 /// The `{"input_ids": …}` file.
@@ -176,12 +201,14 @@ fn run_tint(args: &LogitsArgs, ids: &IdsFile, model: &tint_aux::AuxModel<B>) -> 
             args.ids.display()
         );
     };
-    let config = args.tint_flags.config(model, args.inner_lr, args.steps)?;
-    let mut aux = tint_sim::AuxParams::from_aux(model)?;
-    if args.f64 {
-        aux = aux.cast(burn::tensor::DType::F64);
+    let mut config = args.tint_flags.config(model, args.inner_lr, args.steps)?;
+    config.execution = args.execution.into();
+    if args.tanh_gates {
+        config.gate_mode = tint_sim::GateMode::Tanh;
     }
-    let simulator = tint_sim::TintSimulator::new(&aux, config.clone())?;
+    let dtype = args.f64.then_some(burn::tensor::DType::F64);
+    let simulator = tint_sim::ModelSimulator::new(model, config.clone(), dtype)?;
+    let (hidden_size, num_prefixes, num_heads) = simulator.sizes();
     let flat: Vec<bool> = mask.iter().flatten().map(|&m| m == 1).collect();
     let train_mask = Tensor::<B, 2, burn::tensor::Bool>::from_data(
         TensorData::new(flat, [mask.len(), mask[0].len()]),
@@ -189,14 +216,18 @@ fn run_tint(args: &LogitsArgs, ids: &IdsFile, model: &tint_aux::AuxModel<B>) -> 
     );
     let input = tint_sim::SimInput::new(ids_tensor(&ids.input_ids), train_mask);
     eprintln!(
-        "TinT: Ds {} P {} Hs {} sim layers {:?} steps {} eta {} ({} parameters, official count)",
-        config.hidden_size,
-        config.num_prefixes,
-        config.num_heads,
+        "TinT ({:?} execution, {:?} gates): Ds {} P {} Hs {} sim layers {:?} steps {} eta {} ({} \
+         parameters, official count; {} read by the constructed execution)",
+        config.execution,
+        config.gate_mode,
+        hidden_size,
+        num_prefixes,
+        num_heads,
         config.n_simulation_layers,
         config.n_forward_backward,
         config.inner_lr,
-        simulator.num_params()
+        simulator.num_params(),
+        simulator.num_params_read()
     );
     let mut output = simulator.forward(&input)?;
     if args.timing {

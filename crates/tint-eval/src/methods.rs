@@ -8,7 +8,9 @@ use tint_aux::loss::next_token_nll;
 
 use tint_aux::{continuation_nll, dynamic_eval, AuxModel, DynEvalConfig};
 use tint_sim::llama::{LlamaReference, LlamaSimulator, LlamaSimulatorConfig, LlamaTintConfig};
-use tint_sim::{AuxParams, FunctionalReference, SimInput, SimOutput, TintConfig, TintSimulator};
+use tint_sim::{
+    AuxParams, Execution, FunctionalReference, SimInput, SimOutput, TintConfig, TintSimulator,
+};
 
 use crate::lm::LmMethod;
 use crate::perplexity::BlockNll;
@@ -165,6 +167,70 @@ pub fn default_tint_config(
     config
 }
 
+/// The TinT method names of the evaluations: the constructed simulator (`tint`), its structured
+/// execution (`tint-structured`, proven equal to the constructed one) and the functional reference
+/// (`tint-ref`, the same update with plain tensor maths).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TintMethod {
+    /// `tint`: the simulator, [`Execution::Constructed`] (every module from its stored weights).
+    Constructed,
+    /// `tint-structured`: the simulator, [`Execution::Structured`].
+    Structured,
+    /// `tint-ref`: the functional reference.
+    Reference,
+}
+
+impl TintMethod {
+    /// Every method, in the order of [`TintMethod::NAMES`].
+    pub const ALL: [TintMethod; 3] = [
+        TintMethod::Constructed,
+        TintMethod::Structured,
+        TintMethod::Reference,
+    ];
+    /// The method names, as on the command line and in reports.
+    pub const NAMES: [&'static str; 3] = ["tint", "tint-structured", "tint-ref"];
+
+    /// The method's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TintMethod::Constructed => "tint",
+            TintMethod::Structured => "tint-structured",
+            TintMethod::Reference => "tint-ref",
+        }
+    }
+
+    /// Parses a method name.
+    ///
+    /// # Errors
+    /// [`EvalError::UnknownMethod`] listing the valid names.
+    pub fn parse(name: &str) -> Result<Self, EvalError> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| EvalError::UnknownMethod {
+                name: name.to_string(),
+                known: Self::NAMES.join(", "),
+            })
+    }
+
+    /// The simulator execution of the method (`None` for the functional reference).
+    pub fn execution(self) -> Option<Execution> {
+        match self {
+            TintMethod::Constructed => Some(Execution::Constructed),
+            TintMethod::Structured => Some(Execution::Structured),
+            TintMethod::Reference => None,
+        }
+    }
+}
+
+impl std::str::FromStr for TintMethod {
+    type Err = EvalError;
+
+    fn from_str(name: &str) -> Result<Self, EvalError> {
+        Self::parse(name)
+    }
+}
+
 /// Which TinT implementation scores a block.
 enum TintEngine<B: Backend> {
     /// The constructed simulator network (boxed: it is much larger than the reference).
@@ -185,8 +251,27 @@ pub struct Tint<B: Backend> {
 }
 
 impl<B: Backend> Tint<B> {
+    /// The TinT `method` for `model`: the simulator with the method's execution (replacing
+    /// `config.execution`), or the functional reference.
+    ///
+    /// # Errors
+    /// As [`Tint::simulator`] / [`Tint::reference`].
+    pub fn for_method(
+        model: &AuxModel<B>,
+        mut config: TintConfig,
+        method: TintMethod,
+    ) -> Result<Self, EvalError> {
+        match method.execution() {
+            Some(execution) => {
+                config.execution = execution;
+                Self::simulator(model, config)
+            }
+            None => Self::reference(model, config),
+        }
+    }
+
     /// The constructed simulator for `model` (GPT-2/OPT, or LLaMA with
-    /// [`LlamaSimulatorConfig::from_tint`]).
+    /// [`LlamaSimulatorConfig::from_tint`]), evaluated with `config.execution`.
     pub fn simulator(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
         if let AuxModel::Llama(_) = model {
             let device = model.devices()[0].clone();
@@ -223,6 +308,19 @@ impl<B: Backend> Tint<B> {
         })
     }
 
+    /// The method this engine runs.
+    pub fn method(&self) -> TintMethod {
+        let of = |execution: Execution| match execution {
+            Execution::Constructed => TintMethod::Constructed,
+            Execution::Structured => TintMethod::Structured,
+        };
+        match &self.engine {
+            TintEngine::Simulator(sim) => of(sim.config().execution),
+            TintEngine::LlamaSimulator(sim) => of(sim.config().execution),
+            TintEngine::Reference(_) | TintEngine::LlamaReference(_) => TintMethod::Reference,
+        }
+    }
+
     /// First-pass and final logits of one `[1, T]` block.
     pub fn run(&self, input: &SimInput<B>) -> Result<SimOutput<B>, EvalError> {
         Ok(match &self.engine {
@@ -236,10 +334,7 @@ impl<B: Backend> Tint<B> {
 
 impl<B: Backend> LmMethod for Tint<B> {
     fn name(&self) -> String {
-        match self.engine {
-            TintEngine::Simulator(_) | TintEngine::LlamaSimulator(_) => "tint".into(),
-            TintEngine::Reference(_) | TintEngine::LlamaReference(_) => "tint-ref".into(),
-        }
+        self.method().name().into()
     }
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
@@ -266,5 +361,34 @@ impl<M: LmMethod> LmMethod for Labelled<M> {
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
         self.method.block_nll(block, train_len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tint_method_names_round_trip_and_unknown_names_list_the_valid_ones() {
+        for method in TintMethod::ALL {
+            assert_eq!(TintMethod::parse(method.name()).unwrap(), method);
+            assert_eq!(method.name().parse::<TintMethod>().unwrap(), method);
+        }
+        assert_eq!(
+            TintMethod::Constructed.execution(),
+            Some(Execution::Constructed)
+        );
+        assert_eq!(
+            TintMethod::Structured.execution(),
+            Some(Execution::Structured)
+        );
+        assert_eq!(TintMethod::Reference.execution(), None);
+        let err = TintMethod::parse("tint-constructed")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("tint-constructed") && err.contains("tint, tint-structured, tint-ref"),
+            "{err}"
+        );
     }
 }

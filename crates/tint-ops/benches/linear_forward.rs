@@ -1,6 +1,7 @@
 //! Criterion bench: LinearForward (TINT_SPEC §6.1) on the Flex CPU backend, GPT-2 shape
 //! (D = 768, P = 256, Ds = 3072, T = 64) and a tiny shape, evaluated through the structure of the
-//! constructed weights (`structured`, the default) and as the stored linear attention (`attention`).
+//! constructed weights (`structured`, [`Execution::Structured`]) and as the stored linear attention
+//! (`attention`, [`Execution::Constructed`], the default).
 
 use burn::{
     backend::Flex,
@@ -9,7 +10,7 @@ use burn::{
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use tint_ops::{prefix, LinearForward, SimContext, TintDims, TintOptions};
+use tint_ops::{prefix, Execution, LinearForward, SimContext, TintDims, TintOptions};
 
 type B = Flex;
 
@@ -35,13 +36,11 @@ fn bench_linear_forward(c: &mut Criterion) {
         let prefix_rows = prefix::write_linear(weight, bias, &dims).expect("prefix");
         let tokens = Tensor::<B, 3>::random([1, t, ds], Distribution::Normal(0.0, 1.0), &device);
         let state = Tensor::cat(vec![prefix_rows, tokens], 1);
-        for structured in [true, false] {
-            module.structured = structured;
-            let path = if structured {
-                "structured"
-            } else {
-                "attention"
-            };
+        for (execution, path) in [
+            (Execution::Structured, "structured"),
+            (Execution::Constructed, "attention"),
+        ] {
+            module.execution = execution;
             group.bench_with_input(BenchmarkId::new(path, name), &state, |bencher, state| {
                 bencher.iter(|| {
                     let out = module.forward(black_box(state.clone()), &ctx);

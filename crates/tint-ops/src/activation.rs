@@ -13,7 +13,7 @@ use crate::{
     hsplit::{BlockKind, DimStructure, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
     layout,
     linear::{cat_columns, column_view, columns},
-    options::{ActivationKind, Derivative, GateMode, TintOptions},
+    options::{ActivationKind, Derivative, Execution, TintOptions},
 };
 
 /// `sqrt(2/π)`, the constant of `gelu_new`.
@@ -115,6 +115,10 @@ pub struct ActivationForward<B: Backend> {
     pub d_model: usize,
     /// `Ds - D`.
     pub memory_index: usize,
+    /// [`Execution::Structured`]: the row forms activate the signal directly (proven equal to the
+    /// stored `c_fc`, `c_proj` and gate).
+    #[module(skip)]
+    pub execution: Execution,
 }
 
 impl<B: Backend> ActivationForward<B> {
@@ -141,6 +145,7 @@ impl<B: Backend> ActivationForward<B> {
             activation: options.activation,
             d_model: dims.d_model(),
             memory_index: mem,
+            execution: options.execution,
         })
     }
 
@@ -198,13 +203,14 @@ impl<B: Backend> ActivationForward<B> {
         ])
     }
 
-    /// Whether the module has the constructed structure (exact gate, identity `c_fc`, `c_proj`
-    /// keeping exactly the heads below the memory).
+    /// Whether the structured execution is selected and the module has the constructed structure
+    /// (exact gate, identity `c_fc`, `c_proj` keeping exactly the heads below the memory).
     fn is_structured(&self) -> bool {
         let mem = self.memory_index;
         let hd = self.c_proj.block_size;
         let kept = |i: usize, k: &BlockKind| (*k == BlockKind::Identity) == (i * hd < mem);
-        self.gates.mode == GateMode::Exact
+        self.execution == Execution::Structured
+            && self.gates.is_selection()
             && self.c_fc.structure == DimStructure::Identity
             && self
                 .c_proj
@@ -260,6 +266,10 @@ pub struct ActivationBackward<B: Backend> {
     pub d_model: usize,
     /// `Ds - D`.
     pub memory_index: usize,
+    /// [`Execution::Structured`]: the row form applies the finite difference directly (proven
+    /// equal to the stored shift maps).
+    #[module(skip)]
+    pub execution: Execution,
 }
 
 impl<B: Backend> ActivationBackward<B> {
@@ -296,6 +306,7 @@ impl<B: Backend> ActivationBackward<B> {
             derivative: options.derivative,
             d_model: d,
             memory_index: mem,
+            execution: options.execution,
         })
     }
 
@@ -334,6 +345,9 @@ impl<B: Backend> ActivationBackward<B> {
         let Derivative::FiniteDifference { scale } = self.derivative else {
             return self.forward(tokens, ctx);
         };
+        if self.execution == Execution::Constructed {
+            return self.forward(tokens, ctx);
+        }
         let [_, _, ds] = tokens.dims();
         let d = self.d_model;
         let dy = columns(&tokens, 0, d);
@@ -360,14 +374,20 @@ mod tests {
             for dims in test_dims() {
                 let p = dims.n_prefixes();
                 let ctx = context(&dims, 2);
+                // Row forms of the structured execution against the constructed execution's
+                // full-state forward.
                 let options = f64_options().with_activation(kind);
+                let structured = options.with_execution(Execution::Structured);
                 let state = random([2, dims.n_rows(), dims.d_sim()], 1.0);
                 let (prefix, tokens) = (
                     crate::layout::prefix_rows(state.clone(), p),
                     crate::layout::token_rows(state.clone(), p),
                 );
                 let fwd = ActivationForward::<TestBackend>::new(&dims, &options, &device).unwrap();
-                let rows = fwd.forward_rows(prefix.clone(), tokens.clone(), &ctx);
+                let fast =
+                    ActivationForward::<TestBackend>::new(&dims, &structured, &device).unwrap();
+                assert!(fast.is_structured() && !fwd.is_structured());
+                let rows = fast.forward_rows(prefix.clone(), tokens.clone(), &ctx);
                 let full = crate::layout::token_rows(fwd.forward(state.clone(), &ctx), p);
                 assert!(max_abs_diff(rows, full) < F64_TOL, "{kind:?} forward");
                 // Zero dims [D, memory), as a LinearForward output has them.
@@ -376,7 +396,7 @@ mod tests {
                     [0..2, 0..dims.seq_length(), d..mem],
                     Tensor::zeros([2, dims.seq_length(), mem - d], (&device, tokens.dtype())),
                 );
-                let rows = fwd.forward_rows_zero_padded(prefix.clone(), padded.clone(), &ctx);
+                let rows = fast.forward_rows_zero_padded(prefix.clone(), padded.clone(), &ctx);
                 let joined = crate::layout::join_rows(prefix, padded);
                 let full = crate::layout::token_rows(fwd.forward(joined, &ctx), p);
                 assert!(
@@ -384,7 +404,9 @@ mod tests {
                     "{kind:?} zero-padded forward"
                 );
                 let bwd = ActivationBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
-                let rows = bwd.forward_rows(tokens, &ctx);
+                let fast =
+                    ActivationBackward::<TestBackend>::new(&dims, &structured, &device).unwrap();
+                let rows = fast.forward_rows(tokens, &ctx);
                 let full = crate::layout::token_rows(bwd.forward(state, &ctx), p);
                 assert!(max_abs_diff(rows, full) < F64_TOL, "{kind:?} backward");
             }

@@ -9,7 +9,7 @@ use crate::{
     context::SimContext,
     dims::TintDims,
     host::tensor_from_f64,
-    options::{GateMode, TintOptions},
+    options::{Execution, GateMode, TintOptions},
 };
 
 /// Which of the two gate patterns of §3.3.
@@ -24,7 +24,10 @@ pub enum GateKind {
 /// `out = tanh(u_old·pos + c_old) ⊙ e_in + tanh(u_new·pos + c_new) ⊙ e_module`, with the weights of
 /// one of the two [`GateKind`] patterns; `2 (Pd + 1)` parameters.
 ///
-/// In [`GateMode::Exact`] the gate is evaluated as the 0/1 selection it represents.
+/// [`Execution::Constructed`] evaluates the stored gate weights: `tanh(logit)` in
+/// [`GateMode::Tanh`], its hard limit `[logit > 0]` in [`GateMode::Exact`]. [`Execution::Structured`]
+/// with [`GateMode::Exact`] applies the 0/1 selection the stored weights represent (prefix rows /
+/// token rows, `tests::exact_gate_forms_agree`).
 #[derive(Module, Debug)]
 pub struct Gates<B: Backend> {
     /// `u_old`, `[Pd, 1]`.
@@ -41,6 +44,9 @@ pub struct Gates<B: Backend> {
     /// Evaluation mode.
     #[module(skip)]
     pub mode: GateMode,
+    /// Constructed (stored weights) or structured (row selection, exact mode only).
+    #[module(skip)]
+    pub execution: Execution,
 }
 
 impl<B: Backend> Gates<B> {
@@ -66,7 +72,36 @@ impl<B: Backend> Gates<B> {
             new_bias: Param::from_tensor(tensor_from_f64(vec![new_bias], [1], dtype, device)),
             kind,
             mode: options.gate_mode,
+            execution: options.execution,
         }
+    }
+
+    /// Whether the gate is applied as a 0/1 row selection (exact gates, structured execution).
+    pub fn is_selection(&self) -> bool {
+        self.mode == GateMode::Exact && self.execution == Execution::Structured
+    }
+
+    /// The gate values of every row from the stored weights: `tanh(u · pos + c)` or, for exact
+    /// gates, `[u · pos + c > 0]`.
+    ///
+    /// # Shapes
+    /// → `[1, P + T, 1]`
+    fn gate_values(
+        &self,
+        weight: &Param<Tensor<B, 2>>,
+        bias: &Param<Tensor<B, 1>>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        // One-hot position · u = row gather of u.
+        let logit = weight.val().select(0, ctx.position_index.clone()) + bias.val().unsqueeze();
+        let gate = match self.mode {
+            GateMode::Tanh => logit.tanh(),
+            GateMode::Exact => {
+                let dtype = logit.dtype();
+                logit.greater_elem(0.0).float().cast(dtype)
+            }
+        };
+        gate.unsqueeze::<3>()
     }
 
     /// Gates the module output against the module input.
@@ -80,31 +115,23 @@ impl<B: Backend> Gates<B> {
         ctx: &SimContext<B>,
     ) -> Tensor<B, 3> {
         let p = ctx.n_prefixes;
-        match self.mode {
-            GateMode::Exact => {
-                let [_, n_rows, _] = input.dims();
-                let prefix_in = input.narrow(1, 0, p);
-                let prefix = match self.kind {
-                    GateKind::ForwardBackward => prefix_in,
-                    GateKind::Descent => prefix_in + module_out.clone().narrow(1, 0, p),
-                };
-                Tensor::cat(vec![prefix, module_out.narrow(1, p, n_rows - p)], 1)
-            }
-            GateMode::Tanh => {
-                let gate = |weight: &Param<Tensor<B, 2>>, bias: &Param<Tensor<B, 1>>| {
-                    // One-hot position · u = row gather of u.
-                    (weight.val().select(0, ctx.position_index.clone()) + bias.val().unsqueeze())
-                        .tanh()
-                        .unsqueeze::<3>() // [1, N, 1]
-                };
-                gate(&self.old_weight, &self.old_bias) * input
-                    + gate(&self.new_weight, &self.new_bias) * module_out
-            }
+        if self.is_selection() {
+            let [_, n_rows, _] = input.dims();
+            let prefix_in = input.narrow(1, 0, p);
+            let prefix = match self.kind {
+                GateKind::ForwardBackward => prefix_in,
+                GateKind::Descent => prefix_in + module_out.clone().narrow(1, 0, p),
+            };
+            return Tensor::cat(vec![prefix, module_out.narrow(1, p, n_rows - p)], 1);
         }
+        let [batch_size, n_rows, d_sim] = input.dims();
+        let expand = |gate: Tensor<B, 3>| gate.expand([batch_size, n_rows, d_sim]);
+        expand(self.gate_values(&self.old_weight, &self.old_bias, ctx)) * input
+            + expand(self.gate_values(&self.new_weight, &self.new_bias, ctx)) * module_out
     }
 
     /// [`Gates::forward`] with the module output given as prefix rows and token rows (`None`: zero
-    /// rows); in [`GateMode::Exact`] the zero rows are never built and the state is copied once.
+    /// rows); as a row selection the zero rows are never built and the state is copied once.
     ///
     /// # Shapes
     /// * `input`: `[batch_size, P + T, d_sim]`, `prefix_out`: `[batch_size, P, d_sim]`,
@@ -120,27 +147,23 @@ impl<B: Backend> Gates<B> {
         let [batch_size, n_rows, d_sim] = input.dims();
         let (device, dtype) = (input.device(), input.dtype());
         let zeros = |rows: usize| Tensor::zeros([batch_size, rows, d_sim], (&device, dtype));
-        match self.mode {
-            GateMode::Exact => {
-                let prefix_in = input.narrow(1, 0, p);
-                let prefix = match (self.kind, prefix_out) {
-                    (GateKind::Descent, Some(update)) => prefix_in + update,
-                    _ => prefix_in,
-                };
-                let tokens = tokens_out.unwrap_or_else(|| zeros(n_rows - p));
-                Tensor::cat(vec![prefix, tokens], 1)
-            }
-            GateMode::Tanh => {
-                let module_out = Tensor::cat(
-                    vec![
-                        prefix_out.unwrap_or_else(|| zeros(p)),
-                        tokens_out.unwrap_or_else(|| zeros(n_rows - p)),
-                    ],
-                    1,
-                );
-                self.forward(input, module_out, ctx)
-            }
+        if self.is_selection() {
+            let prefix_in = input.narrow(1, 0, p);
+            let prefix = match (self.kind, prefix_out) {
+                (GateKind::Descent, Some(update)) => prefix_in + update,
+                _ => prefix_in,
+            };
+            let tokens = tokens_out.unwrap_or_else(|| zeros(n_rows - p));
+            return Tensor::cat(vec![prefix, tokens], 1);
         }
+        let module_out = Tensor::cat(
+            vec![
+                prefix_out.unwrap_or_else(|| zeros(p)),
+                tokens_out.unwrap_or_else(|| zeros(n_rows - p)),
+            ],
+            1,
+        );
+        self.forward(input, module_out, ctx)
     }
 }
 

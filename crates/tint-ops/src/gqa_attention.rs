@@ -369,10 +369,32 @@ impl<B: Backend> GqaAttentionBackwardDescent<B> {
         options: &TintOptions,
         device: &B::Device,
     ) -> Result<Self, TintOpsError> {
+        Self::with_bias_step_scale(dims, variant, 1.0, options, device)
+    }
+
+    /// [`GqaAttentionBackwardDescent::new`] with the `b_V` step scaled by `bias_step_scale`
+    /// (0 for a bias-free value projection: the bias slot never moves).
+    ///
+    /// # Errors
+    /// Invalid options, variant or scale.
+    pub fn with_bias_step_scale(
+        dims: &TintDims,
+        variant: &AttentionVariant,
+        bias_step_scale: f64,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
         let x_memory = dims.attn_memory_index() + 2 * dims.d_model();
         Ok(Self {
             backward: GqaAttentionBackward::new(dims, variant, options, device)?,
-            value_descent: LinearDescentBackward::new(dims, x_memory, false, options, device)?,
+            value_descent: LinearDescentBackward::with_bias_step_scale(
+                dims,
+                x_memory,
+                false,
+                bias_step_scale,
+                options,
+                device,
+            )?,
         })
     }
 

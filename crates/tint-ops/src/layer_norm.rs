@@ -15,7 +15,7 @@ use crate::{
     layout,
     linear::{cat_columns, column_view, columns, prefix_weight_and_bias},
     linear::{LinearBackward, LinearDescent, LinearForward},
-    options::{Derivative, GateMode, TintOptions},
+    options::{Derivative, TintOptions},
 };
 
 /// `(x - mean)/sqrt(var + eps)` over the last dim, as [`layer_norm_plain`] with weight 1 computes
@@ -97,10 +97,10 @@ impl<B: Backend> LayerNormForward<B> {
         tokens: Tensor<B, 3>,
         ctx: &SimContext<B>,
     ) -> Tensor<B, 3> {
-        let exact = self.norm_gates.mode == GateMode::Exact
-            && self.linear.gates.mode == GateMode::Exact
+        let exact = self.norm_gates.is_selection()
+            && self.linear.gates.is_selection()
             && self.gate_value == 1.0;
-        if !(exact && self.linear.structured) {
+        if !(exact && self.linear.is_structured()) {
             let p = ctx.n_prefixes;
             return layout::token_rows(self.forward(layout::join_rows(prefix, tokens), ctx), p);
         }
@@ -264,9 +264,9 @@ impl<B: Backend> LayerNormDescentBackward<B> {
         ctx: &SimContext<B>,
     ) -> (Tensor<B, 3>, Tensor<B, 3>) {
         let backward = &self.backward;
-        let exact = backward.gates.mode == GateMode::Exact
-            && backward.linear.gates.mode == GateMode::Exact
-            && self.descent.gates.mode == GateMode::Exact
+        let exact = backward.gates.is_selection()
+            && backward.linear.gates.is_selection()
+            && self.descent.gates.is_selection()
             && backward.gate_value == 1.0;
         let scale = match backward.derivative {
             Derivative::FiniteDifference { scale } => Some(scale),
@@ -275,8 +275,8 @@ impl<B: Backend> LayerNormDescentBackward<B> {
         let (Some(scale), true, true, true) = (
             scale,
             exact,
-            backward.linear.structured,
-            self.descent.structured,
+            backward.linear.is_structured(),
+            self.descent.is_structured(),
         ) else {
             let p = ctx.n_prefixes;
             let state = self.forward(layout::join_rows(prefix, tokens), ctx);
@@ -319,29 +319,52 @@ mod tests {
     const F64_TOL: f64 = 1e-9;
 
     #[test]
-    fn row_forms_equal_the_full_state_forms() {
-        // forward_rows / LayerNormDescentBackward::forward_rows against the rows of `forward` on
-        // the joined state, random everywhere (f64, finite differences with s = 1000).
+    fn structured_row_forms_equal_the_constructed_execution() {
+        // The structured row forms (forward_rows / LayerNormDescentBackward::forward_rows: one
+        // matmul by the prefix rows' diag(gamma), the finite difference applied directly) against
+        // the rows of the constructed execution's `forward` on the joined state, random everywhere
+        // (f64, finite differences with s = 1000); the constructed row forms too.
         let device = Default::default();
         for dims in test_dims() {
             let p = dims.n_prefixes();
             let ctx = context(&dims, BATCH);
-            let options = f64_options().with_inner_lr(0.2);
+            let constructed = f64_options().with_inner_lr(0.2);
+            let structured = constructed.with_execution(crate::options::Execution::Structured);
             let state = random([BATCH, dims.n_rows(), dims.d_sim()], 1.0);
+            // The stored zhat is f(x) of the stored x, as the forward writes it: the structured
+            // backward evaluates s (f(x + dz/s) - f(x)) from x alone (crate::difference).
+            let (mem, d, n_rows) = (dims.ln_memory_index(), dims.d_model(), dims.n_rows());
+            let x = state
+                .clone()
+                .slice([0..BATCH, p..n_rows, mem + d..mem + 2 * d]);
+            let zhat = layer_norm_plain(x, constructed.ln_epsilon, 1.0);
+            let state = state.slice_assign([0..BATCH, p..n_rows, mem..mem + d], zhat);
             let (prefix, tokens) = (
                 layout::prefix_rows(state.clone(), p),
                 layout::token_rows(state.clone(), p),
             );
-            let forward = LayerNormForward::<TestBackend>::new(&dims, &options, &device).unwrap();
-            let rows = forward.forward_rows(prefix.clone(), tokens.clone(), &ctx);
+            let forward =
+                LayerNormForward::<TestBackend>::new(&dims, &constructed, &device).unwrap();
             let full = layout::token_rows(forward.forward(state.clone(), &ctx), p);
-            assert!(max_abs_diff(rows, full) < F64_TOL, "LayerNormForward");
             let descent =
-                LayerNormDescentBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
-            let (new_prefix, rows) = descent.forward_rows(prefix, tokens, &ctx);
-            let full = descent.forward(state, &ctx);
-            assert!(max_abs_diff(rows, layout::token_rows(full.clone(), p)) < F64_TOL);
-            assert!(max_abs_diff(new_prefix, layout::prefix_rows(full, p)) < F64_TOL);
+                LayerNormDescentBackward::<TestBackend>::new(&dims, &constructed, &device).unwrap();
+            let full_descent = descent.forward(state.clone(), &ctx);
+            for options in [structured, constructed] {
+                let forward =
+                    LayerNormForward::<TestBackend>::new(&dims, &options, &device).unwrap();
+                let rows = forward.forward_rows(prefix.clone(), tokens.clone(), &ctx);
+                assert!(
+                    max_abs_diff(rows, full.clone()) < F64_TOL,
+                    "LayerNormForward"
+                );
+                let descent =
+                    LayerNormDescentBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+                let (new_prefix, rows) = descent.forward_rows(prefix.clone(), tokens.clone(), &ctx);
+                let expected_rows = layout::token_rows(full_descent.clone(), p);
+                assert!(max_abs_diff(rows, expected_rows) < F64_TOL);
+                let expected_prefix = layout::prefix_rows(full_descent.clone(), p);
+                assert!(max_abs_diff(new_prefix, expected_prefix) < F64_TOL);
+            }
         }
     }
     /// f32 LayerNorm outputs carry a few ulp (~3e-7 on O(1) values) of round-off; the finite

@@ -96,7 +96,7 @@ pub use gqa_attention::{
 pub use hsplit::{DimWise, SplitWise};
 pub use layer_norm::{LayerNormBackward, LayerNormDescentBackward, LayerNormForward};
 pub use linear::{LinearBackward, LinearDescent, LinearDescentBackward, LinearForward};
-pub use options::{ActivationKind, Derivative, GateMode, TintOptions};
+pub use options::{ActivationKind, Derivative, Execution, GateMode, TintOptions};
 pub use self_attention::{
     QkvPrefixes, SelfAttentionBackward, SelfAttentionBackwardDescent, SelfAttentionForward,
 };

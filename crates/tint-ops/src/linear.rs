@@ -21,7 +21,7 @@ use crate::{
     error::TintOpsError,
     gates::{GateKind, Gates},
     hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
-    options::{GateMode, TintOptions},
+    options::{Execution, TintOptions},
 };
 
 /// Checks that `[memory_index, memory_index + width)` fits in `Ds` and is aligned to `head_size`.
@@ -45,7 +45,7 @@ pub(crate) fn check_memory_index(
 /// `W` (out x in, `[batch_size, D, D]`) and prefix 0's bias (`[batch_size, 1, D]`) as prefix rows
 /// hold them (§2.5: prefix `p`, slot `k` = row `p S + k` of `W`; bias in slot `S`). This is what
 /// the linear modules' prefix keys / values read: their structured evaluation
-/// ([`LinearForward::structured`]) multiplies by it directly.
+/// ([`LinearForward::execution`]) multiplies by it directly.
 ///
 /// # Shapes
 /// * `prefix`: `[batch_size, P, Ds]` → (`[batch_size, D, D]`, `[batch_size, 1, D]`)
@@ -185,16 +185,21 @@ pub struct LinearForward<B: Backend> {
     pub d_model: usize,
     /// Where the input is stored (`None` = not stored).
     pub memory_index: Option<usize>,
-    /// Evaluate with the structure of the constructed weights (set by [`LinearForward::new`]): the
+    /// [`Execution::Structured`]: evaluate with the structure of the constructed weights: the
     /// weight heads' keys are the prefix rows' weight rows and their values one-hot prefix
     /// positions, `c_proj` sums the `S` partial products of each output row, the bias heads select
     /// prefix 0's bias chunk, so the token rows are `W x + b` with `(W, b)` read from the prefix
-    /// rows: one `[T, D] x [D, D]` matmul. `false`: run the attention as stored.
+    /// rows: one `[T, D] x [D, D]` matmul. [`Execution::Constructed`]: run the attention as stored.
     #[module(skip)]
-    pub structured: bool,
+    pub execution: Execution,
 }
 
 impl<B: Backend> LinearForward<B> {
+    /// Whether [`Execution::Structured`] is selected.
+    pub fn is_structured(&self) -> bool {
+        self.execution == Execution::Structured
+    }
+
     /// Constructs the module.
     ///
     /// # Errors
@@ -300,7 +305,7 @@ impl<B: Backend> LinearForward<B> {
             gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
             d_model: d,
             memory_index,
-            structured: true,
+            execution: options.execution,
         })
     }
 
@@ -336,7 +341,7 @@ impl<B: Backend> LinearForward<B> {
         ctx: &SimContext<B>,
         dense: bool,
     ) -> Tensor<B, 3> {
-        if self.structured && !dense {
+        if self.is_structured() && !dense {
             let (prefix, tokens) = split_rows(&state, ctx.n_prefixes);
             return self.structured_rows(&prefix, &tokens);
         }
@@ -388,7 +393,7 @@ impl<B: Backend> LinearForward<B> {
         tokens: Tensor<B, 3>,
         ctx: &SimContext<B>,
     ) -> Tensor<B, 3> {
-        if self.structured && self.gates.mode == GateMode::Exact {
+        if self.is_structured() && self.gates.is_selection() {
             return self.structured_rows(&prefix, &tokens);
         }
         let p = ctx.n_prefixes;
@@ -399,7 +404,7 @@ impl<B: Backend> LinearForward<B> {
     }
 
     /// [`LinearForward::forward_tokens`] through the structure of the constructed weights (see
-    /// [`LinearForward::structured`]).
+    /// [`LinearForward::execution`]).
     pub(crate) fn structured_rows(
         &self,
         prefix: &Tensor<B, 3>,
@@ -458,15 +463,20 @@ pub struct LinearBackward<B: Backend> {
     pub memory_index: Option<usize>,
     /// `D`.
     pub d_model: usize,
-    /// Evaluate with the structure of the constructed weights (set by [`LinearBackward::new`]):
+    /// [`Execution::Structured`]: evaluate with the structure of the constructed weights:
     /// head `(s, j)` scores prefix `p` with `dy[p S + s]` and reads slot `s`, chunk `j` of its row,
     /// `c_proj` sums over `s`: the token rows are `Wᵀ dy`, one `[T, D] x [D, D]` matmul with `W`
-    /// read from the prefix rows. `false`: run the attention as stored.
+    /// read from the prefix rows. [`Execution::Constructed`]: run the attention as stored.
     #[module(skip)]
-    pub structured: bool,
+    pub execution: Execution,
 }
 
 impl<B: Backend> LinearBackward<B> {
+    /// Whether [`Execution::Structured`] is selected.
+    pub fn is_structured(&self) -> bool {
+        self.execution == Execution::Structured
+    }
+
     /// Constructs the module.
     ///
     /// # Errors
@@ -520,7 +530,7 @@ impl<B: Backend> LinearBackward<B> {
             gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
             memory_index,
             d_model: d,
-            structured: true,
+            execution: options.execution,
         })
     }
 
@@ -540,7 +550,7 @@ impl<B: Backend> LinearBackward<B> {
     pub fn forward_tokens(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
         let [batch_size, n_rows, ds] = state.dims();
         let p = ctx.n_prefixes;
-        if self.structured {
+        if self.is_structured() {
             let (prefix, tokens) = split_rows(&state, p);
             return self.structured_rows(&prefix, &tokens);
         }
@@ -564,7 +574,7 @@ impl<B: Backend> LinearBackward<B> {
     }
 
     /// [`LinearBackward::forward_tokens`] through the structure of the constructed weights (see
-    /// [`LinearBackward::structured`]).
+    /// [`LinearBackward::execution`]).
     pub(crate) fn structured_rows(
         &self,
         prefix: &Tensor<B, 3>,
@@ -602,17 +612,26 @@ pub struct LinearDescent<B: Backend> {
     pub inner_lr: f64,
     /// Only the bias is updated (LayerNorm descent).
     pub update_bias_only: bool,
-    /// Evaluate with the structure of the constructed weights (set by [`LinearDescent::new`]):
+    /// The bias takes the step `-η · bias_step_scale · Σ dy` (1: the paper's descent; `1/n` for
+    /// each of `n` chunks that share one bias; 0 for a bias-free layer). Stored in the bias heads'
+    /// value weights.
+    pub bias_step_scale: f64,
+    /// [`Execution::Structured`]: evaluate with the structure of the constructed weights:
     /// prefix `p` queries token keys with one-hot `p`, so weight head `(s, j)` scores token `t` with
     /// `dy_t[p S + s]` and sums the values `-η x_t` (chunk `j`), bias head `e` scores with `[p = 0]`
     /// and sums `-η dy_t` (chunk `e`), over training tokens: the update is `-η Σ_t m_t dy_t x_tᵀ`
     /// in the prefix layout plus `-η Σ_t m_t dy_t` in prefix 0's bias slot, one `[D, T] x [T, D]`
-    /// matmul. `false`: run the attention as stored.
+    /// matmul. [`Execution::Constructed`]: run the attention as stored.
     #[module(skip)]
-    pub structured: bool,
+    pub execution: Execution,
 }
 
 impl<B: Backend> LinearDescent<B> {
+    /// Whether [`Execution::Structured`] is selected.
+    pub fn is_structured(&self) -> bool {
+        self.execution == Execution::Structured
+    }
+
     /// Constructs the module; `update_bias_only` (LayerNorm descent) zeroes the weight update.
     ///
     /// # Errors
@@ -624,7 +643,32 @@ impl<B: Backend> LinearDescent<B> {
         options: &TintOptions,
         device: &B::Device,
     ) -> Result<Self, TintOpsError> {
+        Self::with_bias_step_scale(dims, memory_index, update_bias_only, 1.0, options, device)
+    }
+
+    /// [`LinearDescent::new`] whose bias step is scaled by `bias_step_scale` (the bias heads'
+    /// value weights are `-η · bias_step_scale`): `1/n` for each of `n` MLP chunks sharing one
+    /// bias (the paper's step on the summed bias), 0 for a bias-free layer.
+    ///
+    /// # Errors
+    /// [`TintOpsError::BadMemoryIndex`]; invalid options; [`TintOpsError::BadOption`] for a
+    /// non-finite scale.
+    pub fn with_bias_step_scale(
+        dims: &TintDims,
+        memory_index: usize,
+        update_bias_only: bool,
+        bias_step_scale: f64,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
         options.validate()?;
+        if !bias_step_scale.is_finite() {
+            return Err(TintOpsError::BadOption {
+                name: "bias_step_scale",
+                value: bias_step_scale,
+                reason: "must be finite",
+            });
+        }
         let (d, p, s) = (dims.d_model(), dims.n_prefixes(), dims.stack());
         check_memory_index(memory_index, d, p, dims)?;
         let nl = dims.n_linear_heads();
@@ -655,7 +699,7 @@ impl<B: Backend> LinearDescent<B> {
             }
         }
         for e in 0..s {
-            value_heads.set_all_coords(weight_heads + e, e, -eta);
+            value_heads.set_all_coords(weight_heads + e, e, -eta * bias_step_scale);
         }
         let mut c_proj = DimWiseBuilder::zeros(nl, p);
         for head in 0..weight_heads + s {
@@ -682,7 +726,8 @@ impl<B: Backend> LinearDescent<B> {
             memory_index,
             inner_lr: eta,
             update_bias_only,
-            structured: true,
+            bias_step_scale,
+            execution: options.execution,
         })
     }
 
@@ -702,7 +747,7 @@ impl<B: Backend> LinearDescent<B> {
     pub fn prefix_update(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
         let [_, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
-        if self.structured {
+        if self.is_structured() {
             let (_, tokens) = split_rows(&state, p);
             return self.structured_update(&tokens, ctx);
         }
@@ -721,7 +766,7 @@ impl<B: Backend> LinearDescent<B> {
     }
 
     /// [`LinearDescent::prefix_update`] through the structure of the constructed weights (see
-    /// [`LinearDescent::structured`]).
+    /// [`LinearDescent::execution`]).
     pub(crate) fn structured_update(
         &self,
         tokens: &Tensor<B, 3>,
@@ -733,7 +778,7 @@ impl<B: Backend> LinearDescent<B> {
         let lr = -self.inner_lr;
         let train = crate::layout::repeat_columns(ctx.train_mask.clone().unsqueeze_dim::<3>(2), d);
         let dy = columns(tokens, 0, d) * train; // [B, T, D], training tokens only
-        let bias_step = dy.clone().sum_dim(1).mul_scalar(lr); // [B, 1, D]
+        let bias_step = dy.clone().sum_dim(1).mul_scalar(lr * self.bias_step_scale); // [B, 1, D]
         let bias_rows = if p > 1 {
             Tensor::cat(
                 vec![
@@ -783,9 +828,32 @@ impl<B: Backend> LinearDescentBackward<B> {
         options: &TintOptions,
         device: &B::Device,
     ) -> Result<Self, TintOpsError> {
+        Self::with_bias_step_scale(dims, memory_index, update_bias_only, 1.0, options, device)
+    }
+
+    /// [`LinearDescentBackward::new`] with the descent's bias step scaled by `bias_step_scale`
+    /// ([`LinearDescent::with_bias_step_scale`]).
+    ///
+    /// # Errors
+    /// As [`LinearDescent::with_bias_step_scale`].
+    pub fn with_bias_step_scale(
+        dims: &TintDims,
+        memory_index: usize,
+        update_bias_only: bool,
+        bias_step_scale: f64,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, TintOpsError> {
         Ok(Self {
             backward: LinearBackward::new(dims, Some(memory_index), options, device)?,
-            descent: LinearDescent::new(dims, memory_index, update_bias_only, options, device)?,
+            descent: LinearDescent::with_bias_step_scale(
+                dims,
+                memory_index,
+                update_bias_only,
+                bias_step_scale,
+                options,
+                device,
+            )?,
         })
     }
 
@@ -794,7 +862,7 @@ impl<B: Backend> LinearDescentBackward<B> {
     /// # Shapes
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let exact = |gates: &Gates<B>| matches!(gates.mode, GateMode::Exact);
+        let exact = |gates: &Gates<B>| gates.is_selection();
         if exact(&self.backward.gates) && exact(&self.descent.gates) {
             // Exact gates: token rows = the backward tokens, prefix rows = old + update.
             let tokens = self.backward.forward_tokens(state.clone(), ctx);
@@ -826,11 +894,11 @@ impl<B: Backend> LinearDescentBackward<B> {
         tokens: Tensor<B, 3>,
         ctx: &SimContext<B>,
     ) -> (Tensor<B, 3>, Tensor<B, 3>) {
-        let exact = |gates: &Gates<B>| matches!(gates.mode, GateMode::Exact);
+        let exact = |gates: &Gates<B>| gates.is_selection();
         if exact(&self.backward.gates)
             && exact(&self.descent.gates)
-            && self.backward.structured
-            && self.descent.structured
+            && self.backward.is_structured()
+            && self.descent.is_structured()
         {
             let out = self.backward.structured_rows(&prefix, &tokens);
             let update = self.descent.structured_update(&tokens, ctx);
@@ -1066,55 +1134,110 @@ mod tests {
     }
 
     #[test]
-    fn structured_paths_equal_the_stored_attention() {
-        // The structured evaluation (W, b read from the prefix rows, one matmul) against the
-        // constructed attention run as stored, on fully random states (junk in every unused dim
-        // and prefix slot), f64, both memory settings and bias-only descent.
+    fn structured_execution_equals_the_constructed_execution() {
+        // The structured evaluation (W, b read from the prefix rows, one matmul, 0/1 gate
+        // selections) against the constructed execution (the stored attention and gates), on fully
+        // random states (junk in every unused dim and prefix slot), f64, both memory settings,
+        // bias-only descent, and the row forms the simulators call.
         let device = Default::default();
         let eta = 0.3;
         for dims in test_dims() {
+            let p = dims.n_prefixes();
             let ctx = context(&dims, BATCH);
-            let options = f64_options().with_inner_lr(eta);
+            let constructed = f64_options().with_inner_lr(eta);
+            assert_eq!(constructed.execution, Execution::Constructed, "the default");
+            let structured = constructed.with_execution(Execution::Structured);
             let mem = dims.linear_memory_index();
             let state = random([BATCH, dims.n_rows(), dims.d_sim()], 1.0);
+            let (prefix, token_in) = split_rows(&state, p);
             for memory in [Some(mem), None] {
-                let mut module =
-                    LinearForward::<TestBackend>::new(&dims, memory, &options, &device).unwrap();
-                assert!(module.structured);
-                let fast = module.forward(state.clone(), &ctx);
-                let (prefix, token_in) = split_rows(&state, dims.n_prefixes());
-                let rows = module.forward_rows(prefix, token_in, &ctx);
-                assert!(max_abs_diff(rows, tokens(fast.clone(), dims.n_prefixes())) < F64_TOL);
-                module.structured = false;
-                let stored = module.forward(state.clone(), &ctx);
-                assert!(max_abs_diff(fast, stored) < F64_TOL, "forward {memory:?}");
-                let mut module =
-                    LinearBackward::<TestBackend>::new(&dims, memory, &options, &device).unwrap();
-                let fast = module.forward(state.clone(), &ctx);
-                module.structured = false;
-                let stored = module.forward(state.clone(), &ctx);
-                assert!(max_abs_diff(fast, stored) < F64_TOL, "backward {memory:?}");
+                let [fast, stored] = [structured, constructed].map(|options| {
+                    LinearForward::<TestBackend>::new(&dims, memory, &options, &device).unwrap()
+                });
+                assert!(fast.is_structured() && !stored.is_structured());
+                let (a, b) = (
+                    fast.forward(state.clone(), &ctx),
+                    stored.forward(state.clone(), &ctx),
+                );
+                assert!(max_abs_diff(a.clone(), b) < F64_TOL, "forward {memory:?}");
+                for module in [&fast, &stored] {
+                    let rows = module.forward_rows(prefix.clone(), token_in.clone(), &ctx);
+                    assert!(max_abs_diff(rows, tokens(a.clone(), p)) < F64_TOL);
+                }
+                let [fast, stored] = [structured, constructed].map(|options| {
+                    LinearBackward::<TestBackend>::new(&dims, memory, &options, &device).unwrap()
+                });
+                let (a, b) = (
+                    fast.forward(state.clone(), &ctx),
+                    stored.forward(state.clone(), &ctx),
+                );
+                assert!(max_abs_diff(a, b) < F64_TOL, "backward {memory:?}");
             }
-            let pair =
+            let [fast, stored] = [structured, constructed].map(|options| {
                 LinearDescentBackward::<TestBackend>::new(&dims, mem, false, &options, &device)
-                    .unwrap();
-            let full = pair.forward(state.clone(), &ctx);
-            let (prefix, token_in) = split_rows(&state, dims.n_prefixes());
-            let (new_prefix, rows) = pair.forward_rows(prefix, token_in, &ctx);
-            let (full_prefix, full_tokens) = split_rows(&full, dims.n_prefixes());
-            assert!(max_abs_diff(new_prefix, full_prefix) < F64_TOL);
-            assert!(max_abs_diff(rows, full_tokens) < F64_TOL);
+                    .unwrap()
+            });
+            let full = stored.forward(state.clone(), &ctx);
+            assert!(max_abs_diff(fast.forward(state.clone(), &ctx), full.clone()) < F64_TOL);
+            let (full_prefix, full_tokens) = split_rows(&full, p);
+            for pair in [&fast, &stored] {
+                let (new_prefix, rows) = pair.forward_rows(prefix.clone(), token_in.clone(), &ctx);
+                assert!(max_abs_diff(new_prefix, full_prefix.clone()) < F64_TOL);
+                assert!(max_abs_diff(rows, full_tokens.clone()) < F64_TOL);
+            }
             for bias_only in [false, true] {
-                let mut module =
+                let [fast, stored] = [structured, constructed].map(|options| {
                     LinearDescent::<TestBackend>::new(&dims, mem, bias_only, &options, &device)
-                        .unwrap();
-                let fast = module.forward(state.clone(), &ctx);
-                module.structured = false;
-                let stored = module.forward(state.clone(), &ctx);
+                        .unwrap()
+                });
+                let (a, b) = (
+                    fast.forward(state.clone(), &ctx),
+                    stored.forward(state.clone(), &ctx),
+                );
                 assert!(
-                    max_abs_diff(fast, stored) < F64_TOL,
+                    max_abs_diff(a, b) < F64_TOL,
                     "descent, bias only {bias_only}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn scaled_bias_step_moves_the_bias_by_that_fraction_in_both_executions() {
+        // `with_bias_step_scale(c)`: W ← W - η Σ dy xᵀ, b ← b - c η Σ dy (c = 1/4: one of four
+        // MLP chunks sharing a bias; c = 0: a bias-free layer keeps its bias slot exactly).
+        let device = Default::default();
+        let eta = 0.3;
+        for dims in test_dims() {
+            let (d, p) = (dims.d_model(), dims.n_prefixes());
+            let mem = dims.linear_memory_index();
+            let ctx = context(&dims, BATCH);
+            let weight = random([BATCH, d, d], 1.0);
+            let bias = random([BATCH, d], 1.0);
+            let state = state_with_linear(&dims, weight.clone(), bias.clone());
+            let token_in = tokens(state.clone(), p);
+            let (dy, x) = (token_in.clone().narrow(2, 0, d), token_in.narrow(2, mem, d));
+            let mask = ctx.train_mask.clone();
+            let (new_weight, full_step_bias) =
+                descent_reference(weight, bias.clone(), dy, x, mask, eta, false);
+            for scale in [0.25, 0.0] {
+                let expected_bias = bias.clone() + (full_step_bias.clone() - bias.clone()) * scale;
+                for execution in [Execution::Constructed, Execution::Structured] {
+                    let options = f64_options().with_inner_lr(eta).with_execution(execution);
+                    let module = LinearDescentBackward::<TestBackend>::with_bias_step_scale(
+                        &dims, mem, false, scale, &options, &device,
+                    )
+                    .unwrap();
+                    let out = module.forward(state.clone(), &ctx);
+                    let (got_weight, got_bias) =
+                        prefix::read_linear(out.narrow(1, 0, p), &dims).unwrap();
+                    let err_w = max_abs_diff(got_weight, new_weight.clone());
+                    let err_b = max_abs_diff(got_bias, expected_bias.clone());
+                    assert!(
+                        err_w < F64_TOL && err_b < F64_TOL,
+                        "{execution:?}, scale {scale}: W err {err_w}, b err {err_b}"
+                    );
+                }
             }
         }
     }

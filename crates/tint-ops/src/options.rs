@@ -1,13 +1,40 @@
 //! Run-time options of the constructed TinT modules (TINT_SPEC §1.1 defaults).
 
 use burn::tensor::DType;
+use serde::{Deserialize, Serialize};
 
 use crate::error::TintOpsError;
 
+/// How the constructed network is evaluated (docs/architecture.md, "Executions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Execution {
+    /// Every module computes its output from its own stored weights by the operations that define
+    /// it: the linear modules run their linear attention over the prefix rows with the stored
+    /// query/key/value/position maps and `c_proj`, then their H_sim-split permutation and bias-add
+    /// maps; the norms run the group norm, the stored gate and the linear module; the norm and
+    /// activation backward run their stored shift maps; every gate is evaluated from its stored
+    /// weights (`tanh` or, in [`GateMode::Exact`], its hard limit). H_sim-split ops whose stored
+    /// weights are identity, zero or block selections are applied as the copies they are
+    /// (recognised from the stored weights at construction). No module reads the auxiliary
+    /// weights out of its prefix rows into a plain matmul.
+    #[default]
+    Constructed,
+    /// An optimisation proven equal to [`Execution::Constructed`] (tests: `tint-ops` module tests
+    /// `*structured*` / row-form tests, `tint-sim/tests/executions.rs`): with exact gates, the linear
+    /// modules read `W, b` out of their prefix rows (the rows the constructed keys/values read) and
+    /// apply one matmul; the norm and activation backward apply their finite difference directly;
+    /// gates are 0/1 row selections.
+    Structured,
+}
+
 /// How the gates (§3.3) and the group-norm weights (§3.4) are evaluated.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum GateMode {
-    /// Exact 0/1 selections by position class (the paper's math; `tanh(10) == 1` in f32).
+    /// The hard limit of the stored `tanh(logit)` gates: 1 where the stored logit is positive,
+    /// else 0 (the paper's 0/1 selections; `tanh(10) == 1` in f32, so in f32 both modes agree).
+    #[default]
     Exact,
     /// The official `tanh(gate_scale · …)` form (`gate_scale = 10` by default; in f64 `tanh(10) = 1 - 4.1e-9`).
     Tanh,
@@ -51,6 +78,8 @@ pub struct TintOptions {
     pub inner_lr: f64,
     /// Auxiliary activation. Default: [`ActivationKind::GeluNew`].
     pub activation: ActivationKind,
+    /// Constructed or structured evaluation. Default: [`Execution::Constructed`].
+    pub execution: Execution,
 }
 
 impl Default for TintOptions {
@@ -63,6 +92,7 @@ impl Default for TintOptions {
             ln_epsilon: 1e-5,
             inner_lr: 1e-6,
             activation: ActivationKind::GeluNew,
+            execution: Execution::Constructed,
         }
     }
 }
@@ -96,6 +126,11 @@ impl TintOptions {
     /// Sets [`TintOptions::inner_lr`].
     pub fn with_inner_lr(mut self, lr: f64) -> Self {
         self.inner_lr = lr;
+        self
+    }
+    /// Sets [`TintOptions::execution`].
+    pub fn with_execution(mut self, execution: Execution) -> Self {
+        self.execution = execution;
         self
     }
     /// Sets [`TintOptions::activation`].

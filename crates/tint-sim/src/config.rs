@@ -1,6 +1,7 @@
 //! The TinT hyper-parameters ([`TintConfig`]) and their validation against an auxiliary model.
 
 use serde::{Deserialize, Serialize};
+pub use tint_ops::{Execution, GateMode};
 
 use crate::error::SimError;
 use crate::params::AuxParams;
@@ -68,6 +69,25 @@ pub struct TintConfig {
     pub official_compat: bool,
     /// Finite differences (TinT) or exact derivatives (functional reference only).
     pub derivatives: DerivativeMode,
+    /// How the simulator evaluates its constructed network. Default: [`Execution::Constructed`]
+    /// (every module from its stored weights); [`Execution::Structured`] is the proven-equal
+    /// shortcut (docs/architecture.md, "Executions").
+    #[serde(default)]
+    pub execution: Execution,
+    /// Gate evaluation: [`GateMode::Exact`] (default, the hard limit of the stored gates) or the
+    /// official [`GateMode::Tanh`] form.
+    #[serde(default)]
+    pub gate_mode: GateMode,
+    /// Gate logit scale `g10` stored in the gate weights. Default: 10 (the official value).
+    #[serde(default = "default_gate_scale")]
+    pub gate_scale: f64,
+}
+
+/// The official gate logit scale `g10`.
+pub const DEFAULT_GATE_SCALE: f64 = 10.0;
+
+fn default_gate_scale() -> f64 {
+    DEFAULT_GATE_SCALE
 }
 
 impl TintConfig {
@@ -91,6 +111,9 @@ impl TintConfig {
             loss_gradient: LossGradientKind::Prediction,
             official_compat: false,
             derivatives: DerivativeMode::FiniteDifference,
+            execution: Execution::Constructed,
+            gate_mode: GateMode::Exact,
+            gate_scale: DEFAULT_GATE_SCALE,
         }
     }
 
@@ -123,6 +146,12 @@ impl TintConfig {
         }
         if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
             return bad(format!("epsilon = {} must be finite and > 0", self.epsilon));
+        }
+        if !(self.gate_scale.is_finite() && self.gate_scale > 0.0) {
+            return bad(format!(
+                "gate_scale = {} must be finite and > 0",
+                self.gate_scale
+            ));
         }
         Ok(())
     }

@@ -61,13 +61,16 @@ impl<B: Backend> AuxParams<B> {
     ///
     /// # Errors
     /// [`SimError::UnsupportedModel`] for what TinT cannot simulate (TINT_SPEC §12): post-LN OPT,
-    /// OPT with `project_in`/`project_out`, a model without a final LayerNorm, an unknown activation.
+    /// OPT with `project_in`/`project_out`, a model without a final LayerNorm, an unknown activation,
+    /// a LLaMA-family model (simulated by [`crate::ModelSimulator`] / [`crate::llama::LlamaSimulator`]).
     pub fn from_aux(model: &AuxModel<B>) -> Result<Self, SimError> {
         let unsupported = |msg: &str| Err(SimError::UnsupportedModel(msg.to_string()));
         let params = match model {
             AuxModel::Llama(_) => {
                 return unsupported(
-                    "LLaMA (RMSNorm, SwiGLU, RoPE) is not in the TinT construction yet",
+                    "a LLaMA-family model (RMSNorm, SwiGLU, RoPE) has no GPT-2/OPT parameters: \
+                     simulate it with tint_sim::llama::LlamaSimulator (or tint_sim::ModelSimulator, \
+                     which picks the simulator of any model)",
                 )
             }
             AuxModel::Gpt2(m) => {

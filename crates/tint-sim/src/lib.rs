@@ -39,6 +39,7 @@
 //! [`AuxParams::cast`] (burn's Flex backend keeps f64 end to end). Gates are exact 0/1 selections.
 #![warn(missing_docs)]
 
+pub mod any_model;
 pub mod config;
 pub mod error;
 mod from_aux;
@@ -52,7 +53,8 @@ pub mod params;
 pub mod reference;
 pub mod simulator;
 
-pub use config::{DerivativeMode, LossGradientKind, TintConfig};
+pub use any_model::ModelSimulator;
+pub use config::{DerivativeMode, Execution, GateMode, LossGradientKind, TintConfig};
 pub use error::SimError;
 pub use input::SimInput;
 pub use loss::EvalLoss;

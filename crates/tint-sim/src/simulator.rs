@@ -14,7 +14,7 @@ use burn::module::Module;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use tint_ops::{
-    layout, prefix, ActivationBackward, ActivationForward, ActivationKind, Derivative, GateMode,
+    layout, prefix, ActivationBackward, ActivationForward, ActivationKind, Derivative,
     LayerNormDescentBackward, LayerNormForward, LinearDescentBackward, LinearForward, QkvPrefixes,
     SelfAttentionBackwardDescent, SelfAttentionForward, SimContext, TintDims, TintOptions,
 };
@@ -95,10 +95,24 @@ impl<B: Backend> ForwardBlock<B> {
 }
 
 impl<B: Backend> BackwardBlock<B> {
-    fn new(dims: &TintDims, options: &TintOptions, device: &B::Device) -> Result<Self, SimError> {
+    /// `proj_bias_step_scale`: the bias step of each MLP output chunk (`1 / n_chunks` for the
+    /// paper's step on the summed bias, 1 for the official code's, TINT_SPEC §12 bug 1).
+    fn new(
+        dims: &TintDims,
+        proj_bias_step_scale: f64,
+        options: &TintOptions,
+        device: &B::Device,
+    ) -> Result<Self, SimError> {
         let lin = dims.linear_memory_index();
         Ok(Self {
-            proj: LinearDescentBackward::new(dims, lin, false, options, device)?,
+            proj: LinearDescentBackward::with_bias_step_scale(
+                dims,
+                lin,
+                false,
+                proj_bias_step_scale,
+                options,
+                device,
+            )?,
             activation: ActivationBackward::new(dims, options, device)?,
             fc: LinearDescentBackward::new(dims, lin, false, options, device)?,
             ln_2: LayerNormDescentBackward::new(dims, options, device)?,
@@ -258,9 +272,18 @@ impl<B: Backend> TintSimulator<B> {
         let dtype = token_embedding.dtype();
         let device = token_embedding.device();
         let options = tint_options(&config, activation, dtype);
+        // The MLP output chunks share one bias: each chunk's descent takes 1/n_chunks of the bias
+        // step so that the summed bias takes the paper's step; the official code gives each chunk
+        // the full step (TINT_SPEC §12 bug 1).
+        let n_chunks = aux_dims.d_inner / aux_dims.d_model;
+        let proj_bias_step_scale = if config.official_compat {
+            1.0
+        } else {
+            1.0 / n_chunks as f64
+        };
         Ok(Self {
             forward_block: ForwardBlock::new(&dims, &options, &device)?,
-            backward_block: BackwardBlock::new(&dims, &options, &device)?,
+            backward_block: BackwardBlock::new(&dims, proj_bias_step_scale, &options, &device)?,
             gradient: GradientModule {
                 forward: LayerNormForward::new(&dims, &options, &device)?,
                 backward: LayerNormDescentBackward::new(&dims, &options, &device)?,
@@ -337,6 +360,23 @@ impl<B: Backend> TintSimulator<B> {
             + self.gradient.num_params()
             + p * ds
             + extra_forward
+    }
+
+    /// Number of stored values the [`tint_ops::Execution::Constructed`] execution actually reads:
+    /// the token and position embeddings, every prefix block (`ln_f`'s included) and ONE copy of each
+    /// constructed module kind (forward block, backward block, `ln_f` gradient module) — a
+    /// module's weights depend only on the TinT sizes and options, so one instance serves every
+    /// layer and step, while [`Self::num_params`] counts a copy per layer and step as the official
+    /// code allocates them.
+    pub fn num_params_read(&self) -> usize {
+        let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
+        let blocks = self.aux_dims.n_layers * blocks_per_layer(self.n_chunks()) + 1;
+        self.token_embedding.dims().iter().product::<usize>()
+            + self.position_embedding.dims().iter().product::<usize>()
+            + blocks * p * ds
+            + self.forward_block.num_params()
+            + self.backward_block.num_params()
+            + self.gradient.num_params()
     }
 
     /// Runs the simulator.
@@ -573,7 +613,7 @@ impl<B: Backend> TintSimulator<B> {
                 prepare(delta.clone(), lin_mem, y_act),
                 ctx,
             );
-            new_blocks[8 + 3 * k] = self.proj_bias_step(&blocks[8 + 3 * k], block);
+            new_blocks[8 + 3 * k] = block;
             let st = bb.activation.forward_rows(prepare(st, lin_mem, v_act), ctx);
             let (block, st) =
                 bb.fc
@@ -609,23 +649,6 @@ impl<B: Backend> TintSimulator<B> {
         new_blocks[0] = block;
         (st + delta_mid, new_blocks)
     }
-
-    /// The MLP output chunks each take a full bias step (4 eta in total for GPT-2, TINT_SPEC §12
-    /// bug 1). Unless `official_compat`, scale each chunk's bias step by `1 / n_chunks` so the summed
-    /// bias takes the step `eta` of the paper's math.
-    fn proj_bias_step(&self, old: &Tensor<B, 3>, new: Tensor<B, 3>) -> Tensor<B, 3> {
-        let n_chunks = self.n_chunks();
-        if self.config.official_compat || n_chunks == 1 {
-            return new;
-        }
-        let (d, s) = (self.dims.d_model(), self.dims.stack());
-        let [batch_size, p, _] = new.dims();
-        let bias = s * d..(s + 1) * d;
-        let old_bias = old.clone().slice([0..batch_size, 0..p, bias.clone()]);
-        let new_bias = new.clone().slice([0..batch_size, 0..p, bias.clone()]);
-        let scaled = old_bias.clone() + (new_bias - old_bias).div_scalar(n_chunks as f64);
-        new.slice_assign([0..batch_size, 0..p, bias], scaled)
-    }
 }
 
 /// A forward pass from the first simulated layer up.
@@ -645,7 +668,9 @@ pub(crate) fn tint_options(
 ) -> TintOptions {
     TintOptions {
         float_dtype: dtype,
-        gate_mode: GateMode::Exact,
+        gate_mode: config.gate_mode,
+        gate_scale: config.gate_scale,
+        execution: config.execution,
         derivative: match config.derivatives {
             DerivativeMode::FiniteDifference => Derivative::FiniteDifference {
                 scale: config.scale_embeddings,

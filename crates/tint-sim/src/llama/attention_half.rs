@@ -6,11 +6,11 @@
 //!
 //! Prefix blocks (`[batch_size, P, Ds]` each): the norm `(diag(gain), 0)`, `W_Q` (`D × D`), `W_K`
 //! and `W_V` (`D → n_kv h_a`, zero-padded to `D × D`), `W_O` (`D × D`). LLaMA layers have no biases:
-//! the descent keeps every bias slot at 0 ([`tint_ops::bias_free::keep_bias`]).
+//! the descent modules are built with a zero bias step
+//! ([`LinearDescentBackward::with_bias_step_scale`]), so every bias slot stays 0.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use tint_ops::bias_free::keep_bias;
 use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
 use tint_ops::{
     layout, prefix, AttentionVariant, GqaAttentionBackwardDescent, GqaAttentionForward,
@@ -97,9 +97,13 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
             norm_forward: RmsNormForward::new(dims, options, device)?,
             norm_backward: RmsNormBackward::new(dims, options, device)?,
             attention_forward: GqaAttentionForward::new(dims, variant, options, device)?,
-            attention_backward: GqaAttentionBackwardDescent::new(dims, variant, options, device)?,
+            attention_backward: GqaAttentionBackwardDescent::with_bias_step_scale(
+                dims, variant, 0.0, options, device,
+            )?,
             output_forward: LinearForward::new(dims, Some(lin), options, device)?,
-            output_backward: LinearDescentBackward::new(dims, lin, false, options, device)?,
+            output_backward: LinearDescentBackward::with_bias_step_scale(
+                dims, lin, false, 0.0, options, device,
+            )?,
             variant: *variant,
             dims: *dims,
         })
@@ -260,11 +264,7 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
             ctx,
         );
         if update_output {
-            updated.output = keep_bias(
-                &prefixes.output,
-                layout::prefix_rows(st.clone(), p),
-                &self.dims,
-            );
+            updated.output = layout::prefix_rows(st.clone(), p);
         }
         let st = self.attention_backward.forward(
             prepare(
@@ -276,11 +276,7 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
             ctx,
         );
         if update_value {
-            updated.value = keep_bias(
-                &prefixes.value,
-                layout::prefix_rows(st.clone(), p),
-                &self.dims,
-            );
+            updated.value = layout::prefix_rows(st.clone(), p);
         }
         let dx = self.norm_backward.forward(
             prepare(st, self.dims.ln_memory_index(), &acts.norm, &prefixes.norm),

@@ -14,12 +14,12 @@
 //! backward `d_h_k = LDB(delta; W_down,k)`, `(d_g_k, d_u_k) = GluBackward`,
 //!          `dm = Σ_k LDB(d_g_k; W_gate,k) + LDB(d_u_k; W_up,k)`.
 //! Moving `u_k` into `[D, 2D)` and `d_u_k` back into `[0, D)` are plain copies (a constructed TinT
-//! linear layer would do them; not counted here). LLaMA has no MLP biases: the descent keeps the
-//! bias slots at 0 ([`keep_bias`]).
+//! linear layer would do them; not counted here). LLaMA has no MLP biases: the descent modules are
+//! built with a zero bias step ([`LinearDescentBackward::with_bias_step_scale`]), so the bias slots
+//! stay 0.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use tint_ops::bias_free::keep_bias;
 use tint_ops::glu::{GluBackward, GluForward};
 use tint_ops::{
     layout, prefix, LinearDescentBackward, LinearForward, SimContext, TintDims, TintOptions,
@@ -93,7 +93,9 @@ impl<B: Backend> SimulatedSwiGlu<B> {
         Ok(Self {
             forward_linear: LinearForward::new(dims, Some(lin), options, device)?,
             glu_forward: GluForward::new(dims, options, device)?,
-            backward_linear: LinearDescentBackward::new(dims, lin, false, options, device)?,
+            backward_linear: LinearDescentBackward::with_bias_step_scale(
+                dims, lin, false, 0.0, options, device,
+            )?,
             glu_backward: GluBackward::new(dims, options, device)?,
             dims: *dims,
         })
@@ -274,11 +276,7 @@ impl<B: Backend> SimulatedSwiGlu<B> {
                 prepare(state.clone(), lin, &acts.down_in[k], &prefixes.down[k]),
                 ctx,
             );
-            updated.down[k] = keep_bias(
-                &prefixes.down[k],
-                layout::prefix_rows(st.clone(), p),
-                &self.dims,
-            );
+            updated.down[k] = layout::prefix_rows(st.clone(), p);
             let st = self.glu_backward.forward(
                 layout::with_token_memory(st, p, glu_mem, acts.glu[k].clone()),
                 ctx,
@@ -290,19 +288,11 @@ impl<B: Backend> SimulatedSwiGlu<B> {
             let from_gate = self
                 .backward_linear
                 .forward(prepare(st, lin, &acts.gate_in[k], &prefixes.gate[k]), ctx);
-            updated.gate[k] = keep_bias(
-                &prefixes.gate[k],
-                layout::prefix_rows(from_gate.clone(), p),
-                &self.dims,
-            );
+            updated.gate[k] = layout::prefix_rows(from_gate.clone(), p);
             let from_up = self
                 .backward_linear
                 .forward(prepare(up_state, lin, &acts.up_in[k], &prefixes.up[k]), ctx);
-            updated.up[k] = keep_bias(
-                &prefixes.up[k],
-                layout::prefix_rows(from_up.clone(), p),
-                &self.dims,
-            );
+            updated.up[k] = layout::prefix_rows(from_up.clone(), p);
             let chunk = from_gate.narrow(2, 0, d) + from_up.narrow(2, 0, d);
             dm = Some(match dm {
                 None => chunk,

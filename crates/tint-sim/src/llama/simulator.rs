@@ -18,9 +18,7 @@ use serde::{Deserialize, Serialize};
 use tint_aux::AuxModel;
 use tint_ops::dims::MAX_POSITION_EMBEDDINGS;
 use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
-use tint_ops::{
-    layout, prefix, AttentionVariant, Derivative, GateMode, SimContext, TintDims, TintOptions,
-};
+use tint_ops::{layout, prefix, AttentionVariant, Derivative, SimContext, TintDims, TintOptions};
 
 use super::attention_half::{
     AttentionHalfActs, AttentionPrefixes, AttentionWeights, SimulatedAttentionHalf,
@@ -30,7 +28,7 @@ use super::mlp_block::SwiGluPrefixes;
 use super::mlp_half::{MlpHalfActs, SimulatedMlpHalf};
 use super::params::LlamaParams;
 use super::reference::LlamaReference;
-use crate::config::{DerivativeMode, TintConfig};
+use crate::config::{DerivativeMode, Execution, GateMode, TintConfig, DEFAULT_GATE_SCALE};
 use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::{eval_loss, loss_gradient};
@@ -50,6 +48,19 @@ pub struct LlamaSimulatorConfig {
     /// Longest simulated sequence `Tmax`; `None`: the model's positions, capped so that
     /// `P + Tmax <= 2048` (TINT_SPEC §1.2 rule 6).
     pub max_seq_length: Option<usize>,
+    /// How the simulator evaluates its constructed network. Default: [`Execution::Constructed`].
+    #[serde(default)]
+    pub execution: Execution,
+    /// Gate evaluation. Default: [`GateMode::Exact`].
+    #[serde(default)]
+    pub gate_mode: GateMode,
+    /// Gate logit scale `g10`. Default: 10.
+    #[serde(default = "default_gate_scale")]
+    pub gate_scale: f64,
+}
+
+fn default_gate_scale() -> f64 {
+    DEFAULT_GATE_SCALE
 }
 
 impl LlamaSimulatorConfig {
@@ -62,6 +73,9 @@ impl LlamaSimulatorConfig {
             num_prefixes: config.num_prefixes,
             num_heads: config.num_heads,
             max_seq_length: None,
+            execution: config.execution,
+            gate_mode: config.gate_mode,
+            gate_scale: config.gate_scale,
         }
     }
 
@@ -77,6 +91,9 @@ impl LlamaSimulatorConfig {
             num_prefixes: d_model / stack,
             num_heads: hidden_size / (d_model / n_heads.max(1)).max(1),
             max_seq_length: None,
+            execution: Execution::Constructed,
+            gate_mode: GateMode::Exact,
+            gate_scale: DEFAULT_GATE_SCALE,
         }
     }
 }
@@ -147,11 +164,15 @@ pub struct LlamaSimulator<B: Backend> {
     final_norm_backward: RmsNormBackward<B>,
 }
 
-/// The tint-ops options of a LLaMA step: the model's RMSNorm epsilon, exact 0/1 gates.
-fn tint_options(step: &LlamaTintConfig, rms_eps: f64, dtype: DType) -> TintOptions {
+/// The tint-ops options of a LLaMA simulator: the model's RMSNorm epsilon, the configured
+/// execution and gates.
+fn tint_options(config: &LlamaSimulatorConfig, rms_eps: f64, dtype: DType) -> TintOptions {
+    let step = &config.step;
     TintOptions {
         float_dtype: dtype,
-        gate_mode: GateMode::Exact,
+        gate_mode: config.gate_mode,
+        gate_scale: config.gate_scale,
+        execution: config.execution,
         derivative: match step.derivatives {
             DerivativeMode::FiniteDifference => Derivative::FiniteDifference {
                 scale: step.scale_embeddings,
@@ -222,7 +243,7 @@ impl<B: Backend> LlamaSimulator<B> {
         };
         let dtype = params.dtype();
         let device = params.embedding.device();
-        let options = tint_options(&config.step, params.rms_eps, dtype);
+        let options = tint_options(&config, params.rms_eps, dtype);
         let attention = SimulatedAttentionHalf::new(&dims, &variant, &options, &device)?;
         let mlp = SimulatedMlpHalf::new(&dims, &options, &device)?;
         let batched = |t: &Tensor<B, 2>| t.clone().unsqueeze_dim::<3>(0);
@@ -500,5 +521,26 @@ impl<B: Backend> LlamaSimulator<B> {
             + gradient
             + p * ds
             + n_sim * n_fb * forward_modules
+    }
+
+    /// Number of stored values the [`Execution::Constructed`] execution actually reads: the token
+    /// embedding (and an untied head), every prefix block (the final norm's included) and ONE copy
+    /// of each constructed module kind — a module's weights depend only on the TinT sizes and
+    /// options, so one instance serves every layer and step (the official count of
+    /// [`Self::num_params`] allocates a copy per layer and step).
+    pub fn num_params_read(&self) -> usize {
+        let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
+        let (forward_modules, backward_modules, gradient) = self.module_params();
+        let params = self.params();
+        let embeddings = params.embedding.dims().iter().product::<usize>()
+            + params
+                .lm_head
+                .as_ref()
+                .map_or(0, |h| h.dims().iter().product::<usize>());
+        embeddings
+            + (self.layers.len() * self.blocks_per_layer() + 1) * p * ds
+            + forward_modules
+            + backward_modules
+            + gradient
     }
 }
