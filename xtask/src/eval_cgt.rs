@@ -1,5 +1,5 @@
 //! `cargo xtask eval cgt`: trains and evaluates the Contextually Guided Transformer variants of paper
-//! Table 1 (baseline, CGT, CGT + aux, CGT + aux + reg) at a preset scale, writes PNG plots into
+//! Table 1 (baseline, CGT, CGT + aux, CGT + aux + reg) at a preset scale and over seeds, writes SVG plots into
 //! `docs/cgt/` and a markdown section into `docs/results.md`.
 
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use tint_cgt::metrics::{
     IclEvaluation, ReferenceErrors, RegressionEvaluation, RegressionReferences,
 };
 use tint_cgt::objective::joint_loss;
-use tint_cgt::plot::{heat_map, line_chart};
+use tint_cgt::plot::{heat_map_svg, line_chart_svg, ChartText, Series};
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use tint_cgt::train::{train_with_history, training_seconds, RunFiles};
 use tint_cgt::CgtModel;
@@ -57,11 +57,18 @@ pub struct CgtArgs {
     /// other settings is an error.
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
+    /// Comma-separated seeds: each seeds the model initialisation, the training stream and the
+    /// auxiliary draws (evaluation sequences are the same for every seed). One run per seed and variant;
+    /// with several seeds the report gives the mean and a 95 % Student-t interval over seeds.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub seeds: Vec<u64>,
 }
 
 /// What one variant produced.
 struct VariantResult {
     variant: Variant,
+    /// The seed of this run.
+    seed: u64,
     /// `(step, task loss)` of every step, earlier runs' steps included (read back from the log).
     losses: Vec<(f64, f64)>,
     /// Training seconds of all steps (earlier runs' steps from the log).
@@ -96,8 +103,15 @@ fn configured_preset(args: &CgtArgs) -> Result<ExperimentPreset> {
         if steps == 0 {
             bail!("--steps must be at least 1");
         }
-        preset.training.steps = steps;
+        // The warm-up and a pair curriculum's ramp keep their share of the schedule.
+        let scale = |part: usize| part * steps / preset.training.steps;
+        if let DataPreset::LinearRegression(data) = &mut preset.data {
+            if let Some(curriculum) = &mut data.curriculum {
+                curriculum.ramp_steps = scale(curriculum.ramp_steps);
+            }
+        }
         preset.training.warmup_steps = preset.training.warmup_steps.min(steps / 10);
+        preset.training.steps = steps;
     }
     if let Some(batch_size) = args.batch_size {
         if batch_size == 0 {
@@ -121,6 +135,20 @@ fn default_run_dir(preset: &ExperimentPreset) -> PathBuf {
     ))
 }
 
+/// The preset of one seed: seed 0 is the preset itself; seed `s` shifts the training stream's seed by
+/// `SEED_STRIDE * s` and the auxiliary draws' by `s` (evaluation streams derive from the preset's seed).
+fn preset_for_seed(preset: &ExperimentPreset, seed: u64) -> ExperimentPreset {
+    const SEED_STRIDE: u64 = 7919;
+    let mut seeded = preset.clone();
+    match &mut seeded.data {
+        DataPreset::Arithmetic(data) => data.seed += SEED_STRIDE * seed,
+        DataPreset::LinearRegression(data) => data.seed += SEED_STRIDE * seed,
+        DataPreset::TextMixture { .. } => {}
+    }
+    seeded.training.seed += seed;
+    seeded
+}
+
 /// The command line that reproduces a run with `args` on `backend` (report paths and checkpointing left
 /// out: they do not change the numbers).
 fn command_line(args: &CgtArgs, backend: &str) -> String {
@@ -138,6 +166,10 @@ fn command_line(args: &CgtArgs, backend: &str) -> String {
     }
     if !args.variants.is_empty() {
         command.push_str(&format!(" --variants {}", args.variants.join(",")));
+    }
+    if args.seeds != [0] {
+        let seeds: Vec<String> = args.seeds.iter().map(|s| s.to_string()).collect();
+        command.push_str(&format!(" --seeds {}", seeds.join(",")));
     }
     if let Some(text) = &args.text {
         command.push_str(&format!(" --text {}", text.display()));
@@ -161,10 +193,105 @@ pub fn run(args: &CgtArgs) -> Result<()> {
             })
             .collect::<Result<_>>()?
     };
+    if args.seeds.is_empty() {
+        bail!("--seeds needs at least one seed");
+    }
     let run_dir = args
         .run_dir
         .clone()
         .unwrap_or_else(|| default_run_dir(&preset));
+    let (_, corpus_name) = batch_source(&preset, args)?;
+    std::fs::create_dir_all(&args.plots)?;
+    eprintln!(
+        "cgt preset {} | {} steps/variant, batch {} | seeds {:?} | backend {BACKEND_NAME} | runs in {}",
+        preset.name,
+        preset.training.steps,
+        preset.data.batch_size(),
+        args.seeds,
+        run_dir.display()
+    );
+    let references = match &preset.data {
+        DataPreset::LinearRegression(data) => Some(evaluate_regression_references(
+            &regression_eval_data(data),
+            preset.eval_batches,
+            &freeze_points(data.n_pairs),
+        )?),
+        _ => None,
+    };
+    let summary = RunSummary {
+        command: command_line(args, BACKEND_NAME),
+        steps_overridden: args.steps.is_some(),
+        batch_overridden: args.batch_size.is_some(),
+        corpus: corpus_name,
+        references,
+    };
+    let mut results = Vec::new();
+    for &seed in &args.seeds {
+        let seeded = preset_for_seed(&preset, seed);
+        let (source, _) = batch_source(&seeded, args)?;
+        for &variant in &variants {
+            results.push(run_variant(
+                &preset,
+                &seeded,
+                variant,
+                seed,
+                source.as_ref(),
+                args,
+                &run_dir.join(format!("seed{seed}")),
+            )?);
+        }
+    }
+    let first_seed = args.seeds[0];
+    let curves: Vec<Series> = results
+        .iter()
+        .filter(|r| r.seed == first_seed)
+        .map(|r| Series {
+            name: r.variant.title().to_string(),
+            points: smooth(&r.losses, 10),
+            colour: colour(r.variant),
+            thin: false,
+        })
+        .collect();
+    let title = format!("{}: training task loss, seed {first_seed}", preset.name);
+    let chart = line_chart_svg(
+        &curves,
+        &ChartText {
+            title: &title,
+            x_label: "step",
+            y_label: "task loss (10-step moving average, log scale)",
+        },
+        true,
+    )?;
+    std::fs::write(args.plots.join(format!("{}-loss.svg", preset.name)), chart)?;
+    if matches!(preset.data, DataPreset::LinearRegression(_)) {
+        let title = format!("{}: held-out error by shown pairs", preset.name);
+        let chart = regression_chart(&results, summary.references.as_ref(), &title)?;
+        std::fs::write(
+            args.plots.join(format!("{}-by-pair.svg", preset.name)),
+            chart,
+        )?;
+    }
+    let section = render_section(&preset, &results, &args.plots, &summary);
+    crate::report_doc::write_marked_section(
+        &args.report,
+        &format!("cgt:{}", preset.name),
+        &section,
+        "# Results\n\nEach section is regenerated by the command it names.\n",
+    )?;
+    eprintln!("{section}");
+    eprintln!(
+        "wrote {} and plots in {}",
+        args.report.display(),
+        args.plots.display()
+    );
+    Ok(())
+}
+
+/// The training stream of a preset and, for text presets, the corpus name for the report.
+fn batch_source(
+    preset: &ExperimentPreset,
+    args: &CgtArgs,
+) -> Result<(Box<dyn BatchSource>, Option<String>)> {
     let mut corpus_name = None;
     let source: Box<dyn BatchSource> = match &preset.data {
         DataPreset::Arithmetic(data) => Box::new(data.clone()),
@@ -201,60 +328,7 @@ pub fn run(args: &CgtArgs) -> Result<()> {
             )?)
         }
     };
-    std::fs::create_dir_all(&args.plots)?;
-    eprintln!(
-        "cgt preset {} | {} steps/variant, batch {} | backend {BACKEND_NAME} | runs in {}",
-        preset.name,
-        preset.training.steps,
-        preset.data.batch_size(),
-        run_dir.display()
-    );
-    let references = match &preset.data {
-        DataPreset::LinearRegression(data) => Some(evaluate_regression_references(
-            &regression_eval_data(data),
-            preset.eval_batches,
-            &freeze_points(data.n_pairs),
-        )?),
-        _ => None,
-    };
-    let summary = RunSummary {
-        command: command_line(args, BACKEND_NAME),
-        steps_overridden: args.steps.is_some(),
-        batch_overridden: args.batch_size.is_some(),
-        corpus: corpus_name,
-        references,
-    };
-    let mut results = Vec::new();
-    for variant in variants {
-        results.push(run_variant(
-            &preset,
-            variant,
-            source.as_ref(),
-            args,
-            &run_dir,
-        )?);
-    }
-    let curves: Vec<tint_cgt::plot::Curve> = results
-        .iter()
-        .map(|r| (smooth(&r.losses, 10), colour(r.variant)))
-        .collect();
-    let chart = line_chart(&curves, 640, 360)?;
-    let loss_png = args.plots.join(format!("{}-loss.png", preset.name));
-    std::fs::write(&loss_png, chart.to_png()?)?;
-    let section = render_section(&preset, &results, &args.plots, &summary);
-    crate::report_doc::write_marked_section(
-        &args.report,
-        &format!("cgt:{}", preset.name),
-        &section,
-        "# Results\n\nEach section is regenerated by the command it names.\n",
-    )?;
-    eprintln!("{section}");
-    eprintln!(
-        "wrote {} and plots in {}",
-        args.report.display(),
-        args.plots.display()
-    );
-    Ok(())
+    Ok((source, corpus_name))
 }
 
 fn colour(variant: Variant) -> [u8; 3] {
@@ -285,29 +359,36 @@ fn smooth(points: &[(f64, f64)], window: usize) -> Vec<(f64, f64)> {
 fn regression_eval_data(data: &LinearRegressionConfig) -> LinearRegressionConfig {
     LinearRegressionConfig {
         seed: data.seed + 1000,
-        ..data.clone()
+        ..data.without_curriculum()
     }
 }
 
-/// The prompt sizes `k` after which `y` is frozen in the regression evaluation.
+/// The prompt sizes `k` after which `y` is frozen in the regression evaluation (for 20 pairs: 5, 10
+/// and 12, the last being the "once 12 pairs are shown" point of the CPU preset's target).
 fn freeze_points(n_pairs: usize) -> [usize; 3] {
-    [n_pairs / 4, n_pairs / 2, 3 * n_pairs / 4]
+    [n_pairs / 4, n_pairs / 2, 3 * n_pairs / 5]
 }
 
+/// Trains (or resumes) one variant of one seed and evaluates it. `preset` holds the evaluation streams
+/// (the same for every seed), `seeded` the training stream and schedule of this seed.
 fn run_variant(
     preset: &ExperimentPreset,
+    seeded: &ExperimentPreset,
     variant: Variant,
+    seed: u64,
     source: &dyn BatchSource,
     args: &CgtArgs,
     run_dir: &Path,
 ) -> Result<VariantResult> {
     let device = device();
-    let training = preset.training_for(variant);
+    let training = seeded.training_for(variant);
     let dir = run_dir.join(variant.slug());
     let files = RunFiles {
         checkpoint_dir: Some(dir.join("checkpoint")),
         log_path: Some(dir.join("log.jsonl")),
     };
+    // Same initial weights for a (seed, variant) pair on every invocation.
+    <B as burn::tensor::backend::Backend>::seed(&device, 1_000 + seed);
     let model = CgtModel::<AB>::new(&preset.model_for(variant), &device)?;
     let bar = ProgressBar::new(training.steps as u64);
     bar.set_style(
@@ -316,7 +397,7 @@ fn run_variant(
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    bar.set_prefix(variant.slug());
+    bar.set_prefix(format!("{} seed {seed}", variant.slug()));
     let start = Instant::now();
     let outcome = train_with_history(model, source, &training, &files, &device, &mut |report| {
         bar.set_position(report.step as u64 + 1);
@@ -354,6 +435,7 @@ fn run_variant(
     let model: CgtModel<B> = outcome.model.valid();
     let mut result = VariantResult {
         variant,
+        seed,
         losses,
         train_seconds,
         wall_seconds: 0.0,
@@ -370,27 +452,45 @@ fn run_variant(
                 ..data.clone()
             };
             let evaluation = evaluate_icl(&model, &eval, preset.eval_batches, &device)?;
-            if let Some(map) = &evaluation.dot_products {
-                let png = heat_map(map, evaluation.seq_length, 3)?.to_png()?;
+            if let (Some(map), true) = (&evaluation.dot_products, seed == args.seeds[0]) {
+                let title = format!("{} {}: mean n_s . n_t", preset.name, variant.title());
+                let svg = heat_map_svg(map, evaluation.seq_length, &title)?;
                 std::fs::write(
                     args.plots
-                        .join(format!("{}-{}-yy.png", preset.name, variant.slug())),
-                    png,
+                        .join(format!("{}-{}-yy.svg", preset.name, variant.slug())),
+                    svg,
                 )?;
             }
             if model.is_guided() {
-                result.fold_error = Some(export_specialised(&model, &eval, &dir)?);
+                let single = ArithmeticConfig {
+                    batch_size: 1,
+                    ..eval.clone()
+                };
+                let (batch, sequences) = single.annotated_batch(0);
+                let start = sequences[0].tasks[0].examples[eval.n_examples - 2].start;
+                result.fold_error = Some(export_specialised(&model, &batch, start, &dir)?);
             }
             result.icl = Some(evaluation);
         }
         DataPreset::LinearRegression(data) => {
+            let eval = regression_eval_data(data);
             result.regression = Some(evaluate_regression(
                 &model,
-                &regression_eval_data(data),
+                &eval,
                 preset.eval_batches,
                 &freeze_points(data.n_pairs),
                 &device,
             )?);
+            if model.is_guided() {
+                let single = LinearRegressionConfig {
+                    batch_size: 1,
+                    ..eval.clone()
+                };
+                let (batch, _) = single.annotated_batch(0);
+                // Frozen after half of the pairs: the prompt ends with y at position n_pairs - 1.
+                let start = 2 * (data.n_pairs / 2);
+                result.fold_error = Some(export_specialised(&model, &batch, start, &dir)?);
+            }
         }
         DataPreset::TextMixture { .. } => {
             let mut total = 0.0;
@@ -414,17 +514,17 @@ fn run_variant(
     Ok(result)
 }
 
-/// Folds `y` of the first evaluation sequence (frozen after its prompt) into a plain model, checks it
-/// against the frozen-`y` model and exports it; returns the largest logit difference.
-fn export_specialised(model: &CgtModel<B>, eval: &ArithmeticConfig, dir: &Path) -> Result<f32> {
+/// Folds `y` of a one-sequence batch, frozen at position `start - 1` (the end of its prompt), into a
+/// plain model, checks it against the frozen-`y` model on the tokens from `start` on (earlier ones
+/// hidden) and exports it; returns the largest output difference.
+fn export_specialised(
+    model: &CgtModel<B>,
+    batch: &tint_cgt::data::HostBatch,
+    start: usize,
+    dir: &Path,
+) -> Result<f32> {
     let device = device();
-    let single = ArithmeticConfig {
-        batch_size: 1,
-        ..eval.clone()
-    };
-    let (batch, sequences) = single.annotated_batch(0);
     let input = batch.input_tensor::<B>(&device);
-    let start = sequences[0].tasks[0].examples[eval.n_examples - 2].start;
     let context = model.context(&input)?.mean;
     let frozen = frozen_context(context, &[start - 1]);
     let reference = model.forward_x_path(&input, Some(frozen.clone()), Some(&[start]))?;
@@ -437,12 +537,36 @@ fn export_specialised(model: &CgtModel<B>, eval: &ArithmeticConfig, dir: &Path) 
     Ok(error)
 }
 
-fn percent(value: Option<f64>) -> String {
-    value.map_or("–".into(), |v| format!("{:.1}%", 100.0 * v))
+/// Two-sided 95 % Student-t quantiles for 1..=10 degrees of freedom.
+const T_975: [f64; 10] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+];
+
+/// Mean of `values` and the half-width of its 95 % Student-t interval over seeds (`None` for a single
+/// value; the normal 1.96 beyond 11 values). `None` for no values.
+fn interval(values: &[f64]) -> Option<(f64, Option<f64>)> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len();
+    let mean = values.iter().sum::<f64>() / n as f64;
+    if n == 1 {
+        return Some((mean, None));
+    }
+    let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let t = T_975.get(n - 2).copied().unwrap_or(1.96);
+    Some((mean, Some(t * (variance / n as f64).sqrt())))
 }
 
-fn number(value: Option<f64>) -> String {
-    value.map_or("–".into(), |v| format!("{v:.3}"))
+/// A table cell: `mean ± half-width` over seeds (`scale` multiplies both, `digits` decimals).
+fn cell(values: &[f64], scale: f64, digits: usize, suffix: &str) -> String {
+    match interval(values) {
+        None => "–".into(),
+        Some((mean, None)) => format!("{:.digits$}{suffix}", mean * scale),
+        Some((mean, Some(h))) => {
+            format!("{:.digits$} ± {:.digits$}{suffix}", mean * scale, h * scale)
+        }
+    }
 }
 
 /// Titles of the reference columns of the linear-regression table.
@@ -465,6 +589,90 @@ fn reference_cells(errors: &ReferenceErrors) -> Vec<String> {
     .collect()
 }
 
+/// The variants present in `results`, in table order.
+fn variants_of(results: &[VariantResult]) -> Vec<Variant> {
+    Variant::ALL
+        .into_iter()
+        .filter(|v| results.iter().any(|r| r.variant == *v))
+        .collect()
+}
+
+/// The values of `metric` over the seeds of `variant`.
+fn per_seed(
+    results: &[VariantResult],
+    variant: Variant,
+    metric: &dyn Fn(&VariantResult) -> Option<f64>,
+) -> Vec<f64> {
+    results
+        .iter()
+        .filter(|r| r.variant == variant)
+        .filter_map(metric)
+        .collect()
+}
+
+/// Mean dynamic-y error on pairs `k..`.
+fn tail_error(evaluation: &RegressionEvaluation, k: usize) -> Option<f64> {
+    let tail = evaluation.dynamic_by_pair.get(k..)?;
+    (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64)
+}
+
+/// The per-pair error chart of a regression run (mean over seeds) with the reference predictors.
+fn regression_chart(
+    results: &[VariantResult],
+    references: Option<&RegressionReferences>,
+    title: &str,
+) -> Result<String> {
+    let mut series = Vec::new();
+    for variant in variants_of(results) {
+        let runs: Vec<&RegressionEvaluation> = results
+            .iter()
+            .filter(|r| r.variant == variant)
+            .filter_map(|r| r.regression.as_ref())
+            .collect();
+        let Some(first) = runs.first() else { continue };
+        let points = (0..first.dynamic_by_pair.len())
+            .map(|i| {
+                let mean =
+                    runs.iter().map(|e| e.dynamic_by_pair[i]).sum::<f64>() / runs.len() as f64;
+                (i as f64, mean)
+            })
+            .collect();
+        series.push(Series {
+            name: variant.title().to_string(),
+            points,
+            colour: colour(variant),
+            thin: false,
+        });
+    }
+    if let Some(references) = references {
+        let reference = |name: &str, colour, pick: fn(&ReferenceErrors) -> f64| Series {
+            name: name.to_string(),
+            points: references
+                .by_pair
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (i as f64, pick(e)))
+                .collect(),
+            colour,
+            thin: true,
+        };
+        series.push(reference("least squares", [0, 0, 0], |e| e.least_squares));
+        series.push(reference("ridge λ = σ²", [140, 86, 75], |e| {
+            e.bayes_ridge
+        }));
+        series.push(reference("mean of shown y", [214, 39, 40], |e| e.mean));
+    }
+    Ok(line_chart_svg(
+        &series,
+        &ChartText {
+            title,
+            x_label: "pairs shown before the query",
+            y_label: "mean squared error (log scale)",
+        },
+        true,
+    )?)
+}
+
 fn render_section(
     preset: &ExperimentPreset,
     results: &[VariantResult],
@@ -480,12 +688,16 @@ fn render_section(
             "preset".to_string()
         }
     };
+    let mut seeds: Vec<u64> = results.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
     let mut out = format!("## CGT: `{}`\n\n", preset.name);
     out.push_str(&format!(
         "Command: `{}` (backend {BACKEND_NAME}). \
-         Model: L = {}, l = {}, d_x = {} ({} heads), d_y = {} ({} heads), rank r = {}, M = {} templates; \
-         {} steps per variant ({}), batch {} ({}), Adam with {} warm-up steps + cosine from lr {} to {}, \
-         eta = {}, w_C = {}, w_D = {}.\n\n",
+         Model: L = {}, l = {}, d_x = {} ({} heads), d_y = {} ({} heads), rank r = {}, M = {} templates, \
+         input {:?}; {} steps per variant ({}), batch {} ({}), Adam with {} warm-up steps + cosine from lr {} \
+         to {}, gradient norm clipped at {:?}, eta = {}, w_C = {}, w_D = {} ({:?} normalisation). Seeds {:?}: \
+         {}.\n\n",
         summary.command,
         model.n_layers,
         model.readout_layer,
@@ -495,6 +707,7 @@ fn render_section(
         model.n_heads_y,
         model.rank,
         model.n_templates,
+        model.input,
         training.steps,
         source(summary.steps_overridden, "--steps"),
         preset.data.batch_size(),
@@ -502,9 +715,17 @@ fn render_section(
         training.warmup_steps,
         training.learning_rate,
         training.min_learning_rate,
+        training.grad_clip_norm,
         training.objective.eta,
         training.objective.w_continuity,
         training.objective.w_orthogonality,
+        training.objective.normalisation,
+        seeds,
+        if seeds.len() > 1 {
+            "cells are mean ± half-width of the 95 % Student-t interval over seeds"
+        } else {
+            "one seed, every cell is a single observation"
+        },
     ));
     match &preset.data {
         DataPreset::Arithmetic(data) => out.push_str(&format!(
@@ -519,16 +740,23 @@ fn render_section(
             data.n_examples - 2
         )),
         DataPreset::LinearRegression(data) => out.push_str(&format!(
-            "Data: {} (x, y) pairs per sequence, x in R^{}, y in R^{}, W and b standard normal, noise σ = {}. \
-             Errors are mean squared errors of the prediction of y_i at x_i over {} evaluation batches. \
-             Reference columns see only the shown pairs of the same sequence: least squares fits (W, b) on \
-             them (minimum-norm while fewer pairs than unknowns), the ridge with λ = σ² is the Bayes-optimal \
-             predictor for this generator, the mean predicts the average of the shown y.\n\n",
+            "Data: {} (x, y) pairs per sequence, x in R^{}, y in R^{}, U, b and x standard normal, noise σ = {}{}. \
+             Errors are mean squared errors of the prediction of y_i at x_i (noisy targets) over {} held-out \
+             evaluation batches of {} sequences (the same for every seed). Reference columns see only the shown \
+             pairs of the same sequence: least squares fits (U, b) on them (minimum-norm while fewer pairs than \
+             unknowns), the ridge with λ = σ² is the Bayes-optimal predictor for this generator, the mean \
+             predicts the average of the shown y. Representation variation: eq. 4 with E1 = the first half of \
+             the pairs, E2 = the second; linear fit: (U, b) from y_s, s in E2 (mean absolute error).\n\n",
             data.n_pairs,
             data.d_in,
             data.d_out,
             data.noise,
+            data.curriculum.map_or(String::new(), |c| format!(
+                "; training curriculum from {} pairs, one more pair at a time up to {} at step {}",
+                c.start_pairs, data.n_pairs, c.ramp_steps
+            )),
             preset.eval_batches,
+            data.batch_size,
         )),
         DataPreset::TextMixture {
             seq_length,
@@ -544,7 +772,14 @@ fn render_section(
     let resumed: Vec<String> = results
         .iter()
         .filter(|r| r.resumed_at > 0)
-        .map(|r| format!("{} at step {}", r.variant.title(), r.resumed_at))
+        .map(|r| {
+            format!(
+                "{} seed {} at step {}",
+                r.variant.title(),
+                r.seed,
+                r.resumed_at
+            )
+        })
         .collect();
     if !resumed.is_empty() {
         out.push_str(&format!(
@@ -553,15 +788,16 @@ fn render_section(
             resumed.join(", ")
         ));
     }
+    let variants = variants_of(results);
     let references = summary.references.as_ref();
     let extra: &[&str] = if references.is_some() {
         &REFERENCE_TITLES
     } else {
         &[]
     };
-    let header: Vec<&str> = results
+    let header: Vec<&str> = variants
         .iter()
-        .map(|r| r.variant.title())
+        .map(|v| v.title())
         .chain(extra.iter().copied())
         .collect();
     out.push_str(&format!(
@@ -569,90 +805,67 @@ fn render_section(
         header.join(" | ")
     ));
     out.push_str(&format!("|---|{}---|\n", "---|".repeat(header.len())));
-    // A row: the variants' cells, then the reference cells (dashes when there are none), then the paper.
-    let row = |name: &str, cells: Vec<String>, reference: Option<Vec<String>>, paper: &str| {
+    // A row: one cell per variant over its seeds, then the reference cells (dashes when there are
+    // none), then the paper.
+    let row = |name: &str,
+               metric: &dyn Fn(&VariantResult) -> Option<f64>,
+               scale: f64,
+               digits: usize,
+               suffix: &str,
+               reference: Option<Vec<String>>,
+               paper: &str| {
         let reference =
             reference.unwrap_or_else(|| extra.iter().map(|_| "–".to_string()).collect());
+        let cells = variants
+            .iter()
+            .map(|&v| cell(&per_seed(results, v, metric), scale, digits, suffix));
         format!(
             "| {name} | {} | {paper} |\n",
-            cells
-                .into_iter()
-                .chain(reference)
-                .collect::<Vec<_>>()
-                .join(" | ")
+            cells.chain(reference).collect::<Vec<_>>().join(" | ")
         )
     };
     match &preset.data {
         DataPreset::Arithmetic(_) => {
+            let icl = |r: &VariantResult| r.icl.clone();
             out.push_str(&row(
                 "base accuracy (dynamic y)",
-                results
-                    .iter()
-                    .map(|r| percent(r.icl.as_ref().map(|e| e.dynamic_accuracy)))
-                    .collect(),
+                &|r| icl(r).map(|e| e.dynamic_accuracy),
+                100.0,
+                1,
+                " %",
                 None,
                 "77.7 / 79.0 / 77.5 / 78.6 %",
             ));
             out.push_str(&row(
                 "specialised accuracy",
-                results
-                    .iter()
-                    .map(|r| percent(r.icl.as_ref().and_then(|e| e.specialised_accuracy)))
-                    .collect(),
+                &|r| icl(r).and_then(|e| e.specialised_accuracy),
+                100.0,
+                1,
+                " %",
                 None,
                 "– / 15.3 / 77.0 / 77.5 %",
             ));
             out.push_str(&row(
                 "representation variation (eq. 4)",
-                results
-                    .iter()
-                    .map(|r| number(r.icl.as_ref().and_then(|e| e.representation_variation)))
-                    .collect(),
+                &|r| icl(r).and_then(|e| e.representation_variation),
+                1.0,
+                3,
+                "",
                 None,
                 "– / 0.80 / 0.39 / 0.07",
             ));
             out.push_str(&row(
                 "linear-fit error of (a, b) from y",
-                results
-                    .iter()
-                    .map(|r| number(r.icl.as_ref().and_then(|e| e.linear_fit_error)))
-                    .collect(),
+                &|r| icl(r).and_then(|e| e.linear_fit_error),
+                1.0,
+                3,
+                "",
                 None,
                 "– / 0.19 / 0.12 / 0.04",
             ));
-            out.push_str(&row(
-                "folded vs frozen max logit diff",
-                results
-                    .iter()
-                    .map(|r| r.fold_error.map_or("–".into(), |e| format!("{e:.1e}")))
-                    .collect(),
-                None,
-                "–",
-            ));
         }
         DataPreset::LinearRegression(data) => {
-            // Dynamic: mean error on pairs k.. with the whole context; frozen: y frozen after k pairs,
-            // the first k pairs hidden.
-            let cells = |k: usize, frozen: bool| -> Vec<String> {
-                results
-                    .iter()
-                    .map(|r| {
-                        let Some(evaluation) = &r.regression else {
-                            return "–".to_string();
-                        };
-                        if frozen {
-                            evaluation
-                                .specialised
-                                .iter()
-                                .find(|s| s.0 == k)
-                                .map_or("–".into(), |s| format!("{:.3}", s.2))
-                        } else {
-                            let tail = evaluation.dynamic_by_pair.get(k..).unwrap_or(&[]);
-                            format!("{:.3}", tail.iter().sum::<f64>() / tail.len().max(1) as f64)
-                        }
-                    })
-                    .collect()
-            };
+            let regression = |r: &VariantResult| r.regression.clone();
             let dynamic_reference = |k: usize| {
                 references.map(|r| {
                     reference_cells(&ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])))
@@ -668,14 +881,20 @@ fn render_section(
             };
             out.push_str(&row(
                 "L2 on all pairs, dynamic y",
-                cells(0, false),
+                &|r| regression(r).and_then(|e| tail_error(&e, 0)),
+                1.0,
+                3,
+                "",
                 dynamic_reference(0),
                 "–",
             ));
             for k in freeze_points(data.n_pairs) {
                 out.push_str(&row(
                     &format!("L2 on pairs {k}.., dynamic y (full context)"),
-                    cells(k, false),
+                    &|r| regression(r).and_then(|e| tail_error(&e, k)),
+                    1.0,
+                    3,
+                    "",
                     dynamic_reference(k),
                     "–",
                 ));
@@ -683,84 +902,164 @@ fn render_section(
                     &format!(
                         "L2 on pairs {k}.., y frozen after {k} pairs (references: fit on {k})"
                     ),
-                    cells(k, true),
+                    &|r| {
+                        regression(r)
+                            .and_then(|e| e.specialised.iter().find(|s| s.0 == k).map(|s| s.2))
+                    },
+                    1.0,
+                    3,
+                    "",
                     frozen_reference(k),
                     "specialised ≈ in-context",
                 ));
             }
+            let k = freeze_points(data.n_pairs)[2];
+            if let Some(mean) =
+                references.map(|r| ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])).mean)
+            {
+                out.push_str(&row(
+                    &format!("L2 on pairs {k}.. (dynamic) / mean-of-shown-y L2 (target ≤ 0.25)"),
+                    &|r| {
+                        regression(r)
+                            .and_then(|e| tail_error(&e, k))
+                            .map(|e| e / mean)
+                    },
+                    1.0,
+                    3,
+                    "",
+                    None,
+                    "–",
+                ));
+            }
+            out.push_str(&row(
+                "representation variation (eq. 4)",
+                &|r| regression(r).and_then(|e| e.representation_variation),
+                1.0,
+                3,
+                "",
+                None,
+                "– / 0.80 / 0.39 / 0.07 (ICL)",
+            ));
+            out.push_str(&row(
+                "linear-fit error of (U, b) from y",
+                &|r| regression(r).and_then(|e| e.linear_fit_error),
+                1.0,
+                3,
+                "",
+                None,
+                "– / 0.19 / 0.12 / 0.04 (ICL)",
+            ));
         }
         DataPreset::TextMixture { .. } => {
             out.push_str(&row(
                 "eval CE (dynamic y), nats/byte",
-                results
-                    .iter()
-                    .map(|r| number(r.text_loss.map(|t| t.0)))
-                    .collect(),
+                &|r| r.text_loss.map(|t| t.0),
+                1.0,
+                3,
+                "",
                 None,
                 "~3.65 → −0.23 with y (BPE)",
             ));
             out.push_str(&row(
                 "eval CE, frozen-y auxiliary model",
-                results
-                    .iter()
-                    .map(|r| number(r.text_loss.and_then(|t| t.1)))
-                    .collect(),
+                &|r| r.text_loss.and_then(|t| t.1),
+                1.0,
+                3,
+                "",
                 None,
                 "–",
             ));
         }
     }
+    // The folded-model check: the largest difference over seeds (a worst case, not a mean).
+    let fold_cells: Vec<String> = variants
+        .iter()
+        .map(|&v| {
+            let errors = per_seed(results, v, &|r| r.fold_error.map(f64::from));
+            errors
+                .iter()
+                .copied()
+                .reduce(f64::max)
+                .map_or("–".into(), |e| format!("{e:.1e}"))
+        })
+        .chain(extra.iter().map(|_| "–".to_string()))
+        .collect();
+    out.push_str(&format!(
+        "| folded vs frozen-y outputs, max abs diff (max over seeds) | {} | – |\n",
+        fold_cells.join(" | ")
+    ));
     out.push_str(&row(
         "final training loss (mean of last 10 steps)",
-        results
-            .iter()
-            .map(|r| {
-                if r.losses.is_empty() {
-                    return "–".to_string();
-                }
-                let tail = &r.losses[r.losses.len().saturating_sub(10)..];
-                format!(
-                    "{:.3}",
-                    tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64
-                )
-            })
-            .collect(),
+        &|r| {
+            let tail = &r.losses[r.losses.len().saturating_sub(10)..];
+            (!tail.is_empty()).then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
+        },
+        1.0,
+        3,
+        "",
         None,
         "–",
     ));
     out.push_str(&row(
         "training time (all steps)",
-        results
-            .iter()
-            .map(|r| format!("{:.0} s", r.train_seconds))
-            .collect(),
+        &|r| Some(r.train_seconds),
+        1.0,
+        0,
+        " s",
         None,
         "~10 h on TPU, 400k steps",
     ));
     out.push_str(&row(
         "time per training step",
-        results
-            .iter()
-            .map(|r| {
-                if r.losses.is_empty() {
-                    "–".to_string()
-                } else {
-                    format!("{:.3} s", r.train_seconds / r.losses.len() as f64)
-                }
-            })
-            .collect(),
+        &|r| (!r.losses.is_empty()).then(|| r.train_seconds / r.losses.len() as f64),
+        1.0,
+        3,
+        " s",
         None,
         "–",
     ));
     out.push_str(&row(
         "wall time of this invocation (steps trained now + evaluation)",
-        results
-            .iter()
-            .map(|r| format!("{:.0} s", r.wall_seconds))
-            .collect(),
+        &|r| Some(r.wall_seconds),
+        1.0,
+        0,
+        " s",
         None,
         "–",
     ));
+    if let (DataPreset::LinearRegression(data), Some(references)) = (&preset.data, references) {
+        let shown: Vec<usize> = [1, 2, 4, 6, 8, 10, 12, 16, data.n_pairs - 1]
+            .into_iter()
+            .filter(|&i| i < data.n_pairs)
+            .collect();
+        out.push_str(&format!(
+            "\nDynamic-y error by number of shown pairs (mean over seeds) next to the references:\n\n\
+             | pairs shown | {} | least squares | ridge λ = σ² | mean of shown y |\n|---|{}---|---|---|\n",
+            variants.iter().map(|v| v.title()).collect::<Vec<_>>().join(" | "),
+            "---|".repeat(variants.len())
+        ));
+        for i in shown {
+            let cells: Vec<String> = variants
+                .iter()
+                .map(|&v| {
+                    let values = per_seed(results, v, &|r| {
+                        r.regression
+                            .as_ref()
+                            .and_then(|e| e.dynamic_by_pair.get(i).copied())
+                    });
+                    interval(&values).map_or("–".into(), |(m, _)| format!("{m:.3}"))
+                })
+                .collect();
+            let e = &references.by_pair[i];
+            out.push_str(&format!(
+                "| {i} | {} | {:.3} | {:.3} | {:.3} |\n",
+                cells.join(" | "),
+                e.least_squares,
+                e.bayes_ridge,
+                e.mean
+            ));
+        }
+    }
     let plot_path = |file: String| {
         plots
             .join(file)
@@ -769,16 +1068,23 @@ fn render_section(
             .replacen("docs/", "", 1)
     };
     out.push_str(&format!(
-        "\nTraining loss (task loss, 10-step moving average; grey baseline, blue CGT, orange +aux, green +aux+reg):\n\n![loss]({})\n",
-        plot_path(format!("{}-loss.png", preset.name))
+        "\nTraining loss of seed {} (task loss, 10-step moving average):\n\n![loss]({})\n",
+        seeds.first().copied().unwrap_or(0),
+        plot_path(format!("{}-loss.svg", preset.name))
     ));
+    if matches!(preset.data, DataPreset::LinearRegression(_)) {
+        out.push_str(&format!(
+            "\nError by number of shown pairs (mean over seeds; thin lines: references):\n\n![by pair]({})\n",
+            plot_path(format!("{}-by-pair.svg", preset.name))
+        ));
+    }
     if matches!(preset.data, DataPreset::Arithmetic(_)) {
         out.push_str("\nMean `n_s . n_t` of the normalised context `y` over an evaluation batch (red +1, white 0, blue −1):\n\n");
-        for r in results.iter().filter(|r| r.variant != Variant::Baseline) {
+        for v in variants.iter().filter(|v| **v != Variant::Baseline) {
             out.push_str(&format!(
                 "- {}: ![y.y]({})\n",
-                r.variant.title(),
-                plot_path(format!("{}-{}-yy.png", preset.name, r.variant.slug()))
+                v.title(),
+                plot_path(format!("{}-{}-yy.svg", preset.name, v.slug()))
             ));
         }
     }
@@ -854,6 +1160,47 @@ mod tests {
     }
 
     #[test]
+    fn eval_cgt_seeds_shift_the_training_stream_only() {
+        let preset =
+            configured_preset(&args(&["--preset", "linreg-cpu", "--steps", "100"])).unwrap();
+        let DataPreset::LinearRegression(data) = &preset.data else {
+            panic!("linreg preset expected")
+        };
+        // The curriculum ramp keeps its 40 % share of the shortened schedule.
+        assert_eq!(data.curriculum.unwrap().ramp_steps, 40);
+        let seeded = preset_for_seed(&preset, 2);
+        let DataPreset::LinearRegression(seeded_data) = &seeded.data else {
+            panic!("linreg preset expected")
+        };
+        assert_ne!(seeded_data.seed, data.seed);
+        assert_eq!(seeded.training.seed, preset.training.seed + 2);
+        assert_eq!(preset_for_seed(&preset, 0).training, preset.training);
+        // Evaluation streams derive from the unseeded preset and drop the curriculum.
+        let eval = regression_eval_data(data);
+        assert_eq!(eval.seed, data.seed + 1000);
+        assert!(eval.curriculum.is_none());
+        let line = command_line(
+            &args(&["--preset", "linreg-cpu", "--seeds", "1,2,3"]),
+            "flex",
+        );
+        assert_eq!(
+            line,
+            "cargo xtask eval cgt --preset linreg-cpu --seeds 1,2,3"
+        );
+    }
+
+    #[test]
+    fn eval_cgt_interval_is_student_t_over_seeds() {
+        // Values 1, 2, 3: mean 2, sample sd 1, half-width 4.303 / sqrt(3) = 2.484.
+        let (mean, half) = interval(&[1.0, 2.0, 3.0]).unwrap();
+        assert!((mean - 2.0).abs() < 1e-12);
+        assert!((half.unwrap() - 4.303 / 3f64.sqrt()).abs() < 1e-9);
+        assert_eq!(interval(&[5.0]), Some((5.0, None)));
+        assert_eq!(interval(&[]), None);
+        assert_eq!(cell(&[0.5, 0.7], 100.0, 1, " %"), "60.0 ± 127.1 %");
+    }
+
+    #[test]
     fn eval_cgt_linreg_section_has_references_and_timings() {
         let preset =
             configured_preset(&args(&["--preset", "linreg-small", "--batch-size", "4"])).unwrap();
@@ -871,19 +1218,22 @@ mod tests {
             by_pair: vec![errors(1.0); n],
             frozen: freeze_points(n).iter().map(|&k| (k, errors(2.0))).collect(),
         };
-        let result = VariantResult {
+        let result = |seed: u64, error: f64| VariantResult {
             variant: Variant::Cgt,
+            seed,
             losses: (0..20).map(|i| (i as f64, 1.0)).collect(),
             train_seconds: 10.0,
             wall_seconds: 12.0,
             resumed_at: 20,
             icl: None,
             regression: Some(RegressionEvaluation {
-                dynamic_by_pair: vec![0.5; n],
-                specialised: freeze_points(n).iter().map(|&k| (k, 0.5, 0.75)).collect(),
+                dynamic_by_pair: vec![error; n],
+                specialised: freeze_points(n).iter().map(|&k| (k, error, 0.75)).collect(),
+                representation_variation: Some(0.1),
+                linear_fit_error: Some(0.2),
             }),
             text_loss: None,
-            fold_error: None,
+            fold_error: Some(1e-6),
         };
         let summary = RunSummary {
             command: command_line(
@@ -895,32 +1245,59 @@ mod tests {
             corpus: None,
             references: Some(references),
         };
-        let section = render_section(&preset, &[result], Path::new("/tmp/plots"), &summary);
-        assert!(section.contains("`cargo xtask eval cgt --preset linreg-small --batch-size 4`"));
-        assert!(
-            section.contains("batch 4 (set by --batch-size)"),
-            "{section}"
+        let one = render_section(
+            &preset,
+            &[result(0, 0.5)],
+            Path::new("/tmp/plots"),
+            &summary,
         );
-        assert!(section.contains("steps per variant (preset)"), "{section}");
-        assert!(!section.contains("batch from the preset"));
-        assert!(section.contains(
+        assert!(one.contains("`cargo xtask eval cgt --preset linreg-small --batch-size 4`"));
+        assert!(one.contains("batch 4 (set by --batch-size)"), "{one}");
+        assert!(one.contains("one seed, every cell is a single observation"));
+        assert!(one.contains(
             "| least squares in context | ridge λ = σ² (Bayes) | mean of shown y | zero |"
         ));
         let k = n / 2;
         assert!(
-            section.contains(&format!(
+            one.contains(&format!(
                 "| L2 on pairs {k}.., y frozen after {k} pairs (references: fit on {k}) | 0.750 | 2.000 | 1.000 | 10.000 | 17.000 |"
             )),
-            "{section}"
+            "{one}"
         );
-        assert!(section
+        assert!(one
             .contains("| L2 on all pairs, dynamic y | 0.500 | 1.000 | 0.500 | 10.000 | 17.000 |"));
         assert!(
-            section.contains("| time per training step | 0.500 s | – | – | – | – |"),
-            "{section}"
+            one.contains("| time per training step | 0.500 s | – | – | – | – |"),
+            "{one}"
         );
-        assert!(section.contains("| training time (all steps) | 10 s |"));
-        assert!(section.contains("| final training loss (mean of last 10 steps) | 1.000 |"));
-        assert!(section.contains("Resumed from checkpoints (CGT (no Aux/Reg) at step 20)"));
+        assert!(one.contains("| training time (all steps) | 10 s |"));
+        assert!(one.contains("| final training loss (mean of last 10 steps) | 1.000 |"));
+        assert!(one.contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 20)"));
+        // Three seeds with errors 0.4, 0.5, 0.6: mean 0.5, half-width 4.303 * 0.1 / sqrt(3) = 0.248;
+        // the ratio to the mean-of-shown-y error (10) is 0.05 ± 0.025.
+        let three = render_section(
+            &preset,
+            &[result(1, 0.4), result(2, 0.5), result(3, 0.6)],
+            Path::new("/tmp/plots"),
+            &summary,
+        );
+        assert!(
+            three.contains("| L2 on all pairs, dynamic y | 0.500 ± 0.248 |"),
+            "{three}"
+        );
+        let last = freeze_points(n)[2];
+        assert!(
+            three.contains(&format!(
+                "| L2 on pairs {last}.. (dynamic) / mean-of-shown-y L2 (target ≤ 0.25) | 0.050 ± 0.025 |"
+            )),
+            "{three}"
+        );
+        assert!(three.contains("| representation variation (eq. 4) | 0.100 ± 0.000 |"));
+        assert!(three
+            .contains("| folded vs frozen-y outputs, max abs diff (max over seeds) | 1.0e-6 |"));
+        assert!(
+            three.contains("| 12 | 0.500 | 1.000 | 0.500 | 10.000 |"),
+            "{three}"
+        );
     }
 }

@@ -19,8 +19,22 @@ pub enum Mixing {
 pub enum InputKind {
     /// Integer tokens in `[0, vocab_size)`, embedded by a lookup table.
     Tokens,
-    /// Real vectors of the given dimension, embedded by a linear map (linear-regression task).
+    /// Real vectors of the given dimension, embedded by a learned linear map (linear-regression task).
     Vectors(usize),
+    /// Real vectors of the given dimension, zero-padded to the stream width before the positions are
+    /// added: the paper's linear-regression embedding (§4.1, "each x and y vector was zero-padded to the
+    /// input embedding size"). The dimension must not exceed `d_x` (nor `d_y` for a CGT).
+    PaddedVectors(usize),
+}
+
+impl InputKind {
+    /// The vector width of a vector input (`None` for tokens).
+    pub fn vector_width(self) -> Option<usize> {
+        match self {
+            Self::Tokens => None,
+            Self::Vectors(width) | Self::PaddedVectors(width) => Some(width),
+        }
+    }
 }
 
 /// Hyper-parameters of a Contextually Guided Transformer (or of the plain baseline built from the same code).
@@ -114,8 +128,20 @@ impl CgtConfig {
         if self.mlp_ratio == 0 {
             return bad("mlp_ratio must be positive".into());
         }
-        if let InputKind::Vectors(0) = self.input {
+        if self.input.vector_width() == Some(0) {
             return bad("vector input dimension must be positive".into());
+        }
+        if let InputKind::PaddedVectors(width) = self.input {
+            let narrowest = if self.is_guided() {
+                self.d_x.min(self.d_y)
+            } else {
+                self.d_x
+            };
+            if width > narrowest {
+                return bad(format!(
+                    "zero-padded vectors of width {width} do not fit a stream of width {narrowest}"
+                ));
+            }
         }
         if self.is_guided() {
             if self.readout_layer >= self.n_layers {
@@ -170,6 +196,7 @@ mod tests {
             },
             guided().baseline().with_vae(true),
             guided().with_input(InputKind::Vectors(0)),
+            guided().with_input(InputKind::PaddedVectors(9)),
         ] {
             assert!(matches!(config.validate(), Err(CgtError::InvalidConfig(_))));
         }

@@ -38,9 +38,9 @@ pub enum CgtError {
     /// Safetensors serialisation failed.
     #[error("safetensors error: {0}")]
     Safetensors(String),
-    /// PNG encoding failed.
-    #[error("png error: {0}")]
-    Png(String),
+    /// Drawing a chart failed.
+    #[error("plot error: {0}")]
+    Plot(String),
     /// A JSON (de)serialisation failed.
     #[error("json error: {0}")]
     Json(#[from] serde_json::Error),

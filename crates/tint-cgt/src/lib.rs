@@ -16,7 +16,7 @@
 //! - [`data`]: seeded streaming generators (arithmetic ICL, linear regression, text mixture).
 //! - [`train`]: Adam + warm-up/cosine schedule + clipping, checkpoints, JSONL log.
 //! - [`metrics`]: answer accuracy (dynamic / specialised), representation variation, linear fit, y·y map;
-//!   [`plot`]: PNG heat maps and curves.
+//!   [`plot`]: SVG heat maps and curves (plotters).
 //!
 //! The crate is generic over `B: Backend` (`AutodiffBackend` for training) and never picks a backend.
 

@@ -120,10 +120,9 @@ impl<B: Backend> CgtModel<B> {
         }
         let kind_matches = match input {
             CgtInput::Tokens(_) => self.x_embedding.tokens.is_some(),
-            CgtInput::Vectors(vectors) => match &self.x_embedding.vectors {
-                Some(map) => map.weight.dims()[0] == vectors.dims()[2],
-                None => false,
-            },
+            CgtInput::Vectors(vectors) => {
+                self.x_embedding.vector_width() == Some(vectors.dims()[2])
+            }
         };
         if !kind_matches {
             return Err(CgtError::Shape(

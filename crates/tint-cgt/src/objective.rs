@@ -1,6 +1,7 @@
 //! The joint training objective
-//! `eta L_ce + (1 - eta) L_aux + w_C R_C + w_D R_D (+ beta KL)` (paper eq. 3 and appendix A.1),
-//! including the auxiliary loss of §3.2.
+//! `eta L_ce + (1 - eta) L_aux + w_C R_C + w_D R_D (+ beta KL) (+ w_P R_P)` (paper eq. 3, appendix A.1
+//! eq. 7 and the distribution-matching regulariser of appendix A.2), including the auxiliary loss of
+//! §3.2. Every reading of the paper made here is listed in docs/cgt.md.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -11,8 +12,21 @@ use crate::data::{standard_normal, HostBatch};
 use crate::error::{CgtError, Result};
 use crate::loss::{task_loss, TargetTensor};
 use crate::model::CgtModel;
-use crate::regularisers::{continuity, orthogonality, PositionWeighting};
-use crate::vae::{gp_kl, prior_precision};
+use crate::regularisers::{
+    continuity, distribution_matching, orthogonality, Normalisation, PositionWeighting,
+};
+use crate::vae::{gp_kl, prior_kernel, prior_precision};
+
+/// Which `y` the auxiliary loss freezes in the VAE variant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AuxContext {
+    /// The sampled `y = mu + sigma * noise` that the dynamic loss also uses: appendix A.1 puts
+    /// `eta L_ce + (1 - eta) L_aux` in place of the reconstruction loss, an expectation over `q(y | t)`.
+    #[default]
+    Sample,
+    /// The posterior mean `mu` (what inference freezes).
+    Mean,
+}
 
 /// Weights and options of the joint loss.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -33,6 +47,20 @@ pub struct ObjectiveConfig {
     pub vae_length_scale: f64,
     /// VAE prior: identity mix `nu`.
     pub vae_identity_mix: f64,
+    /// Normalisation of `R_C` and `R_D` (the paper writes them up to a constant).
+    #[serde(default)]
+    pub normalisation: Normalisation,
+    /// VAE variant: the `y` the auxiliary loss freezes (the paper's reading: the sample).
+    #[serde(default)]
+    pub aux_context: AuxContext,
+    /// `w_P`, weight of the distribution-matching regulariser of appendix A.2 (0: off). Its prior kernel
+    /// is the VAE prior's (`vae_length_scale`, `vae_identity_mix`).
+    #[serde(default)]
+    pub w_distribution: f64,
+    /// Appendix A.2 form: `true` matches the covariance across position pairs (the Gaussian-process
+    /// form), `false` the per-position simplified `R'_D`.
+    #[serde(default)]
+    pub distribution_cross_positions: bool,
 }
 
 impl Default for ObjectiveConfig {
@@ -46,6 +74,10 @@ impl Default for ObjectiveConfig {
             vae_beta: 0.0,
             vae_length_scale: 16.0,
             vae_identity_mix: 0.05,
+            normalisation: Normalisation::Mean,
+            aux_context: AuxContext::Sample,
+            w_distribution: 0.0,
+            distribution_cross_positions: false,
         }
     }
 }
@@ -59,7 +91,11 @@ impl ObjectiveConfig {
                 self.eta
             )));
         }
-        if self.w_continuity < 0.0 || self.w_orthogonality < 0.0 || self.vae_beta < 0.0 {
+        if self.w_continuity < 0.0
+            || self.w_orthogonality < 0.0
+            || self.vae_beta < 0.0
+            || self.w_distribution < 0.0
+        {
             return Err(CgtError::InvalidTrainingConfig(
                 "regulariser weights must be >= 0".into(),
             ));
@@ -78,6 +114,7 @@ impl ObjectiveConfig {
             || self.w_continuity > 0.0
             || self.w_orthogonality > 0.0
             || self.vae_beta > 0.0
+            || self.w_distribution > 0.0
     }
 }
 
@@ -96,6 +133,9 @@ pub struct LossTerms {
     pub orthogonality: Option<f64>,
     /// VAE KL, if used.
     pub kl: Option<f64>,
+    /// Distribution-matching `R_P` (appendix A.2), if used.
+    #[serde(default)]
+    pub distribution: Option<f64>,
 }
 
 /// The auxiliary loss: for each sample pick `s` in `[2, n - 1 - Delta]`, freeze `y_hat = y^l_{s-1}` from
@@ -177,48 +217,69 @@ pub fn joint_loss<B: Backend>(
             },
         ));
     }
-    let sampled = config.vae_beta > 0.0 && model.y_log_var.is_some();
-    let output = if sampled {
-        let (b, t) = input.batch_and_length();
-        let d_y = model.y_log_var.as_ref().map_or(0, |m| m.weight.dims()[0]);
-        // Drawn from the step's generator (not the backend's), so resumed runs repeat it exactly.
-        let values: Vec<f32> = (0..b * t * d_y)
-            .map(|_| standard_normal(rng) as f32)
-            .collect();
-        let noise = Tensor::from_data(TensorData::new(values, [b, t, d_y]), device);
-        model.forward_sampled(&input, noise)?
-    } else {
-        model.forward(&input)?
+    let context = model.context(&input)?;
+    // The y the upper layers read: the VAE sample while training a VAE, else y^l itself.
+    let used = match (&context.log_var, config.vae_beta > 0.0) {
+        (Some(log_var), true) => {
+            let [b, t, d_y] = context.mean.dims();
+            // Drawn from the step's generator (not the backend's), so resumed runs repeat it exactly.
+            let values: Vec<f32> = (0..b * t * d_y)
+                .map(|_| standard_normal(rng) as f32)
+                .collect();
+            let noise = Tensor::from_data(TensorData::new(values, [b, t, d_y]), device);
+            context.mean.clone() + log_var.clone().mul_scalar(0.5).exp() * noise
+        }
+        _ => context.mean.clone(),
     };
-    let context = output.context.ok_or(CgtError::NoContextStream)?;
-    let task = task_loss(output.logits, &targets, mask);
+    let logits = model.forward_x_path(&input, Some(used.clone()), None)?;
+    let task = task_loss(logits, &targets, mask);
     let mut terms = LossTerms {
         task: scalar(&task),
         ..LossTerms::default()
     };
     let mut total = task.clone().mul_scalar(config.eta);
     if config.eta < 1.0 {
-        let aux = auxiliary_loss(
-            model,
-            batch,
-            context.mean.clone(),
-            config.aux_horizon,
-            rng,
-            device,
-        )?;
+        let frozen_from = match config.aux_context {
+            AuxContext::Sample => used,
+            AuxContext::Mean => context.mean.clone(),
+        };
+        let aux = auxiliary_loss(model, batch, frozen_from, config.aux_horizon, rng, device)?;
         terms.aux = Some(scalar(&aux));
         total = total + aux.mul_scalar(1.0 - config.eta);
     }
     let zeta = config.zeta.tensor::<B>(batch.seq_length, device);
+    let (n, b) = (batch.seq_length, batch.batch_size);
     if config.w_continuity > 0.0 {
-        let value = continuity(context.mean.clone(), zeta.clone());
+        let value = continuity(context.mean.clone(), zeta.clone())
+            .mul_scalar(config.normalisation.continuity_factor(n));
         terms.continuity = Some(scalar(&value));
         total = total + value.mul_scalar(config.w_continuity);
     }
     if config.w_orthogonality > 0.0 {
-        let value = orthogonality(context.mean.clone(), zeta);
+        let value = orthogonality(context.mean.clone(), zeta)
+            .mul_scalar(config.normalisation.orthogonality_factor(n, b));
         terms.orthogonality = Some(scalar(&value));
         total = total + value.mul_scalar(config.w_orthogonality);
+    }
+    if config.w_distribution > 0.0 {
+        if config.vae_length_scale <= 0.0 || !(0.0..=1.0).contains(&config.vae_identity_mix) {
+            return Err(CgtError::InvalidTrainingConfig(format!(
+                "the A.2 prior kernel needs length_scale > 0 and identity_mix in [0, 1], got {}, {}",
+                config.vae_length_scale, config.vae_identity_mix
+            )));
+        }
+        let kernel: Vec<f32> = prior_kernel(n, config.vae_length_scale, config.vae_identity_mix)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
+        let kernel = Tensor::from_data(TensorData::new(kernel, [n, n]), device);
+        let value = distribution_matching(
+            context.mean.clone(),
+            kernel,
+            config.distribution_cross_positions,
+        );
+        terms.distribution = Some(scalar(&value));
+        total = total + value.mul_scalar(config.w_distribution);
     }
     if let (true, Some(log_var)) = (config.vae_beta > 0.0, context.log_var.clone()) {
         let precision = prior_precision::<B>(
@@ -243,4 +304,138 @@ fn scalar<B: Backend>(tensor: &Tensor<B, 1>) -> f64 {
         .to_vec::<f64>()
         .map(|v| v[0])
         .unwrap_or(f64::NAN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CgtConfig, InputKind};
+    use crate::data::step_rng;
+    use crate::data::{BatchSource, LinearRegressionConfig};
+    use crate::tests::TestBackend;
+
+    /// The same arithmetic evaluated twice in one process: only summation order could differ, and it
+    /// does not (same ops, same shapes); 1e-5 leaves room for f32 reassociation in reductions.
+    const SAME_MATH_TOLERANCE: f64 = 1e-5;
+
+    fn setup(vae: bool) -> (CgtModel<TestBackend>, HostBatch) {
+        let data = LinearRegressionConfig {
+            d_in: 3,
+            d_out: 1,
+            n_pairs: 6,
+            noise: 0.1,
+            batch_size: 3,
+            seed: 11,
+            curriculum: None,
+        };
+        let config = CgtConfig::new(1, data.sequence_length(), 2, 16, 2)
+            .with_d_y(8)
+            .with_n_heads_y(2)
+            .with_readout_layer(1)
+            .with_rank(2)
+            .with_n_templates(2)
+            .with_vae(vae)
+            // Large initial weights so that y visibly changes the outputs (at GPT-2's 0.02 the
+            // templates barely act and the two readings differ by ~1e-5 only).
+            .with_init_std(0.3)
+            .with_input(InputKind::PaddedVectors(data.width()));
+        let device = Default::default();
+        (CgtModel::new(&config, &device).unwrap(), data.batch(0))
+    }
+
+    /// The auxiliary loss the objective must have computed, rebuilt by hand: the step's generator
+    /// first draws the VAE noise (when sampling), then the auxiliary positions.
+    fn expected_aux(model: &CgtModel<TestBackend>, batch: &HostBatch, sample: bool) -> f64 {
+        let device = Default::default();
+        let mut rng = step_rng(5, 0);
+        let context = model.context(&batch.input_tensor(&device)).unwrap();
+        let [b, t, d_y] = context.mean.dims();
+        let values: Vec<f32> = (0..b * t * d_y)
+            .map(|_| standard_normal(&mut rng) as f32)
+            .collect();
+        let noise = Tensor::from_data(TensorData::new(values, [b, t, d_y]), &device);
+        let log_var = context.log_var.unwrap();
+        let frozen_from = if sample {
+            context.mean.clone() + log_var.mul_scalar(0.5).exp() * noise
+        } else {
+            context.mean
+        };
+        scalar(&auxiliary_loss(model, batch, frozen_from, None, &mut rng, &device).unwrap())
+    }
+
+    #[test]
+    fn vae_auxiliary_loss_freezes_the_sample_or_the_mean() {
+        let (model, batch) = setup(true);
+        let device = Default::default();
+        let mut values = Vec::new();
+        for (aux_context, sample) in [(AuxContext::Sample, true), (AuxContext::Mean, false)] {
+            let config = ObjectiveConfig {
+                eta: 0.0,
+                vae_beta: 0.5,
+                aux_context,
+                ..ObjectiveConfig::default()
+            };
+            let (_, terms) =
+                joint_loss(&model, &batch, &config, &mut step_rng(5, 0), &device).unwrap();
+            let aux = terms.aux.unwrap();
+            let expected = expected_aux(&model, &batch, sample);
+            assert!(
+                (aux - expected).abs() < SAME_MATH_TOLERANCE,
+                "{aux_context:?}: {aux} vs {expected}"
+            );
+            values.push(aux);
+        }
+        // The two readings differ (sigma = exp(log_var / 2) is far from 0 at initialisation).
+        assert!((values[0] - values[1]).abs() > 1e-3, "{values:?}");
+    }
+
+    #[test]
+    fn sum_normalisation_rescales_the_regularisers_by_the_derived_factors() {
+        let (model, batch) = setup(false);
+        let device = Default::default();
+        let terms = |normalisation| {
+            let config = ObjectiveConfig {
+                w_continuity: 0.08,
+                w_orthogonality: 0.04,
+                normalisation,
+                ..ObjectiveConfig::default()
+            };
+            joint_loss(&model, &batch, &config, &mut step_rng(1, 0), &device)
+                .unwrap()
+                .1
+        };
+        let (mean, sum) = (terms(Normalisation::Mean), terms(Normalisation::Sum));
+        let (n, b) = (batch.seq_length as f64, batch.batch_size as f64);
+        let ratio_c = sum.continuity.unwrap() / mean.continuity.unwrap();
+        let ratio_d = sum.orthogonality.unwrap() / mean.orthogonality.unwrap();
+        assert!((ratio_c - (n - 1.0)).abs() < 1e-3 * n, "{ratio_c}");
+        assert!((ratio_d - n * b * b).abs() < 1e-3 * n * b * b, "{ratio_d}");
+    }
+
+    #[test]
+    fn distribution_matching_term_is_added_with_its_weight() {
+        let (model, batch) = setup(false);
+        let device = Default::default();
+        for cross in [false, true] {
+            let config = ObjectiveConfig {
+                w_distribution: 0.5,
+                distribution_cross_positions: cross,
+                ..ObjectiveConfig::default()
+            };
+            let (_, terms) =
+                joint_loss(&model, &batch, &config, &mut step_rng(1, 0), &device).unwrap();
+            let value = terms.distribution.unwrap();
+            assert!(value > 0.0);
+            assert!(
+                (terms.total - terms.task - 0.5 * value).abs() < SAME_MATH_TOLERANCE,
+                "{terms:?}"
+            );
+        }
+        let bad = ObjectiveConfig {
+            w_distribution: 0.5,
+            vae_length_scale: 0.0,
+            ..ObjectiveConfig::default()
+        };
+        assert!(joint_loss(&model, &batch, &bad, &mut step_rng(1, 0), &device).is_err());
+    }
 }

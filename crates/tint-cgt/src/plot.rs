@@ -1,52 +1,145 @@
-//! Minimal PNG rendering: heat maps of square matrices and line charts of curves (no plotting crate).
+//! SVG charts drawn with `plotters`: line charts of curves (loss, error by pair) and heat maps of the
+//! `n_s . n_t` map of the context summary.
+
+use plotters::prelude::*;
 
 use crate::error::{CgtError, Result};
 
-/// An RGB raster image.
+/// One named curve of a line chart.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Raster {
-    /// Width in pixels.
-    pub width: usize,
-    /// Height in pixels.
-    pub height: usize,
-    /// Row-major RGB bytes.
-    pub pixels: Vec<u8>,
+pub struct Series {
+    /// Legend label.
+    pub name: String,
+    /// `(x, y)` points in x order.
+    pub points: Vec<(f64, f64)>,
+    /// RGB colour.
+    pub colour: [u8; 3],
+    /// Drawn thin (reference curves) instead of thick (models).
+    pub thin: bool,
 }
 
-impl Raster {
-    /// A white image.
-    pub fn new(width: usize, height: usize) -> Self {
-        Self {
-            width,
-            height,
-            pixels: vec![255; width * height * 3],
-        }
-    }
+/// Axes and title of a line chart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartText<'a> {
+    /// Caption.
+    pub title: &'a str,
+    /// x-axis label.
+    pub x_label: &'a str,
+    /// y-axis label.
+    pub y_label: &'a str,
+}
 
-    /// Sets one pixel (ignored outside the image).
-    pub fn set(&mut self, x: usize, y: usize, rgb: [u8; 3]) {
-        if x < self.width && y < self.height {
-            let at = (y * self.width + x) * 3;
-            self.pixels[at..at + 3].copy_from_slice(&rgb);
-        }
-    }
+const WIDTH: u32 = 760;
+const HEIGHT: u32 = 440;
 
-    /// Encodes as PNG bytes.
-    pub fn to_png(&self) -> Result<Vec<u8>> {
-        let mut bytes = Vec::new();
-        {
-            let mut encoder = png::Encoder::new(&mut bytes, self.width as u32, self.height as u32);
-            encoder.set_color(png::ColorType::Rgb);
-            encoder.set_depth(png::BitDepth::Eight);
-            let mut writer = encoder
-                .write_header()
-                .map_err(|e| CgtError::Png(e.to_string()))?;
-            writer
-                .write_image_data(&self.pixels)
-                .map_err(|e| CgtError::Png(e.to_string()))?;
-        }
-        Ok(bytes)
+fn plot_error(e: impl std::fmt::Display) -> CgtError {
+    CgtError::Plot(e.to_string())
+}
+
+/// A line chart as a standalone SVG document, with a legend; `log_y` draws the y axis on a log scale
+/// (non-positive values are then left out).
+///
+/// Errors: [`CgtError::Plot`] when no series has a finite (and, with `log_y`, positive) point.
+pub fn line_chart_svg(series: &[Series], text: &ChartText<'_>, log_y: bool) -> Result<String> {
+    let usable = |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!log_y || y > 0.0);
+    let points = || {
+        series
+            .iter()
+            .flat_map(|s| s.points.iter().copied().filter(usable))
+    };
+    let (mut x_lo, mut x_hi, mut y_lo, mut y_hi) = (
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    );
+    for (x, y) in points() {
+        x_lo = x_lo.min(x);
+        x_hi = x_hi.max(x);
+        y_lo = y_lo.min(y);
+        y_hi = y_hi.max(y);
     }
+    if !x_lo.is_finite() {
+        return Err(plot_error("line chart without a drawable point"));
+    }
+    if x_hi <= x_lo {
+        x_hi = x_lo + 1.0;
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let mut builder = ChartBuilder::on(&root);
+        builder
+            .caption(text.title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64);
+        let style = |s: &Series| {
+            let [r, g, b] = s.colour;
+            RGBColor(r, g, b).stroke_width(if s.thin { 1 } else { 2 })
+        };
+        if log_y {
+            let (lo, hi) = (y_lo * 0.8, (y_hi * 1.25).max(y_lo * 1.01));
+            let mut chart = builder
+                .build_cartesian_2d(x_lo..x_hi, (lo..hi).log_scale())
+                .map_err(plot_error)?;
+            chart
+                .configure_mesh()
+                .x_desc(text.x_label)
+                .y_desc(text.y_label)
+                .y_label_formatter(&|y| format!("{y:.3}"))
+                .draw()
+                .map_err(plot_error)?;
+            for s in series {
+                let colour = style(s);
+                chart
+                    .draw_series(LineSeries::new(
+                        s.points.iter().copied().filter(usable),
+                        colour,
+                    ))
+                    .map_err(plot_error)?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour));
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(plot_error)?;
+        } else {
+            let pad = ((y_hi - y_lo) * 0.05).max(1e-6);
+            let mut chart = builder
+                .build_cartesian_2d(x_lo..x_hi, (y_lo - pad)..(y_hi + pad))
+                .map_err(plot_error)?;
+            chart
+                .configure_mesh()
+                .x_desc(text.x_label)
+                .y_desc(text.y_label)
+                .draw()
+                .map_err(plot_error)?;
+            for s in series {
+                let colour = style(s);
+                chart
+                    .draw_series(LineSeries::new(
+                        s.points.iter().copied().filter(usable),
+                        colour,
+                    ))
+                    .map_err(plot_error)?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour));
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(plot_error)?;
+        }
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
 }
 
 /// Diverging colour map: -1 blue, 0 white, +1 red (values clamped).
@@ -60,79 +153,49 @@ pub fn diverging(value: f32) -> [u8; 3] {
     }
 }
 
-/// Heat map of an `n x n` row-major matrix with values in `[-1, 1]`, each cell `scale` pixels wide.
-pub fn heat_map(matrix: &[f32], n: usize, scale: usize) -> Result<Raster> {
-    if matrix.len() != n * n || n == 0 || scale == 0 {
+/// Heat map of an `n x n` row-major matrix with values in `[-1, 1]` (row 0 at the top) as an SVG
+/// document, coloured by [`diverging`].
+///
+/// Errors: [`CgtError::Shape`] when `matrix` is not `n x n` or `n = 0`.
+pub fn heat_map_svg(matrix: &[f32], n: usize, title: &str) -> Result<String> {
+    if matrix.len() != n * n || n == 0 {
         return Err(CgtError::Shape(format!(
-            "heat map needs an {n}x{n} matrix and scale > 0, got {} values",
+            "heat map needs an {n}x{n} matrix, got {} values",
             matrix.len()
         )));
     }
-    let mut raster = Raster::new(n * scale, n * scale);
-    for row in 0..n {
-        for column in 0..n {
-            let colour = diverging(matrix[row * n + column]);
-            for dy in 0..scale {
-                for dx in 0..scale {
-                    raster.set(column * scale + dx, row * scale + dy, colour);
-                }
-            }
-        }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (520, 540)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(40)
+            .build_cartesian_2d(0..n, n..0)
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("position t")
+            .y_desc("position s")
+            .draw()
+            .map_err(plot_error)?;
+        chart
+            .draw_series((0..n).flat_map(|row| {
+                (0..n).map(move |column| {
+                    let [r, g, b] = diverging(matrix[row * n + column]);
+                    Rectangle::new(
+                        [(column, row), (column + 1, row + 1)],
+                        RGBColor(r, g, b).filled(),
+                    )
+                })
+            }))
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
     }
-    Ok(raster)
-}
-
-/// A curve: `(x, y)` points and an RGB colour.
-pub type Curve = (Vec<(f64, f64)>, [u8; 3]);
-
-/// Line chart of several curves (each a list of `(x, y)`), auto-scaled, with a light frame.
-pub fn line_chart(curves: &[Curve], width: usize, height: usize) -> Result<Raster> {
-    let points = curves
-        .iter()
-        .flat_map(|(c, _)| c.iter())
-        .filter(|p| p.0.is_finite() && p.1.is_finite());
-    let (mut x_min, mut x_max, mut y_min, mut y_max) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in points {
-        x_min = x_min.min(x);
-        x_max = x_max.max(x);
-        y_min = y_min.min(y);
-        y_max = y_max.max(y);
-    }
-    if width < 20 || height < 20 || x_min > x_max {
-        return Err(CgtError::Shape(
-            "line chart needs finite points and at least 20x20 pixels".into(),
-        ));
-    }
-    let margin = 8usize;
-    let mut raster = Raster::new(width, height);
-    for x in margin..width - margin {
-        raster.set(x, height - margin, [160, 160, 160]);
-    }
-    for y in margin..=height - margin {
-        raster.set(margin, y, [160, 160, 160]);
-    }
-    let span_x = (x_max - x_min).max(1e-12);
-    let span_y = (y_max - y_min).max(1e-12);
-    let to_pixel = |x: f64, y: f64| {
-        let px = margin as f64 + (x - x_min) / span_x * (width - 2 * margin) as f64;
-        let py = (height - margin) as f64 - (y - y_min) / span_y * (height - 2 * margin) as f64;
-        (px, py)
-    };
-    for (curve, colour) in curves {
-        for pair in curve.windows(2) {
-            let (x0, y0) = to_pixel(pair[0].0, pair[0].1);
-            let (x1, y1) = to_pixel(pair[1].0, pair[1].1);
-            let steps = ((x1 - x0).abs().max((y1 - y0).abs()).ceil() as usize).max(1);
-            for i in 0..=steps {
-                let t = i as f64 / steps as f64;
-                let (x, y) = (x0 + t * (x1 - x0), y0 + t * (y1 - y0));
-                if x >= 0.0 && y >= 0.0 {
-                    raster.set(x.round() as usize, y.round() as usize, *colour);
-                }
-            }
-        }
-    }
-    Ok(raster)
+    Ok(svg)
 }
 
 #[cfg(test)]
@@ -140,22 +203,55 @@ mod tests {
     use super::*;
 
     #[test]
-    fn heat_map_colours_and_png_signature() {
-        let raster = heat_map(&[1.0, 0.0, -1.0, 0.5], 2, 3).unwrap();
-        assert_eq!((raster.width, raster.height), (6, 6));
-        assert_eq!(&raster.pixels[0..3], &[255, 0, 0]);
-        let bottom_left = (3 * 6) * 3;
-        assert_eq!(&raster.pixels[bottom_left..bottom_left + 3], &[0, 0, 255]);
-        let png = raster.to_png().unwrap();
-        assert_eq!(&png[1..4], b"PNG");
-        assert!(heat_map(&[1.0], 2, 1).is_err());
+    fn diverging_colours() {
+        assert_eq!(diverging(1.0), [255, 0, 0]);
+        assert_eq!(diverging(0.0), [255, 255, 255]);
+        assert_eq!(diverging(-2.0), [0, 0, 255]);
     }
 
     #[test]
-    fn line_chart_draws_inside_the_frame() {
-        let curve = vec![(0.0, 1.0), (1.0, 0.0)];
-        let raster = line_chart(&[(curve, [0, 0, 255])], 40, 30).unwrap();
-        assert!(raster.pixels.chunks(3).any(|p| p == [0, 0, 255]));
-        assert!(line_chart(&[], 40, 30).is_err());
+    fn heat_map_draws_every_cell_in_its_colour() {
+        let svg = heat_map_svg(&[1.0, 0.0, -1.0, 0.5], 2, "map").unwrap();
+        assert!(svg.starts_with("<svg"));
+        // plotters writes fill colours as #RRGGBB.
+        assert!(svg.contains("#FF0000"), "red cell missing");
+        assert!(svg.contains("#0000FF"), "blue cell missing");
+        assert!(heat_map_svg(&[1.0], 2, "bad").is_err());
+    }
+
+    #[test]
+    fn line_chart_has_one_legend_entry_per_series() {
+        let series = vec![
+            Series {
+                name: "model".into(),
+                points: vec![(0.0, 1.0), (1.0, 0.5)],
+                colour: [0, 0, 255],
+                thin: false,
+            },
+            Series {
+                name: "reference".into(),
+                points: vec![(0.0, 2.0), (1.0, 0.0)],
+                colour: [0, 0, 0],
+                thin: true,
+            },
+        ];
+        let text = ChartText {
+            title: "t",
+            x_label: "x",
+            y_label: "y",
+        };
+        let svg = line_chart_svg(&series, &text, true).unwrap();
+        // plotters writes each text on its own line.
+        assert!(
+            svg.contains("\nmodel\n") && svg.contains("\nreference\n"),
+            "{svg}"
+        );
+        assert!(line_chart_svg(&[], &text, false).is_err());
+        // A log axis with only non-positive values has nothing to draw.
+        let zero = vec![Series {
+            points: vec![(0.0, 0.0)],
+            ..series[1].clone()
+        }];
+        assert!(line_chart_svg(&zero, &text, true).is_err());
     }
 }

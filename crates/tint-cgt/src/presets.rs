@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::{CgtConfig, InputKind, Mixing};
-use crate::data::{ArithmeticConfig, ArithmeticVocab, LinearRegressionConfig};
+use crate::data::{ArithmeticConfig, ArithmeticVocab, LinearRegressionConfig, PairCurriculum};
 use crate::error::{CgtError, Result};
 use crate::objective::ObjectiveConfig;
 use crate::regularisers::PositionWeighting;
@@ -104,10 +104,11 @@ pub struct ExperimentPreset {
 
 impl ExperimentPreset {
     /// Names accepted by [`ExperimentPreset::by_name`].
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "icl-tiny",
         "icl-small",
         "icl-paper",
+        "linreg-cpu",
         "linreg-small",
         "linreg-paper",
         "text-small",
@@ -202,6 +203,35 @@ impl ExperimentPreset {
                     eval_batches: 50,
                 }
             }
+            "linreg-cpu" => {
+                // The CPU preset that learns (docs/cgt.md, "Presets"): d_in = 4 so that 12 shown pairs
+                // over-determine the 5 unknowns; a curriculum from 6 pairs to 20 over the first 40 % of the
+                // steps; the paper's l = L - 1 (y modulates one layer) and zero-padded inputs.
+                let steps = 500;
+                let data = LinearRegressionConfig {
+                    d_in: 4,
+                    d_out: 1,
+                    n_pairs: 20,
+                    noise: 0.1,
+                    batch_size: 64,
+                    seed: 1,
+                    curriculum: Some(PairCurriculum {
+                        start_pairs: 6,
+                        ramp_steps: 2 * steps / 5,
+                    }),
+                };
+                let config = model(1, data.sequence_length(), 4, 64, 4, 32, 2, 3, 4, 8)
+                    .with_input(InputKind::PaddedVectors(data.width()));
+                let mut training = training(steps, 1e-3, 50);
+                training.min_learning_rate = 5e-5;
+                Self {
+                    name: name.into(),
+                    model: config,
+                    data: DataPreset::LinearRegression(data),
+                    training,
+                    eval_batches: 16,
+                }
+            }
             "linreg-small" | "linreg-paper" => {
                 let small = name == "linreg-small";
                 let data = LinearRegressionConfig {
@@ -211,6 +241,7 @@ impl ExperimentPreset {
                     noise: 0.1,
                     batch_size: if small { 32 } else { 128 },
                     seed: 1,
+                    curriculum: None,
                 };
                 let width = data.d_in + data.d_out;
                 let config = if small {
@@ -220,7 +251,7 @@ impl ExperimentPreset {
                 };
                 Self {
                     name: name.into(),
-                    model: config.with_input(InputKind::Vectors(width)),
+                    model: config.with_input(InputKind::PaddedVectors(width)),
                     data: DataPreset::LinearRegression(data),
                     training: if small {
                         training(600, 1e-3, 40)

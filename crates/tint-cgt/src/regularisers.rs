@@ -1,5 +1,7 @@
-//! Element-wise regularisers on the context summary (paper §3.4): continuity `R_C` and orthogonality `R_D`,
-//! with a position weighting `zeta(s)`.
+//! Regularisers on the context summary: the element-wise continuity `R_C` and orthogonality `R_D` of
+//! paper §3.4 (with a position weighting `zeta(s)` and a choice of [`Normalisation`]), and the
+//! distribution-matching regulariser of appendix A.2 ([`distribution_matching`]).
+//! docs/cgt.md ("Regularisers") derives how the normalisation relates to the paper's weights.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
@@ -40,6 +42,38 @@ impl PositionWeighting {
             TensorData::new(self.weights(seq_length), [seq_length]),
             device,
         )
+    }
+}
+
+/// How the sums of `R_C` and `R_D` are normalised. The paper writes both with `~` ("proportional to"),
+/// so the constant is not fixed by the text; docs/cgt.md derives the weight rescaling between the two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Normalisation {
+    /// Averages: `R_C` over samples and position pairs `(s-1, s)`, `R_D` over positions and sample
+    /// pairs `(a, b)`. Weights do not depend on batch size or sequence length.
+    #[default]
+    Mean,
+    /// The sums as printed: `R_C = 1/B sum_b sum_{s>=2}` (the sum per sequence, averaged over the batch
+    /// like the task loss) and `R_D = sum_s sum_{a,b}` (the printed sum over the batch pairs).
+    /// `Sum = (n - 1) Mean` for `R_C` and `Sum = n B^2 Mean` for `R_D`.
+    Sum,
+}
+
+impl Normalisation {
+    /// The factor `Sum / Mean` of `R_C` for `seq_length` positions.
+    pub fn continuity_factor(self, seq_length: usize) -> f64 {
+        match self {
+            Self::Mean => 1.0,
+            Self::Sum => seq_length.saturating_sub(1) as f64,
+        }
+    }
+
+    /// The factor `Sum / Mean` of `R_D` for `seq_length` positions and `batch_size` samples.
+    pub fn orthogonality_factor(self, seq_length: usize, batch_size: usize) -> f64 {
+        match self {
+            Self::Mean => 1.0,
+            Self::Sum => (seq_length * batch_size * batch_size) as f64,
+        }
     }
 }
 
@@ -105,6 +139,70 @@ pub fn orthogonality<B: Backend>(context: Tensor<B, 3>, zeta: Tensor<B, 1>) -> T
         .div_scalar((seq_length * batch_size * batch_size) as f64)
 }
 
+/// Distribution-matching regulariser of paper appendix A.2, with the batch mean `mu_s = <y_s>` and
+/// `Delta y = y - mu`:
+/// - `cross_positions = true` (the Gaussian-process form):
+///   `R_P = 1/N sum_s ||mu_s||^2 + 1/N^2 sum_{s,t,i,j} (<Delta y_{s,i} Delta y_{t,j}> - K_{s,t} delta_ij)^2`;
+/// - `cross_positions = false` (the simplified `R'_D`, per-position statistics only), normalised by `1/N`
+///   like the first form: `1/N sum_s [ ||mu_s||^2 + sum_{i,j} (<Delta y_{s,i} Delta y_{s,j}> - delta_ij)^2 ]`.
+///
+/// `<.>` averages over the batch (population statistics, `1/B`). `kernel` is the prior `K` (row-major
+/// `[N, N]`, e.g. [`crate::vae::prior_kernel`]; only its diagonal is used without cross positions). The
+/// cross-position form builds an `(N d_y)^2` covariance: meant for the reduced presets.
+///
+/// # Shapes
+/// - `context`: `[batch_size, seq_length, d_y]`
+/// - `kernel`: `[seq_length, seq_length]`
+/// - output: `[1]`
+pub fn distribution_matching<B: Backend>(
+    context: Tensor<B, 3>,
+    kernel: Tensor<B, 2>,
+    cross_positions: bool,
+) -> Tensor<B, 1> {
+    let [batch_size, seq_length, d_y] = context.dims();
+    let device = context.device();
+    // [1, seq_length, d_y]
+    let mean = context.clone().mean_dim(0);
+    let mean_term = mean.clone().square().sum().div_scalar(seq_length as f64);
+    let centred = context - mean;
+    if cross_positions {
+        let flat = centred.reshape([batch_size, seq_length * d_y]);
+        // [N d, N d]: <Delta y_{s,i} Delta y_{t,j}>
+        let covariance = flat
+            .clone()
+            .swap_dims(0, 1)
+            .matmul(flat)
+            .div_scalar(batch_size as f64);
+        // K_{s,t} delta_ij laid out like the covariance: [N, 1, N, 1] * [1, d, 1, d].
+        let identity = Tensor::<B, 2>::eye(d_y, &device).reshape([1, d_y, 1, d_y]);
+        let target = (kernel.reshape([seq_length, 1, seq_length, 1]) * identity)
+            .reshape([seq_length * d_y, seq_length * d_y]);
+        let covariance_term = (covariance - target)
+            .square()
+            .sum()
+            .div_scalar((seq_length * seq_length) as f64);
+        mean_term + covariance_term
+    } else {
+        // [N, B, d]
+        let per_position = centred.swap_dims(0, 1);
+        // [N, d, d]
+        let covariance = per_position
+            .clone()
+            .swap_dims(1, 2)
+            .matmul(per_position)
+            .div_scalar(batch_size as f64);
+        let diagonal = (kernel * Tensor::<B, 2>::eye(seq_length, &device))
+            .sum_dim(1)
+            .reshape([seq_length, 1, 1]);
+        let target = Tensor::<B, 2>::eye(d_y, &device).unsqueeze::<3>() * diagonal;
+        let covariance_term = (covariance - target)
+            .square()
+            .sum()
+            .div_scalar(seq_length as f64);
+        mean_term + covariance_term
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +236,46 @@ mod tests {
         let zeta = PositionWeighting::Constant.tensor(1, &Default::default());
         let value = orthogonality(y, zeta).into_scalar();
         assert!((value - 0.18).abs() < HAND_TOLERANCE, "{value}");
+    }
+
+    #[test]
+    fn distribution_matching_on_hand_input() {
+        // Batch of 2, N = 2 positions, d_y = 1. Sample 0: y = (1, 3); sample 1: y = (-1, 1).
+        // mu = (0, 2); Delta y: sample 0 (1, 1), sample 1 (-1, -1).
+        // Covariance <Delta y_s Delta y_t> = 1 for every (s, t).
+        // Kernel [[1, 0.5], [0.5, 1]].
+        // Cross positions: 1/2 (0 + 4) + 1/4 ((1-1)^2 + 2 (1-0.5)^2 + (1-1)^2) = 2 + 0.125.
+        // Per position: 1/2 [(0 + (1-1)^2) + (4 + (1-1)^2)] = 2.
+        let device = Default::default();
+        let y = tensor(vec![1.0, 3.0, -1.0, 1.0], [2, 2, 1]);
+        let kernel = Tensor::<TestBackend, 2>::from_data(
+            TensorData::new(vec![1.0f32, 0.5, 0.5, 1.0], [2, 2]),
+            &device,
+        );
+        let cross = distribution_matching(y.clone(), kernel.clone(), true).into_scalar();
+        assert!((cross - 2.125).abs() < HAND_TOLERANCE, "{cross}");
+        let local = distribution_matching(y, kernel, false).into_scalar();
+        assert!((local - 2.0).abs() < HAND_TOLERANCE, "{local}");
+    }
+
+    #[test]
+    fn distribution_matching_with_d_y_two_counts_off_diagonal_covariance() {
+        // Batch of 2, N = 1, d_y = 2: y^(0) = (1, 1), y^(1) = (-1, -1): mu = 0, covariance [[1, 1], [1, 1]],
+        // target I: off-diagonal errors 1 + 1 = 2, both forms (N = 1) give 2.
+        let device = Default::default();
+        let y = tensor(vec![1.0, 1.0, -1.0, -1.0], [2, 1, 2]);
+        let kernel = Tensor::<TestBackend, 2>::ones([1, 1], &device);
+        for cross in [true, false] {
+            let value = distribution_matching(y.clone(), kernel.clone(), cross).into_scalar();
+            assert!((value - 2.0).abs() < HAND_TOLERANCE, "{cross}: {value}");
+        }
+    }
+
+    #[test]
+    fn sum_normalisation_factors() {
+        assert_eq!(Normalisation::Mean.continuity_factor(10), 1.0);
+        assert_eq!(Normalisation::Sum.continuity_factor(10), 9.0);
+        assert_eq!(Normalisation::Sum.orthogonality_factor(10, 4), 160.0);
     }
 
     #[test]

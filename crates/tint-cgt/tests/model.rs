@@ -322,6 +322,7 @@ fn training_resumes_from_a_checkpoint() {
         noise: 0.1,
         batch_size: 2,
         seed: 1,
+        curriculum: None,
     };
     let config = CgtConfig::new(1, 8, 2, 8, 1)
         .with_input(InputKind::Vectors(4))
@@ -397,6 +398,7 @@ fn rerunning_a_finished_run_restores_its_history_and_refuses_other_schedules() {
         noise: 0.1,
         batch_size: 2,
         seed: 1,
+        curriculum: None,
     };
     let config = CgtConfig::new(1, 8, 2, 8, 1)
         .with_input(InputKind::Vectors(4))

@@ -11,7 +11,7 @@ pub use arithmetic::{
     ArithmeticConfig, ArithmeticSequence, ArithmeticVocab, ExampleSpan, TaskSpan,
 };
 pub use batch::{BatchSource, HostBatch, HostInput, HostTargets};
-pub use linreg::{LinearRegressionConfig, RegressionProblem};
+pub use linreg::{LinearRegressionConfig, PairCurriculum, RegressionProblem};
 pub use text::TextMixture;
 
 use rand::rngs::StdRng;

@@ -5,7 +5,7 @@
 use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
 
-use super::{frozen_context, host};
+use super::{frozen_context, host, linear_fit_error, representation_variation};
 use crate::data::{HostTargets, LinearRegressionConfig, RegressionProblem};
 use crate::error::{CgtError, Result};
 use crate::model::CgtModel;
@@ -18,6 +18,15 @@ pub struct RegressionEvaluation {
     pub dynamic_by_pair: Vec<f64>,
     /// `(k, dynamic error on pairs >= k, frozen-after-k error on pairs >= k)`.
     pub specialised: Vec<(usize, f64, f64)>,
+    /// Representation variation (paper eq. 4) with `E1` = the positions of the first half of the pairs and
+    /// `E2` = the rest, averaged over sequences (CGT only).
+    #[serde(default)]
+    pub representation_variation: Option<f64>,
+    /// Mean absolute error of a linear fit of the task parameters `(U, b)` (standard normal, so already
+    /// normalised) from `y_s` at `s` in `E2`, fitted on the first half of the evaluation sequences and
+    /// scored on the second (CGT only).
+    #[serde(default)]
+    pub linear_fit_error: Option<f64>,
 }
 
 /// Evaluates on `n_batches` batches of `data`; `freeze_after` lists the prompt sizes `k`.
@@ -33,6 +42,9 @@ pub fn evaluate_regression<B: Backend>(
     let mut dynamic = vec![0.0; n_pairs];
     let mut frozen_sums = vec![0.0; freeze_after.len()];
     let mut count = 0usize;
+    let (mut variation_sum, mut variation_count) = (0.0, 0usize);
+    let (mut features, mut parameters) = (Vec::new(), Vec::new());
+    let mut d_y = 0;
     let squared_error =
         |outputs: &[f32], targets: &[f32], b: usize, pair: usize, seq_length: usize| {
             let row = b * seq_length + 2 * pair;
@@ -43,7 +55,7 @@ pub fn evaluate_regression<B: Backend>(
                 / data.d_out as f64
         };
     for step in 0..n_batches {
-        let (batch, _) = data.annotated_batch(step as u64);
+        let (batch, problems) = data.annotated_batch(step as u64);
         let HostTargets::Vectors {
             values: targets, ..
         } = &batch.targets
@@ -65,6 +77,18 @@ pub fn evaluate_regression<B: Backend>(
         let Some(context) = output.context else {
             continue;
         };
+        d_y = context.mean.dims()[2];
+        let y = host(context.mean.clone());
+        let half = 2 * (n_pairs / 2);
+        for (b, problem) in problems.iter().enumerate() {
+            let rows = &y[b * seq_length * d_y..(b + 1) * seq_length * d_y];
+            variation_sum += representation_variation(rows, d_y, 0..half, half..seq_length);
+            variation_count += 1;
+            for s in half..seq_length {
+                features.extend(rows[s * d_y..(s + 1) * d_y].iter().map(|&v| v as f64));
+                parameters.extend(problem.weight.iter().chain(&problem.bias));
+            }
+        }
         for (slot, &k) in freeze_after.iter().enumerate() {
             // After k pairs the last shown token is y_k at position 2k - 1.
             let at = vec![2 * k - 1; batch.batch_size];
@@ -92,9 +116,17 @@ pub fn evaluate_regression<B: Backend>(
     } else {
         Vec::new()
     };
+    let guided = model.is_guided() && variation_count > 0;
+    let n_parameters = data.d_out * (data.d_in + 1);
     Ok(RegressionEvaluation {
         dynamic_by_pair,
         specialised,
+        representation_variation: guided.then(|| variation_sum / variation_count as f64),
+        linear_fit_error: if guided {
+            linear_fit_error(&features, d_y, &parameters, n_parameters).ok()
+        } else {
+            None
+        },
     })
 }
 
@@ -386,6 +418,7 @@ mod tests {
             noise: 0.0,
             batch_size: 4,
             seed: 3,
+            curriculum: None,
         };
         let references = evaluate_regression_references(&data, 2, &[2, 4]).unwrap();
         assert_eq!(references.by_pair.len(), 8);
