@@ -52,12 +52,14 @@ impl<B: Backend> CausalSelfAttention<B> {
             x.reshape([batch_size, seq_length, n_heads, d_k])
                 .swap_dims(1, 2)
         };
-        let q = split_heads(self.query.forward(input.clone()));
+        // The score scale `1 / sqrt(d_k)` is applied to q (`T d_model` values) rather than to the
+        // scores (`n_heads T²` values).
+        let q = split_heads(self.query.forward(input.clone()) / (d_k as f64).sqrt());
         let k = split_heads(self.key.forward(input.clone()));
         let v = split_heads(self.value.forward(input));
 
         // [batch_size, n_heads, seq_length, seq_length]
-        let scores = q.matmul(k.swap_dims(2, 3)) / (d_k as f64).sqrt();
+        let scores = q.matmul(k.swap_dims(2, 3));
         let future = Tensor::<B, 2, Bool>::tril_mask([seq_length, seq_length], 0, &scores.device())
             .unsqueeze::<4>()
             .expand([batch_size, n_heads, seq_length, seq_length]);

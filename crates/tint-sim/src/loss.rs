@@ -1,6 +1,6 @@
 //! The loss gradient fed to the simulated backward pass (TINT_SPEC §7) and the evaluation loss.
 
-use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
 
@@ -20,15 +20,30 @@ pub fn loss_gradient<B: Backend>(
     next_target: &Tensor<B, 3>,
     kind: LossGradientKind,
 ) -> Tensor<B, 3> {
+    loss_gradient_with_logits(hf, None, token_embedding, input_ids, next_target, kind)
+}
+
+/// [`loss_gradient`] with the logits `hf E^T` given when the caller already has them (the
+/// functional reference's forward pass computed them): the same values without the `T D V`
+/// product again.
+///
+/// # Shapes
+/// As [`loss_gradient`]; `logits`: `[batch_size, seq_length, vocab_size]`.
+pub fn loss_gradient_with_logits<B: Backend>(
+    hf: Tensor<B, 3>,
+    logits: Option<Tensor<B, 3>>,
+    token_embedding: &Tensor<B, 2>,
+    input_ids: &Tensor<B, 2, Int>,
+    next_target: &Tensor<B, 3>,
+    kind: LossGradientKind,
+) -> Tensor<B, 3> {
     let [batch_size, seq_length, d_model] = hf.dims();
     let embedding = token_embedding.clone().unsqueeze_dim::<3>(0); // [1, vocab_size, d_model]
+    let logits =
+        |hf: Tensor<B, 3>| logits.unwrap_or_else(|| hf.matmul(embedding.clone().swap_dims(1, 2)));
     let pred = match kind {
-        LossGradientKind::Prediction => {
-            softmax(hf.matmul(embedding.clone().swap_dims(1, 2)), 2).matmul(embedding)
-        }
-        LossGradientKind::Quadratic => hf
-            .matmul(embedding.clone().swap_dims(1, 2))
-            .matmul(embedding),
+        LossGradientKind::Prediction => softmax(logits(hf), 2).matmul(embedding),
+        LossGradientKind::Quadratic => logits(hf).matmul(embedding.clone()),
         LossGradientKind::MeanEmbedding => embedding
             .mean_dim(1)
             .expand([batch_size, seq_length, d_model]),
@@ -80,16 +95,22 @@ pub fn eval_loss<B: Backend>(
     input_ids: &Tensor<B, 2, Int>,
     scored: &[Vec<bool>],
 ) -> EvalLoss {
-    let [batch_size, seq_length, vocab_size] = logits.dims();
-    // log_softmax over the contiguous logits (row-wise, so the extra last row changes nothing),
-    // then drop the last position: a row-sliced view would be walked element by element.
-    let log_probs = log_softmax(logits, 2).slice([0..batch_size, 0..seq_length - 1, 0..vocab_size]);
-    let targets = input_ids
-        .clone()
-        .slice([0..batch_size, 1..seq_length])
-        .unsqueeze_dim::<3>(2);
-    let picked: Vec<f64> = log_probs
-        .gather(2, targets)
+    let [batch_size, seq_length, _] = logits.dims();
+    // The log-softmax at the target only: `(x_t - max) - log Σ exp(x - max)`, the arithmetic of
+    // burn's `log_softmax` at that entry without its full-size last subtraction. Every row is
+    // gathered (the last position against token 0, dropped below): a row-sliced view would be
+    // walked element by element.
+    let shifted = logits.clone() - logits.max_dim(2);
+    let log_sum_exp = shifted.clone().exp().sum_dim(2).log();
+    let targets = Tensor::cat(
+        vec![
+            input_ids.clone().slice([0..batch_size, 1..seq_length]),
+            Tensor::zeros([batch_size, 1], &input_ids.device()),
+        ],
+        1,
+    )
+    .unsqueeze_dim::<3>(2);
+    let picked: Vec<f64> = (shifted.gather(2, targets) - log_sum_exp)
         .into_data()
         .convert::<f64>()
         .to_vec()
@@ -99,7 +120,7 @@ pub fn eval_loss<B: Backend>(
     for b in 0..batch_size {
         for t in 0..seq_length - 1 {
             if scored[b][t] {
-                nll_sum[b] -= picked[b * (seq_length - 1) + t];
+                nll_sum[b] -= picked[b * seq_length + t];
                 n_targets[b] += 1;
             }
         }

@@ -11,7 +11,7 @@ use burn::tensor::Tensor;
 use crate::config::TintConfig;
 use crate::error::SimError;
 use crate::input::{Masks, SimInput};
-use crate::loss::{eval_loss, loss_gradient, EvalLoss};
+use crate::loss::{eval_loss, loss_gradient_with_logits, EvalLoss};
 use crate::math::{activate, activation_backward, layer_norm_backward, normalize};
 use crate::params::{AuxParams, LayerNormParams, LayerParams};
 
@@ -242,7 +242,11 @@ impl<B: Backend> FunctionalReference<B> {
         let dims = self.aux.dims();
         input.validate(&dims, self.aux.max_seq_length())?;
         let cfg = &self.config;
-        let masks = input.masks(self.aux.dtype(), cfg.official_compat);
+        let mut masks = input.masks(self.aux.dtype(), cfg.official_compat);
+        // The score masks repeated over the heads once: flex walks an operand broadcast over a
+        // middle dimension element by element, at every layer of every pass.
+        masks.attention_bias = masks.attention_bias.repeat_dim(1, self.aux.n_heads);
+        masks.backward = masks.backward.repeat_dim(1, self.aux.n_heads);
         let first = dims.n_layers - cfg.simulated_layers(dims.n_layers);
         let mut h = embed(&self.aux, input);
         for layer in &self.aux.layers[..first] {
@@ -325,8 +329,9 @@ impl<B: Backend> FunctionalReference<B> {
         );
         let activation = params.activation;
         let train = &masks.train;
-        let grad = loss_gradient(
+        let grad = loss_gradient_with_logits(
             pass.hf.clone(),
+            Some(pass.logits.clone()),
             &params.token_embedding,
             &input.input_ids,
             &masks.next_target,
