@@ -1,7 +1,9 @@
 //! Reading tensors out of a `model.safetensors` file: name lookup over accepted spellings, shape check
 //! against the config, and conversion of F32/F16/BF16 to float32.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use burn::module::Param;
 use burn::nn::Linear;
@@ -17,10 +19,47 @@ pub(crate) fn read_checkpoint_bytes(path: &Path) -> Result<Vec<u8>, AuxError> {
     std::fs::read(path).map_err(|source| io_error(path, "model weights (safetensors)", source))
 }
 
-/// A parsed safetensors file.
+/// A parsed safetensors file; remembers which tensors were read so that unused ones can be reported.
 pub(crate) struct Checkpoint<'a> {
     path: PathBuf,
     tensors: SafeTensors<'a>,
+    used: Mutex<BTreeSet<String>>,
+}
+
+/// At most this many names are listed in [`AuxError::UnusedTensors`].
+const LISTED_UNUSED: usize = 8;
+
+/// [`AuxError::UnusedTensors`] for the `unused` names (sorted), or `Ok` when there are none.
+pub(crate) fn unused_error(path: &Path, unused: Vec<String>) -> Result<(), AuxError> {
+    if unused.is_empty() {
+        return Ok(());
+    }
+    Err(AuxError::UnusedTensors {
+        path: path.to_path_buf(),
+        count: unused.len(),
+        names: unused.into_iter().take(LISTED_UNUSED).collect(),
+    })
+}
+
+/// Checks, before any tensor is built, that a checkpoint holding `available` elements can hold a model
+/// of at least `needed` parameters (`None`: the config's sizes overflow `u64`).
+pub(crate) fn check_parameter_budget(
+    path: &Path,
+    needed: Option<u64>,
+    available: u64,
+) -> Result<(), AuxError> {
+    match needed {
+        Some(needed) if needed <= available => Ok(()),
+        _ => Err(AuxError::ConfigMismatch {
+            path: path.to_path_buf(),
+            reason: match needed {
+                Some(needed) => format!(
+                    "the config implies at least {needed} parameters, the file holds {available} values"
+                ),
+                None => "the config's sizes overflow a 64-bit parameter count".to_string(),
+            },
+        }),
+    }
 }
 
 impl<'a> Checkpoint<'a> {
@@ -33,7 +72,38 @@ impl<'a> Checkpoint<'a> {
         Ok(Self {
             path: path.to_path_buf(),
             tensors,
+            used: Mutex::new(BTreeSet::new()),
         })
+    }
+
+    /// The file this checkpoint was read from.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of values over all tensors (bounded by the file size: safetensors checks every tensor's
+    /// byte range against the data section).
+    pub(crate) fn total_elements(&self) -> u64 {
+        self.tensors
+            .tensors()
+            .iter()
+            .map(|(_, view)| view.shape().iter().map(|&d| d as u64).product::<u64>())
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Errors with [`AuxError::UnusedTensors`] if a tensor was never read and `ignorable` does not accept
+    /// its name (buffers such as GPT-2's causal masks).
+    pub(crate) fn check_all_used(&self, ignorable: &dyn Fn(&str) -> bool) -> Result<(), AuxError> {
+        let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unused: Vec<String> = self
+            .tensors
+            .names()
+            .into_iter()
+            .filter(|name| !used.contains(*name) && !ignorable(name))
+            .map(str::to_string)
+            .collect();
+        unused.sort();
+        unused_error(&self.path, unused)
     }
 
     /// Whether the file holds a tensor called `name`.
@@ -55,6 +125,10 @@ impl<'a> Checkpoint<'a> {
                 path: self.path.clone(),
                 tensor: name.to_string(),
             })?;
+        self.used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string());
         if view.shape() != expected.as_slice() {
             return Err(AuxError::TensorShape {
                 path: self.path.clone(),

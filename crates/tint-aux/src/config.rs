@@ -46,9 +46,10 @@ pub struct Gpt2Config {
 }
 
 impl Gpt2Config {
-    /// MLP hidden width `d_ff` (`n_inner`, or `4 * n_embd` when unset).
+    /// MLP hidden width `d_ff` (`n_inner`, or `4 * n_embd` when unset; saturating, and validation
+    /// refuses an `n_embd` whose `4 * n_embd` overflows).
     pub fn d_ff(&self) -> usize {
-        self.n_inner.unwrap_or(4 * self.n_embd)
+        self.n_inner.unwrap_or(self.n_embd.saturating_mul(4))
     }
 }
 
@@ -114,6 +115,39 @@ pub const OPT_LAYER_NORM_EPS: f64 = 1e-5;
 /// Number of unused rows at the start of OPT's learned position table.
 pub const OPT_POSITION_OFFSET: usize = 2;
 
+/// A lower bound on the number of parameters of a decoder with these sizes: the token embedding
+/// (`vocab · d_embed`) and, per block, at least two `d_model × d_model` attention matrices and two
+/// `d_model × d_ff` MLP matrices (true of GPT-2, OPT and LLaMA). `None` when it overflows `u64`.
+///
+/// The loaders compare it with the number of values in the checkpoint before building anything, so that a
+/// corrupt size (10⁹ layers, a 2⁴⁰-wide model) is refused without allocating.
+pub fn min_parameter_count(
+    vocab: usize,
+    d_embed: usize,
+    d_model: usize,
+    n_layers: usize,
+    d_ff: usize,
+) -> Option<u64> {
+    let [vocab, d_embed, d_model, n_layers, d_ff] =
+        [vocab, d_embed, d_model, n_layers, d_ff].map(|v| v as u64);
+    let per_block = d_model
+        .checked_mul(d_model)?
+        .checked_add(d_model.checked_mul(d_ff)?)?
+        .checked_mul(2)?;
+    vocab
+        .checked_mul(d_embed)?
+        .checked_add(n_layers.checked_mul(per_block)?)
+}
+
+/// Checks that `value` (a config field called `name`) is finite and positive.
+pub(crate) fn check_positive_finite(name: &str, value: f64) -> Result<(), String> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{name} must be finite and positive, found {value}"))
+    }
+}
+
 /// A parsed `config.json` of a supported architecture.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AuxConfig {
@@ -154,13 +188,29 @@ impl AuxConfig {
         Ok(config)
     }
 
+    /// [`min_parameter_count`] of this config.
+    pub fn min_parameter_count(&self) -> Option<u64> {
+        match self {
+            AuxConfig::Gpt2(c) => {
+                min_parameter_count(c.vocab_size, c.n_embd, c.n_embd, c.n_layer, c.d_ff())
+            }
+            AuxConfig::Opt(c) => min_parameter_count(
+                c.vocab_size,
+                c.d_embed(),
+                c.hidden_size,
+                c.num_hidden_layers,
+                c.ffn_dim,
+            ),
+        }
+    }
+
     /// Reads and parses `path` (a `config.json`).
     pub fn from_file(path: &Path) -> Result<Self, AuxError> {
         let text = read_text(path, "model config")?;
         Self::from_json_str(&text, path)
     }
 
-    fn validate(&self, path: &Path) -> Result<(), AuxError> {
+    pub(crate) fn validate(&self, path: &Path) -> Result<(), AuxError> {
         let invalid = |reason: String| AuxError::InvalidConfig {
             path: path.to_path_buf(),
             reason,
@@ -197,6 +247,49 @@ impl AuxConfig {
         }
         if n_layers == 0 {
             return Err(invalid("n_layers must be positive".to_string()));
+        }
+        match self {
+            AuxConfig::Gpt2(c) => {
+                check_positive_finite("layer_norm_epsilon", c.layer_norm_epsilon)
+                    .map_err(invalid)?;
+                if c.n_inner.is_none() && c.n_embd.checked_mul(4).is_none() {
+                    return Err(invalid(format!(
+                        "4 * n_embd overflows (n_embd {})",
+                        c.n_embd
+                    )));
+                }
+                if c.n_inner == Some(0) {
+                    return Err(invalid("n_inner must be positive".to_string()));
+                }
+                if c.n_embd.checked_mul(3).is_none() {
+                    return Err(invalid(format!(
+                        "3 * n_embd overflows (n_embd {})",
+                        c.n_embd
+                    )));
+                }
+            }
+            AuxConfig::Opt(c) => {
+                if c.ffn_dim == 0 || c.word_embed_proj_dim == Some(0) {
+                    return Err(invalid(format!(
+                        "ffn_dim ({}) and word_embed_proj_dim ({:?}) must be positive",
+                        c.ffn_dim, c.word_embed_proj_dim
+                    )));
+                }
+                if c.max_position_embeddings
+                    .checked_add(OPT_POSITION_OFFSET)
+                    .is_none()
+                {
+                    return Err(invalid(format!(
+                        "max_position_embeddings + {OPT_POSITION_OFFSET} overflows (max_position_embeddings {})",
+                        c.max_position_embeddings
+                    )));
+                }
+            }
+        }
+        if self.min_parameter_count().is_none() {
+            return Err(invalid(format!(
+                "sizes overflow a 64-bit parameter count (vocab {vocab}, d_model {d_model}, n_layers {n_layers})"
+            )));
         }
         let unsupported = match self {
             AuxConfig::Gpt2(c) if !c.scale_attn_weights => Some("scale_attn_weights = false"),

@@ -78,6 +78,45 @@ pub enum AuxError {
         /// The shape in the file.
         found: Vec<usize>,
     },
+    /// The checkpoint holds tensors the config does not use (e.g. a config with fewer layers than the
+    /// checkpoint, or a GGUF `block_count` below the number of blocks).
+    #[error("{path} holds {count} tensor(s) the config does not use, e.g. {names:?}: the config does not describe this checkpoint")]
+    UnusedTensors {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// How many tensors are unused.
+        count: usize,
+        /// The first of them, sorted.
+        names: Vec<String>,
+    },
+    /// The config's sizes cannot describe the checkpoint (checked before anything is allocated).
+    #[error("config and checkpoint {path} disagree: {reason}")]
+    ConfigMismatch {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A computation produced NaN or infinite values.
+    #[error("non-finite values ({count} of {total}) in {what}{}", cause.as_deref().map(|c| format!(": {c}")).unwrap_or_default())]
+    NonFinite {
+        /// Where they appeared (e.g. `logits of the plain forward`).
+        what: String,
+        /// How many values are NaN or infinite.
+        count: usize,
+        /// How many values were checked.
+        total: usize,
+        /// Where the first non-finite value came from, when known (a weight, a config value).
+        cause: Option<String>,
+    },
+    /// A token-ids file is malformed.
+    #[error("invalid token ids file {path}: {reason}")]
+    InvalidIds {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A tensor is stored in a dtype that cannot be converted to float32.
     #[error("tensor {tensor:?} in {path} has dtype {dtype}, expected F32, F16 or BF16")]
     TensorDtype {

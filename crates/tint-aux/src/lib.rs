@@ -11,6 +11,7 @@
 //!   their shared layers (linear weights are `[d_input, d_output]`, `y = x W + b`).
 //! - [`trace`]: per-layer intermediate activations.
 //! - [`params`]: named parameters and a visitor over them.
+//! - [`ids`]: token-id files and their checks; [`finite`]: finiteness checks of outputs.
 //! - [`tokenizer`]: byte-level BPE tokenizers from `tokenizer.json` or `vocab.json` + `merges.txt`.
 //! - [`loss`]: next-token negative log-likelihoods; [`dyn_eval`]: dynamic evaluation.
 //!
@@ -39,8 +40,10 @@ mod checkpoint;
 pub mod config;
 pub mod dyn_eval;
 pub mod error;
+pub mod finite;
 pub mod gguf;
 pub mod gpt2;
+pub mod ids;
 pub mod layer_norm;
 pub mod llama;
 pub mod loader;
@@ -55,6 +58,8 @@ pub use checkpoint::linear;
 pub use config::AuxConfig;
 pub use dyn_eval::{dynamic_eval, sgd_update, DynEvalConfig, DynEvalOutcome, ParamSelection};
 pub use error::AuxError;
+pub use finite::{check_finite, count_non_finite, first_non_finite_weight};
+pub use ids::TokenIds;
 pub use llama::{gguf_tokenizer, load_gguf_model};
 pub use loader::load_model;
 pub use loss::{continuation_nll, lm_loss, next_token_nll, LossMask, LossReduction};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::Backend;
 
-use crate::checkpoint::{read_checkpoint_bytes, Checkpoint};
+use crate::checkpoint::{check_parameter_budget, read_checkpoint_bytes, Checkpoint};
 use crate::config::AuxConfig;
 use crate::model::AuxModel;
 use crate::AuxError;
@@ -41,18 +41,52 @@ pub fn load_model<B: Backend>(dir: &Path, device: &B::Device) -> Result<AuxModel
     load_model_from(&config, &checkpoint, device)
 }
 
+/// Whether a checkpoint tensor that the model does not read may be ignored: GPT-2's causal-mask
+/// buffers and the tied LM head (a copy of the token embedding) of GPT-2 and OPT.
+fn ignorable(config: &AuxConfig, name: &str) -> bool {
+    match config {
+        AuxConfig::Gpt2(_) => {
+            name.ends_with(".attn.bias")
+                || name.ends_with(".attn.masked_bias")
+                || name == "lm_head.weight"
+        }
+        AuxConfig::Opt(_) => name == "lm_head.weight",
+    }
+}
+
 /// Builds a model of `config`'s architecture from a parsed checkpoint.
+///
+/// Before any tensor is built, the checkpoint must hold at least [`AuxConfig::min_parameter_count`]
+/// values; afterwards every tensor must have been used (or be [`ignorable`]).
 pub(crate) fn load_model_from<B: Backend>(
     config: &AuxConfig,
     checkpoint: &Checkpoint<'_>,
     device: &B::Device,
 ) -> Result<AuxModel<B>, AuxError> {
-    Ok(match config {
-        AuxConfig::Gpt2(c) => AuxModel::Gpt2(crate::gpt2::load_gpt2_from_checkpoint(
-            c, checkpoint, device,
-        )?),
-        AuxConfig::Opt(c) => {
-            AuxModel::Opt(crate::opt::load_opt_from_checkpoint(c, checkpoint, device)?)
-        }
+    with_checks(config, checkpoint, || {
+        Ok(match config {
+            AuxConfig::Gpt2(c) => AuxModel::Gpt2(crate::gpt2::load_gpt2_from_checkpoint(
+                c, checkpoint, device,
+            )?),
+            AuxConfig::Opt(c) => {
+                AuxModel::Opt(crate::opt::load_opt_from_checkpoint(c, checkpoint, device)?)
+            }
+        })
     })
+}
+
+/// Runs `build` between the two checkpoint checks of [`load_model_from`].
+pub(crate) fn with_checks<T>(
+    config: &AuxConfig,
+    checkpoint: &Checkpoint<'_>,
+    build: impl FnOnce() -> Result<T, AuxError>,
+) -> Result<T, AuxError> {
+    check_parameter_budget(
+        checkpoint.path(),
+        config.min_parameter_count(),
+        checkpoint.total_elements(),
+    )?;
+    let model = build()?;
+    checkpoint.check_all_used(&|name| ignorable(config, name))?;
+    Ok(model)
 }

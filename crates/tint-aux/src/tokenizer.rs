@@ -62,15 +62,22 @@ impl AuxTokenizer {
                 what: "tokenizer.json",
             });
         }
-        let inner = Tokenizer::from_file(path).map_err(|e| tokenizer_error(path, e))?;
+        let text = crate::config::read_text(path, "tokenizer.json")?;
+        // The whole file must be JSON before the `tokenizers` crate sees it: some of its deserialisers
+        // panic on malformed input (a cut string in a decoder, found by the mutation suite).
+        serde_json::from_str::<serde_json::Value>(&text).map_err(|source| AuxError::Json {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let inner =
+            guard(path, || text.parse::<Tokenizer>())?.map_err(|e| tokenizer_error(path, e))?;
         Ok(Self { inner })
     }
 
     /// Builds a byte-level BPE tokenizer from `vocab.json` and `merges.txt`.
     pub fn from_vocab_merges(vocab: &Path, merges: &Path) -> Result<Self, AuxError> {
         let (vocab_str, merges_str) = (path_str(vocab)?, path_str(merges)?);
-        let bpe = BPE::from_file(vocab_str, merges_str)
-            .build()
+        let bpe = guard(vocab, || BPE::from_file(vocab_str, merges_str).build())?
             .map_err(|e| tokenizer_error(vocab, e))?;
         let mut inner = Tokenizer::new(bpe);
         let byte_level = ByteLevel::default().add_prefix_space(false);
@@ -113,6 +120,22 @@ impl AuxTokenizer {
     pub fn inner(&self) -> &Tokenizer {
         &self.inner
     }
+}
+
+/// Runs a call into the `tokenizers` crate, turning a panic of that crate on hostile input into
+/// [`AuxError::Tokenizer`] naming `path` (a backstop: inputs are validated first where possible).
+fn guard<T>(path: &Path, call: impl FnOnce() -> T) -> Result<T, AuxError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        AuxError::Tokenizer {
+            path: path.to_path_buf(),
+            message: format!("the tokenizers library failed on this file: {message}"),
+        }
+    })
 }
 
 fn tokenizer_error(path: &Path, error: tokenizers::Error) -> AuxError {

@@ -98,6 +98,50 @@ pub enum GgufError {
         /// Length of the file.
         len: u64,
     },
+    /// Two tensors' data ranges overlap.
+    #[error("tensors {first:?} [{first_start}, {first_end}) and {second:?} [{second_start}, {second_end}) overlap")]
+    OverlappingTensors {
+        /// The tensor that starts first.
+        first: String,
+        /// Its absolute start offset.
+        first_start: u64,
+        /// Its absolute end offset (exclusive).
+        first_end: u64,
+        /// The tensor that starts inside the first one.
+        second: String,
+        /// Its absolute start offset.
+        second_start: u64,
+        /// Its absolute end offset (exclusive).
+        second_end: u64,
+    },
+    /// A tensor's offset is not a multiple of the data-section alignment.
+    #[error("tensor {tensor:?} has offset {offset}, not a multiple of the alignment {alignment}")]
+    MisalignedTensor {
+        /// The tensor name.
+        tensor: String,
+        /// Its offset relative to the data section.
+        offset: u64,
+        /// The data-section alignment.
+        alignment: u64,
+    },
+    /// A metadata key or a tensor name appears twice.
+    #[error("{what} {name:?} appears twice in the GGUF file")]
+    Duplicate {
+        /// `"metadata key"` or `"tensor"`.
+        what: &'static str,
+        /// The repeated name.
+        name: String,
+    },
+    /// A count, length or nesting depth in the file exceeds a limit of this reader.
+    #[error("{what} is {found}, above this reader's limit of {limit}")]
+    LimitExceeded {
+        /// What was counted (e.g. `nesting depth of metadata key "x"`).
+        what: String,
+        /// The value found in the file.
+        found: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A tensor that was asked for is not in the file.
     #[error("tensor {tensor:?} is not in the GGUF file")]
     MissingTensor {

@@ -16,6 +16,12 @@ pub const DEFAULT_ALIGNMENT: u64 = 32;
 pub const GGUF_MAGIC: [u8; 4] = *b"GGUF";
 /// The most dimensions ggml tensors have.
 const MAX_DIMS: u32 = 4;
+/// Deepest nesting of metadata arrays this reader accepts (real files nest at most once).
+pub const MAX_ARRAY_DEPTH: u32 = 8;
+/// Most metadata values (array elements included, summed over the file) this reader accepts. Each costs
+/// about 32 bytes in memory; the largest real vocabularies (256k tokens, their scores, types and merges)
+/// need about 1.5M.
+pub const MAX_METADATA_VALUES: u64 = 1 << 23;
 
 /// One tensor's entry in the tensor-info table.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,14 +44,26 @@ impl TensorInfo {
         self.dims.iter().rev().map(|&d| d as usize).collect()
     }
 
-    /// Number of elements.
+    /// Number of elements (saturating at `u64::MAX`; [`GgufFile::from_bytes`] refuses shapes that
+    /// overflow).
     pub fn n_elements(&self) -> u64 {
-        self.dims.iter().product()
+        self.checked_n_elements().unwrap_or(u64::MAX)
     }
 
-    /// Bytes of data.
+    /// Bytes of data (saturating at `u64::MAX`; [`GgufFile::from_bytes`] refuses sizes that overflow).
     pub fn n_bytes(&self) -> u64 {
-        self.n_elements() / self.ty.block_len() as u64 * self.ty.block_bytes() as u64
+        self.checked_n_bytes().unwrap_or(u64::MAX)
+    }
+
+    fn checked_n_elements(&self) -> Option<u64> {
+        self.dims
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+
+    fn checked_n_bytes(&self) -> Option<u64> {
+        (self.checked_n_elements()? / self.ty.block_len() as u64)
+            .checked_mul(self.ty.block_bytes() as u64)
     }
 }
 
@@ -77,6 +95,21 @@ pub struct GgufFile {
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
+    /// Metadata values read so far (array elements included).
+    values: u64,
+}
+
+/// The fewest bytes one value of GGUF type `type_id` takes in the file (0 for an unknown type, whose
+/// arrays fail on their first element).
+fn min_value_bytes(type_id: u32) -> u64 {
+    match type_id {
+        value_type::U8 | value_type::I8 | value_type::BOOL => 1,
+        value_type::U16 | value_type::I16 => 2,
+        value_type::U32 | value_type::I32 | value_type::F32 => 4,
+        value_type::U64 | value_type::I64 | value_type::F64 | value_type::STRING => 8,
+        value_type::ARRAY => 12,
+        _ => 0,
+    }
 }
 
 impl<'a> Cursor<'a> {
@@ -117,8 +150,16 @@ impl<'a> Cursor<'a> {
         String::from_utf8(raw.to_vec()).map_err(|_| GgufError::InvalidUtf8 { offset })
     }
 
-    fn value(&mut self, type_id: u32, key: &str) -> Result<MetadataValue, GgufError> {
+    fn value(&mut self, type_id: u32, key: &str, depth: u32) -> Result<MetadataValue, GgufError> {
         let what = || format!("value of metadata key {key:?}");
+        self.values += 1;
+        if self.values > MAX_METADATA_VALUES {
+            return Err(GgufError::LimitExceeded {
+                what: format!("number of metadata values (at key {key:?})"),
+                found: self.values,
+                limit: MAX_METADATA_VALUES,
+            });
+        }
         Ok(match type_id {
             value_type::U8 => MetadataValue::U8(self.array::<1>(&what)?[0]),
             value_type::I8 => MetadataValue::I8(self.array::<1>(&what)?[0] as i8),
@@ -133,22 +174,39 @@ impl<'a> Cursor<'a> {
             value_type::I64 => MetadataValue::I64(i64::from_le_bytes(self.array(&what)?)),
             value_type::F64 => MetadataValue::F64(f64::from_le_bytes(self.array(&what)?)),
             value_type::ARRAY => {
+                if depth >= MAX_ARRAY_DEPTH {
+                    return Err(GgufError::LimitExceeded {
+                        what: format!("nesting depth of the arrays of metadata key {key:?}"),
+                        found: u64::from(depth) + 1,
+                        limit: u64::from(MAX_ARRAY_DEPTH),
+                    });
+                }
                 let element_type = self.u32(&what)?;
                 let len = self.u64(&what)?;
-                // Every element takes at least one byte: a length beyond the rest of the file is truncation,
-                // and checking it first avoids a huge allocation from a corrupt count.
+                // A length whose smallest encoding runs past the end of the file is truncation, and a count
+                // above the value limit is refused: both are checked before anything is allocated.
                 let remaining = (self.bytes.len() - self.pos) as u64;
-                if len > remaining {
+                let needed = len.saturating_mul(min_value_bytes(element_type));
+                if needed > remaining {
                     return Err(GgufError::Truncated {
-                        what: what(),
+                        what: format!("{len} elements of the array of metadata key {key:?}"),
                         offset: self.pos as u64,
-                        needed: len,
+                        needed,
                         len: self.bytes.len() as u64,
                     });
                 }
-                let mut items = Vec::with_capacity(len as usize);
+                let total = self.values.saturating_add(len);
+                if total > MAX_METADATA_VALUES {
+                    return Err(GgufError::LimitExceeded {
+                        what: format!("number of metadata values (array of metadata key {key:?})"),
+                        found: total,
+                        limit: MAX_METADATA_VALUES,
+                    });
+                }
+                // Growth is amortised: the capacity never exceeds what the elements already read justify.
+                let mut items = Vec::with_capacity(len.min(1024) as usize);
                 for _ in 0..len {
-                    items.push(self.value(element_type, key)?);
+                    items.push(self.value(element_type, key, depth + 1)?);
                 }
                 MetadataValue::Array(items)
             }
@@ -185,6 +243,7 @@ impl GgufFile {
         let mut cursor = Cursor {
             bytes: &bytes,
             pos: 0,
+            values: 0,
         };
         let magic: [u8; 4] = cursor.array(&|| "magic".to_string())?;
         if magic != GGUF_MAGIC {
@@ -201,13 +260,27 @@ impl GgufFile {
         for index in 0..metadata_count {
             let key = cursor.string(&|| format!("key of metadata entry {index}"))?;
             let type_id = cursor.u32(&|| format!("type of metadata key {key:?}"))?;
-            let value = cursor.value(type_id, &key)?;
+            let value = cursor.value(type_id, &key, 0)?;
+            if metadata.contains_key(&key) {
+                return Err(GgufError::Duplicate {
+                    what: "metadata key",
+                    name: key,
+                });
+            }
             metadata.insert(key, value);
         }
 
-        let mut tensors = Vec::new();
+        // No capacity from the count: each entry takes at least 24 bytes, so the loop ends at the file's end.
+        let mut tensors: Vec<TensorInfo> = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
         for index in 0..tensor_count {
             let name = cursor.string(&|| format!("name of tensor {index}"))?;
+            if !names.insert(name.clone()) {
+                return Err(GgufError::Duplicate {
+                    what: "tensor",
+                    name,
+                });
+            }
             let what = || format!("info of tensor {name:?}");
             let n_dims = cursor.u32(&what)?;
             if n_dims > MAX_DIMS {
@@ -228,16 +301,28 @@ impl GgufFile {
                     type_id,
                 });
             };
-            let n_elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+            let info = TensorInfo {
+                name,
+                dims,
+                ty,
+                offset,
+            };
             let bad_shape = |reason: String| GgufError::BadTensorShape {
-                tensor: name.clone(),
-                dims: dims.clone(),
+                tensor: info.name.clone(),
+                dims: info.dims.clone(),
                 reason,
             };
-            if n_elements.is_none() {
+            if info.checked_n_elements().is_none() {
                 return Err(bad_shape("element count overflows u64".to_string()));
             }
-            if !dims
+            if info.checked_n_bytes().is_none() {
+                return Err(bad_shape(format!(
+                    "byte count of {} data overflows u64",
+                    ty.name()
+                )));
+            }
+            if !info
+                .dims
                 .first()
                 .copied()
                 .unwrap_or(1)
@@ -249,12 +334,7 @@ impl GgufFile {
                     ty.block_len()
                 )));
             }
-            tensors.push(TensorInfo {
-                name,
-                dims,
-                ty,
-                offset,
-            });
+            tensors.push(info);
         }
 
         let alignment = match metadata.get("general.alignment") {
@@ -268,13 +348,24 @@ impl GgufFile {
         if alignment == 0 || !alignment.is_power_of_two() {
             return Err(GgufError::BadAlignment { alignment });
         }
-        let data_offset = (cursor.pos as u64).div_ceil(alignment) * alignment;
         let len = bytes.len() as u64;
+        let data_offset = (cursor.pos as u64)
+            .div_ceil(alignment)
+            .checked_mul(alignment)
+            .ok_or(GgufError::BadAlignment { alignment })?;
+        let mut ranges = Vec::with_capacity(tensors.len());
         for info in &tensors {
+            if !info.offset.is_multiple_of(alignment) {
+                return Err(GgufError::MisalignedTensor {
+                    tensor: info.name.clone(),
+                    offset: info.offset,
+                    alignment,
+                });
+            }
             let start = data_offset.checked_add(info.offset);
             let end = start.and_then(|s| s.checked_add(info.n_bytes()));
             match (start, end) {
-                (Some(_), Some(end)) if end <= len => {}
+                (Some(start), Some(end)) if end <= len => ranges.push((start, end, &info.name)),
                 _ => {
                     return Err(GgufError::TensorOutOfBounds {
                         tensor: info.name.clone(),
@@ -283,6 +374,22 @@ impl GgufFile {
                         len,
                     })
                 }
+            }
+        }
+        // Tensor data must not overlap (zero-sized tensors occupy nothing).
+        ranges.retain(|(start, end, _)| end > start);
+        ranges.sort();
+        for pair in ranges.windows(2) {
+            let ((a_start, a_end, a), (b_start, b_end, b)) = (pair[0], pair[1]);
+            if b_start < a_end {
+                return Err(GgufError::OverlappingTensors {
+                    first: a.clone(),
+                    first_start: a_start,
+                    first_end: a_end,
+                    second: b.clone(),
+                    second_start: b_start,
+                    second_end: b_end,
+                });
             }
         }
         Ok(Self {

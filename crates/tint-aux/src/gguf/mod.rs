@@ -26,7 +26,10 @@ pub use dequant::{
     dequantize, dequantize_q4_0_block, dequantize_q4_1_block, dequantize_q8_0_block, QK,
 };
 pub use error::GgufError;
-pub use file::{DequantizedTensor, GgufFile, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC};
+pub use file::{
+    DequantizedTensor, GgufFile, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ARRAY_DEPTH,
+    MAX_METADATA_VALUES,
+};
 pub use tensor_type::GgmlType;
 pub use tokenizer::GgufTokenizer;
 pub use value::{value_type, MetadataValue};

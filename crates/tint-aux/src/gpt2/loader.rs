@@ -27,7 +27,8 @@ use crate::config::Gpt2Config;
 use crate::gpt2::Gpt2;
 use crate::AuxError;
 
-/// Builds a [`Gpt2`] from a parsed checkpoint.
+/// Builds a [`Gpt2`] from a parsed checkpoint (callers check the parameter budget first:
+/// `loader::with_checks`).
 pub(crate) fn load_gpt2_from<B: Backend>(
     config: &Gpt2Config,
     checkpoint: &Checkpoint<'_>,
@@ -113,5 +114,9 @@ pub fn load_gpt2<B: Backend>(
 ) -> Result<Gpt2<B>, AuxError> {
     let bytes = crate::checkpoint::read_checkpoint_bytes(weights_path)?;
     let checkpoint = Checkpoint::parse(weights_path, &bytes)?;
-    load_gpt2_from(config, &checkpoint, device)
+    let checked = crate::AuxConfig::Gpt2(config.clone());
+    checked.validate(weights_path)?;
+    crate::loader::with_checks(&checked, &checkpoint, || {
+        load_gpt2_from(config, &checkpoint, device)
+    })
 }

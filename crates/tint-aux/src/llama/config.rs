@@ -90,10 +90,32 @@ impl LlamaConfig {
                 self.head_dim()
             ));
         }
-        if !(self.rms_norm_eps > 0.0 && self.rope_theta > 0.0) {
-            return fail("rms_norm_eps and rope_theta must be positive".to_string());
+        for (name, value) in [
+            ("rms_norm_eps", self.rms_norm_eps),
+            ("rope_theta", self.rope_theta),
+        ] {
+            if let Err(reason) = crate::config::check_positive_finite(name, value) {
+                return fail(reason);
+            }
+        }
+        if self.min_parameter_count().is_none() {
+            return fail(format!(
+                "sizes overflow a 64-bit parameter count (vocab_size {}, d_model {}, n_layers {}, d_ff {})",
+                self.vocab_size, self.d_model, self.n_layers, self.d_ff
+            ));
         }
         Ok(())
+    }
+
+    /// [`crate::config::min_parameter_count`] of this config.
+    pub fn min_parameter_count(&self) -> Option<u64> {
+        crate::config::min_parameter_count(
+            self.vocab_size,
+            self.d_model,
+            self.d_model,
+            self.n_layers,
+            self.d_ff,
+        )
     }
 
     /// Reads the `llama.*` metadata of a GGUF file. The head is tied when the file has no `output.weight`.
@@ -108,7 +130,13 @@ impl LlamaConfig {
                 reason: format!("general.architecture is {arch:?}, expected \"llama\""),
             });
         }
-        let int = |key: &str| file.get_u64(key).map(|v| v as usize);
+        let int = |key: &str| -> Result<usize, AuxError> {
+            let value = file.get_u64(key)?;
+            usize::try_from(value).map_err(|_| AuxError::InvalidConfig {
+                path: path.to_path_buf(),
+                reason: format!("{key} = {value} does not fit in usize"),
+            })
+        };
         let d_model = int("llama.embedding_length")?;
         let n_heads = int("llama.attention.head_count")?;
         let n_kv_heads = match file.metadata.get("llama.attention.head_count_kv") {

@@ -19,7 +19,9 @@
 //! half-split rotary layout to llama.cpp's adjacent-pair layout; [`unpermute_rotary_rows`] undoes it, exactly
 //! as transformers' GGUF loader does, so the model computes HF's function.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use burn::module::Param;
 use burn::nn::{Embedding, Linear};
@@ -31,7 +33,9 @@ use super::config::{HfLlamaConfig, LlamaConfig};
 use super::mlp::SwiGluMlp;
 use super::model::LlamaModel;
 use super::rms_norm::RmsNorm;
-use crate::checkpoint::{linear, read_checkpoint_bytes, Checkpoint};
+use crate::checkpoint::{
+    check_parameter_budget, linear, read_checkpoint_bytes, unused_error, Checkpoint,
+};
 use crate::gguf::{GgufError, GgufFile, GgufTokenizer};
 use crate::AuxError;
 
@@ -81,6 +85,22 @@ trait WeightSource {
         shape: [usize; D],
         device: &B::Device,
     ) -> Result<Tensor<B, D>, AuxError>;
+
+    /// Checked before anything is built: the source can hold a model of `needed` parameters (`None`:
+    /// the count overflows).
+    fn check_budget(&self, needed: Option<u64>) -> Result<(), AuxError>;
+
+    /// Checked after the model is built: every tensor of the source was read.
+    fn check_all_used(&self) -> Result<(), AuxError>;
+}
+
+/// Most parameters [`LlamaConfig::init`] builds (2³² values, 16 GiB of float32): random weights have no
+/// file to bound their size.
+pub const MAX_RANDOM_INIT_PARAMETERS: u64 = 1 << 32;
+
+/// HF LLaMA checkpoint tensors that are buffers, not weights (older exports store them).
+fn hf_ignorable(name: &str) -> bool {
+    name.ends_with(".rotary_emb.inv_freq")
 }
 
 impl WeightSource for Checkpoint<'_> {
@@ -92,6 +112,14 @@ impl WeightSource for Checkpoint<'_> {
     ) -> Result<Tensor<B, D>, AuxError> {
         Checkpoint::tensor(self, hf_name, shape, device)
     }
+
+    fn check_budget(&self, needed: Option<u64>) -> Result<(), AuxError> {
+        check_parameter_budget(self.path(), needed, self.total_elements())
+    }
+
+    fn check_all_used(&self) -> Result<(), AuxError> {
+        Checkpoint::check_all_used(self, &hf_ignorable)
+    }
 }
 
 struct GgufSource<'a> {
@@ -99,6 +127,7 @@ struct GgufSource<'a> {
     path: PathBuf,
     n_heads: usize,
     n_kv_heads: usize,
+    used: Mutex<BTreeSet<String>>,
 }
 
 fn gguf_name(hf_name: &str) -> String {
@@ -136,21 +165,28 @@ impl WeightSource for GgufSource<'_> {
         device: &B::Device,
     ) -> Result<Tensor<B, D>, AuxError> {
         let name = gguf_name(hf_name);
-        let tensor = self.file.tensor_f32(&name).map_err(|error| match error {
+        let missing = |error| match error {
             GgufError::MissingTensor { tensor } => AuxError::MissingTensor {
                 path: self.path.clone(),
                 tensor,
             },
             other => AuxError::from(other),
-        })?;
-        if tensor.shape != shape {
+        };
+        let info = self.file.tensor_info(&name).map_err(missing)?;
+        self.used
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.clone());
+        // The shape is checked on the tensor info, before anything is dequantised.
+        if info.shape() != shape {
             return Err(AuxError::TensorShape {
                 path: self.path.clone(),
                 tensor: name,
                 expected: shape.to_vec(),
-                found: tensor.shape,
+                found: info.shape(),
             });
         }
+        let tensor = self.file.tensor_f32(&name).map_err(missing)?;
         let data = if name.ends_with("attn_q.weight") {
             unpermute_rotary_rows(&tensor.data, self.n_heads, shape[D - 1])
         } else if name.ends_with("attn_k.weight") {
@@ -159,6 +195,29 @@ impl WeightSource for GgufSource<'_> {
             tensor.data
         };
         Ok(Tensor::from_data(TensorData::new(data, shape), device))
+    }
+
+    fn check_budget(&self, needed: Option<u64>) -> Result<(), AuxError> {
+        let available = self
+            .file
+            .tensors
+            .iter()
+            .map(|t| t.n_elements())
+            .fold(0u64, u64::saturating_add);
+        check_parameter_budget(&self.path, needed, available)
+    }
+
+    fn check_all_used(&self) -> Result<(), AuxError> {
+        let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unused: Vec<String> = self
+            .file
+            .tensors
+            .iter()
+            .filter(|t| !used.contains(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
+        unused.sort();
+        unused_error(&self.path, unused)
     }
 }
 
@@ -174,6 +233,17 @@ fn hf_linear<B: Backend, W: WeightSource>(
 }
 
 fn assemble<B: Backend, W: WeightSource>(
+    config: &LlamaConfig,
+    weights: &W,
+    device: &B::Device,
+) -> Result<LlamaModel<B>, AuxError> {
+    weights.check_budget(config.min_parameter_count())?;
+    let model = assemble_unchecked(config, weights, device)?;
+    weights.check_all_used()?;
+    Ok(model)
+}
+
+fn assemble_unchecked<B: Backend, W: WeightSource>(
     config: &LlamaConfig,
     weights: &W,
     device: &B::Device,
@@ -309,6 +379,7 @@ pub fn load_llama_gguf<B: Backend>(
         path: path.to_path_buf(),
         n_heads: config.n_heads,
         n_kv_heads: config.n_kv_heads,
+        used: Mutex::new(BTreeSet::new()),
     };
     let model = assemble(&config, &source, device)?;
     let tokenizer = GgufTokenizer::from_gguf(&file)?;
@@ -346,6 +417,23 @@ impl WeightSource for RandomSource {
         } else {
             Tensor::random(shape, Distribution::Normal(0.0, 0.02), device)
         })
+    }
+
+    fn check_budget(&self, needed: Option<u64>) -> Result<(), AuxError> {
+        match needed {
+            Some(needed) if needed <= MAX_RANDOM_INIT_PARAMETERS => Ok(()),
+            _ => Err(AuxError::InvalidConfig {
+                path: PathBuf::from("<LlamaConfig>"),
+                reason: format!(
+                    "random init of at least {} parameters is above the limit of {MAX_RANDOM_INIT_PARAMETERS}",
+                    needed.map_or("2^64".to_string(), |n| n.to_string())
+                ),
+            }),
+        }
+    }
+
+    fn check_all_used(&self) -> Result<(), AuxError> {
+        Ok(())
     }
 }
 

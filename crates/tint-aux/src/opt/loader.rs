@@ -36,7 +36,8 @@ use crate::config::{OptConfig, OPT_LAYER_NORM_EPS, OPT_POSITION_OFFSET};
 use crate::opt::Opt;
 use crate::AuxError;
 
-/// Builds an [`Opt`] from a parsed checkpoint.
+/// Builds an [`Opt`] from a parsed checkpoint (callers check the parameter budget first:
+/// `loader::with_checks`).
 pub(crate) fn load_opt_from<B: Backend>(
     config: &OptConfig,
     checkpoint: &Checkpoint<'_>,
@@ -155,5 +156,9 @@ pub fn load_opt<B: Backend>(
 ) -> Result<Opt<B>, AuxError> {
     let bytes = read_checkpoint_bytes(weights_path)?;
     let checkpoint = Checkpoint::parse(weights_path, &bytes)?;
-    load_opt_from(config, &checkpoint, device)
+    let checked = crate::AuxConfig::Opt(config.clone());
+    checked.validate(weights_path)?;
+    crate::loader::with_checks(&checked, &checkpoint, || {
+        load_opt_from(config, &checkpoint, device)
+    })
 }
