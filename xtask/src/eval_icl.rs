@@ -7,17 +7,26 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use burn::module::AutodiffModule;
-use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
 use tint_aux::{AuxModel, DynEvalConfig, ParamSelection};
 use tint_eval::icl::loaders::{load_offline_task, load_task_dir};
 use tint_eval::icl::{
-    accuracy_bars_svg, cell_key, run_icl_cell, DemoFormat, DynEvalIcl, IclMethod, IclReport,
-    IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind, Template, TintIcl, TrainLoss,
+    accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, DemoFormat, DynEvalIcl,
+    IclMethod, IclReport, IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind, Template,
+    TintIcl, TrainLoss,
 };
-use tint_eval::methods::Tint;
+use tint_eval::lm_tune::TuneRecord;
+use tint_eval::methods::{Tint, TintMethod};
+use tint_eval::paired::PairedSettings;
 
 use crate::backend::{device, AB, B, BACKEND_NAME};
+use crate::eval::{parse_tune, Progress, TuneGrid};
 use crate::model_arg::{load_aux, load_tokenizer, ModelArg};
+
+/// Default dynamic-evaluation grid (lr on the MEAN loss over the targets).
+pub const DEFAULT_ICL_LR_GRID: [f64; 4] = [1e-4, 3e-4, 1e-3, 3e-3];
+/// Default TinT grid (eta on the SUMMED loss over the targets).
+pub const DEFAULT_ICL_ETA_GRID: [f64; 4] = [1e-4, 3e-4, 1e-3, 3e-3];
 
 /// Arguments of `cargo xtask eval icl`.
 #[derive(clap::Args, Debug, Clone)]
@@ -34,7 +43,8 @@ pub struct IclArgs {
     /// offline tasks: their asset (fetched on demand).
     #[arg(long, value_delimiter = ',')]
     pub data: Vec<PathBuf>,
-    /// Methods, comma-separated: icl, dyn-eval, tint, tint-ref.
+    /// Methods, comma-separated: icl, dyn-eval, tint (the constructed simulator), tint-structured
+    /// (its structured execution), tint-ref (the functional reference).
     #[arg(long, value_delimiter = ',', default_value = "icl,dyn-eval")]
     pub methods: Vec<String>,
     /// Numbers of demonstrations, comma-separated (0 = zero-shot).
@@ -53,7 +63,11 @@ pub struct IclArgs {
     /// subsample of the test file).
     #[arg(long, default_value_t = 200)]
     pub n_test: usize,
-    /// Seed of the held-out split and of the evaluation subsample.
+    /// Development examples per task, carved from the demonstration pool (never evaluated), on
+    /// which step sizes are tuned.
+    #[arg(long, default_value_t = 32)]
+    pub n_dev: usize,
+    /// Seed of the held-out split, the dev split and the evaluation subsample.
     #[arg(long, default_value_t = 0)]
     pub split_seed: u64,
     /// Inputs are cut to this many tokens.
@@ -62,26 +76,37 @@ pub struct IclArgs {
     /// Draw k / n_classes demonstrations per class.
     #[arg(long)]
     pub balanced: bool,
-    /// Dynamic-evaluation learning rates (on the MEAN loss over the targets), comma-separated; each
-    /// is its own row.
-    #[arg(long, value_delimiter = ',', default_value = "1e-3")]
-    pub lr: Vec<f64>,
+    /// Calibration prior: `prompt` (the paper's, appendix L: the plain model on the prompt template
+    /// alone, the same for every row) or `demos` (each method on the calibration prompt with the
+    /// cell's demonstrations in its context).
+    #[arg(long, default_value = "prompt")]
+    pub calibration: String,
+    /// Dynamic-evaluation learning rates (on the MEAN loss over the targets), comma-separated, not
+    /// tuned; each is its own row. Default: tuned on the dev set (`--tune lr=…`).
+    #[arg(long, value_delimiter = ',')]
+    pub lr: Option<Vec<f64>>,
+    /// TinT inner learning rate `eta` (on the SUMMED loss), not tuned. Default: tuned on the dev
+    /// set (`--tune eta=…`).
+    #[arg(long)]
+    pub inner_lr: Option<f64>,
+    /// Grids tuned on the dev set: `lr=…` (dynamic evaluation; default 1e-4,3e-4,1e-3,3e-3) and
+    /// `eta=…` (TinT; default 1e-4,3e-4,1e-3,3e-3). Repeat the flag for both.
+    #[arg(long = "tune", value_parser = parse_tune)]
+    pub tune: Vec<TuneGrid>,
     /// SGD steps of dynamic evaluation (simulated steps of TinT).
     #[arg(long, default_value_t = 1)]
     pub steps: usize,
     /// Dynamic evaluation trains the top N blocks (and the final norm), or `all`.
     #[arg(long, default_value = "all")]
     pub train_layers: String,
-    /// TinT inner learning rate `eta` (on the SUMMED loss).
-    #[arg(long, default_value_t = 1e-5)]
-    pub inner_lr: f64,
     /// TinT hyper-parameters.
     #[command(flatten)]
     pub tint: crate::eval::TintFlags,
-    /// Output JSON file; markdown and SVG plots are written next to it.
+    /// Output JSON file (must end in `.json`); markdown and SVG plots are written next to it.
     #[arg(long, default_value = "results/icl.json")]
     pub out: PathBuf,
-    /// Keep the finished cells of an existing OUT.json and run only the missing ones.
+    /// Keep the finished cells of an existing OUT.json made with the same settings, checkpoint,
+    /// data and code (cells whose numbers fail validation are recomputed) and run only the rest.
     #[arg(long)]
     pub resume: bool,
 }
@@ -99,18 +124,122 @@ impl Default for IclArgs {
             formats: vec!["single".into()],
             losses: vec!["label".into()],
             n_test: 200,
+            n_dev: 32,
             split_seed: 0,
             max_input_tokens: 96,
             balanced: false,
-            lr: vec![1e-3],
+            calibration: "prompt".into(),
+            lr: None,
+            inner_lr: None,
+            tune: Vec::new(),
             steps: 1,
             train_layers: "all".into(),
-            inner_lr: 1e-5,
             tint: crate::eval::TintFlags::default(),
             out: PathBuf::from("results/icl.json"),
             resume: false,
         }
     }
+}
+
+impl IclArgs {
+    /// The `--tune` grid of `parameter`, or its default.
+    fn grid(&self, parameter: &str) -> Vec<f64> {
+        self.tune
+            .iter()
+            .rev()
+            .find(|g| g.parameter == parameter)
+            .map(|g| g.values.clone())
+            .unwrap_or_else(|| {
+                if parameter == "lr" {
+                    DEFAULT_ICL_LR_GRID.to_vec()
+                } else {
+                    DEFAULT_ICL_ETA_GRID.to_vec()
+                }
+            })
+    }
+}
+
+/// Shots of the default suite's ICL run.
+const DEFAULT_SUITE_SHOTS: [usize; 2] = [0, 4];
+/// Held-out examples of the default suite's ICL run.
+const DEFAULT_SUITE_TEST: usize = 48;
+/// Dev examples of the default suite's ICL run.
+const DEFAULT_SUITE_DEV: usize = 16;
+
+/// The default suite's in-context classification run: SmolLM2 on the movie-review snippets, plain
+/// ICL vs dynamic evaluation (lr tuned on a dev set), 0 and 4 shots, three seeds, the paper's
+/// calibration.
+pub fn default_suite_args(out: PathBuf, resume: bool) -> IclArgs {
+    IclArgs {
+        shots: DEFAULT_SUITE_SHOTS.to_vec(),
+        n_test: DEFAULT_SUITE_TEST,
+        n_dev: DEFAULT_SUITE_DEV,
+        tune: vec![TuneGrid {
+            parameter: "lr".into(),
+            values: vec![3e-4, 1e-3, 3e-3],
+        }],
+        out,
+        resume,
+        ..Default::default()
+    }
+}
+
+/// The command line that runs the same cells as `args`.
+pub fn command_line(args: &IclArgs) -> String {
+    let join = |v: &[String]| v.join(",");
+    let nums = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:e}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut cmd = format!(
+        "cargo xtask eval icl --task {} --methods {} --shots {} --seeds {} --formats {} --losses {} \
+         --n-test {} --n-dev {} --calibration {}",
+        join(&args.task),
+        join(&args.methods),
+        args.shots.iter().map(usize::to_string).collect::<Vec<_>>().join(","),
+        args.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+        join(&args.formats),
+        join(&args.losses),
+        args.n_test,
+        args.n_dev,
+        args.calibration
+    );
+    for g in &args.tune {
+        cmd += &format!(" --tune {}={}", g.parameter, nums(&g.values));
+    }
+    if let Some(lr) = &args.lr {
+        cmd += &format!(" --lr {}", nums(lr));
+    }
+    if let Some(eta) = args.inner_lr {
+        cmd += &format!(" --inner-lr {eta:e}");
+    }
+    if args.tint.sim_layers != "all" {
+        cmd += &format!(" --sim-layers {}", args.tint.sim_layers);
+    }
+    cmd
+}
+
+/// The paragraph under an ICL table.
+pub fn describe(args: &IclArgs, json_name: &str) -> String {
+    format!(
+        "Seeds {:?}, {} held-out test examples per task; step sizes tuned on {} dev examples carved \
+         from the demonstration pool (never the test examples; the grid, the dev objective and the \
+         choice are listed under the tables). Calibration: {}. Paired differences are per (seed, \
+         example) pair of the same demonstrations and query. JSON with every prediction and score: \
+         `docs/data/{json_name}`.",
+        args.seeds,
+        args.n_test,
+        args.n_dev,
+        if args.calibration == "prompt" {
+            "the paper's (appendix L): the prior of each label word given the prompt template \
+             alone, scored by the plain model, the same for every row"
+        } else {
+            "the demonstration-conditioned prior (each method with the cell's demonstrations in \
+             context)"
+        }
+    )
 }
 
 fn parse_format(name: &str) -> Result<DemoFormat> {
@@ -176,11 +305,49 @@ fn dyn_eval_config(args: &IclArgs, lr: f64) -> Result<DynEvalConfig> {
     })
 }
 
-/// One method instance per (method name, lr) pair.
+/// Where a method's step size comes from.
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    /// Given on the command line.
+    Given(f64),
+    /// Tuned on the dev set over this grid.
+    Tune(Vec<f64>),
+}
+
+/// One method row (before tuning).
+#[derive(Debug, Clone, PartialEq)]
 enum MethodSpec {
     Icl,
-    DynEval(f64),
-    Tint { reference: bool },
+    DynEval(Step),
+    /// `name` is tint, tint-structured or tint-ref.
+    Tint {
+        name: &'static str,
+        step: Step,
+    },
+}
+
+impl MethodSpec {
+    fn name(&self) -> &'static str {
+        match self {
+            MethodSpec::Icl => "icl",
+            MethodSpec::DynEval(_) => "dyn-eval",
+            MethodSpec::Tint { name, .. } => name,
+        }
+    }
+
+    fn parameter(&self) -> &'static str {
+        match self {
+            MethodSpec::DynEval(_) => "lr",
+            _ => "eta",
+        }
+    }
+
+    fn step(&self) -> Option<&Step> {
+        match self {
+            MethodSpec::Icl => None,
+            MethodSpec::DynEval(step) | MethodSpec::Tint { step, .. } => Some(step),
+        }
+    }
 }
 
 fn method_specs(args: &IclArgs) -> Result<Vec<MethodSpec>> {
@@ -188,10 +355,31 @@ fn method_specs(args: &IclArgs) -> Result<Vec<MethodSpec>> {
     for name in &args.methods {
         match name.as_str() {
             "icl" | "vanilla" => specs.push(MethodSpec::Icl),
-            "dyn-eval" => specs.extend(args.lr.iter().map(|&lr| MethodSpec::DynEval(lr))),
-            "tint" => specs.push(MethodSpec::Tint { reference: false }),
-            "tint-ref" => specs.push(MethodSpec::Tint { reference: true }),
-            _ => bail!("unknown method {name:?}: expected icl, dyn-eval, tint or tint-ref"),
+            "dyn-eval" => match &args.lr {
+                Some(lrs) => {
+                    if lrs.is_empty() || lrs.iter().any(|lr| !lr.is_finite() || *lr < 0.0) {
+                        bail!("--lr {lrs:?}: give finite, non-negative learning rates");
+                    }
+                    specs.extend(lrs.iter().map(|&lr| MethodSpec::DynEval(Step::Given(lr))))
+                }
+                None => specs.push(MethodSpec::DynEval(Step::Tune(args.grid("lr")))),
+            },
+            "tint" | "tint-structured" | "tint-ref" => {
+                let name = match name.as_str() {
+                    "tint" => "tint",
+                    "tint-structured" => "tint-structured",
+                    _ => "tint-ref",
+                };
+                let step = match args.inner_lr {
+                    Some(eta) if eta.is_finite() && eta >= 0.0 => Step::Given(eta),
+                    Some(eta) => bail!("--inner-lr {eta}: give a finite, non-negative step"),
+                    None => Step::Tune(args.grid("eta")),
+                };
+                specs.push(MethodSpec::Tint { name, step });
+            }
+            _ => bail!(
+                "unknown method {name:?}: expected icl, dyn-eval, tint, tint-structured or tint-ref"
+            ),
         }
     }
     Ok(specs)
@@ -199,13 +387,12 @@ fn method_specs(args: &IclArgs) -> Result<Vec<MethodSpec>> {
 
 fn write_outputs(report: &IclReport, out: &Path) -> Result<()> {
     report.write_json(out)?;
-    std::fs::write(out.with_extension("md"), report.markdown())
-        .with_context(|| format!("writing {}", out.with_extension("md").display()))?;
+    let md = out.with_extension("md");
+    tint_eval::write_atomic(&md, report.markdown().as_bytes())?;
     let stem = out.with_extension("");
     for (calibrated, suffix) in [(false, "accuracy"), (true, "accuracy-calibrated")] {
         let path = PathBuf::from(format!("{}-{suffix}.svg", stem.display()));
-        std::fs::write(&path, accuracy_bars_svg(report, calibrated)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        tint_eval::write_atomic(&path, accuracy_bars_svg(report, calibrated)?.as_bytes())?;
     }
     Ok(())
 }
@@ -244,11 +431,69 @@ fn training_formats(method: &dyn IclMethod, requested: &[DemoFormat]) -> Vec<Dem
 
 /// Runs `cargo xtask eval icl`; returns the report it wrote.
 pub fn run(args: &IclArgs) -> Result<()> {
-    run_report(args).map(|_| ())
+    run_report(args, &Progress::new("icl")).map(|_| ())
 }
 
-/// As [`run`], returning the report (for suites that embed it in a document).
-pub fn run_report(args: &IclArgs) -> Result<IclReport> {
+/// SHA-256 of a task's examples (pool and test, texts and labels), for the resume fingerprint.
+fn sha256_task(data: &TaskData) -> String {
+    let mut hasher = Sha256::new();
+    for e in data.train.iter().chain(&data.test) {
+        hasher.update((e.text.len() as u64).to_le_bytes());
+        hasher.update(e.text.as_bytes());
+        hasher.update((e.label as u64).to_le_bytes());
+    }
+    format!("{:x}", hasher.finalize())
+}
+
+/// Builds the method of `spec` with step `value` (ignored for `icl`); returns it, its settings
+/// string and its row name.
+fn build_method<'a>(
+    spec: &MethodSpec,
+    value: f64,
+    args: &IclArgs,
+    model: &'a AuxModel<AB>,
+    inference: &'a AuxModel<B>,
+) -> Result<(Box<dyn IclMethod + 'a>, String)> {
+    Ok(match spec {
+        MethodSpec::Icl => (Box::new(PlainIcl { model: inference }), String::new()),
+        MethodSpec::DynEval(_) => {
+            let config = dyn_eval_config(args, value)?;
+            let settings = format!("{config:?}");
+            (Box::new(DynEvalIcl::new(model, config)), settings)
+        }
+        MethodSpec::Tint { name, .. } => {
+            let config = args.tint.config(inference, value, args.steps)?;
+            let method = TintMethod::parse(name)?;
+            let settings = format!("{config:?} {}", method.name());
+            let tint = Tint::for_method(inference, config, method)?;
+            let label = format!("{name}(eta={value:e},steps={})", args.steps);
+            (Box::new(TintIcl::new(tint, label, &device())), settings)
+        }
+    })
+}
+
+/// The (format, loss) variants a method runs at `k` shots.
+fn variants(
+    method: &dyn IclMethod,
+    k: usize,
+    formats: &[DemoFormat],
+    losses: &[TrainLoss],
+) -> Vec<(DemoFormat, TrainLoss)> {
+    // Formats and losses matter only when the method trains on demonstrations.
+    if method.trains() && k > 0 {
+        training_formats(method, formats)
+            .into_iter()
+            .flat_map(|f| losses.iter().map(move |&l| (f, l)))
+            .collect()
+    } else {
+        vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
+    }
+}
+
+/// As [`run`], returning the report (for suites that embed it in a document); `progress` shows
+/// the whole run with an ETA.
+pub fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclReport> {
+    crate::eval::check_out_extension(&args.out, "json", "`eval icl`")?;
     let tasks: Vec<TaskKind> = args
         .task
         .iter()
@@ -259,6 +504,12 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
             "--data takes one path per task ({} tasks, {} paths)",
             tasks.len(),
             args.data.len()
+        );
+    }
+    if args.calibration != "prompt" && args.calibration != "demos" {
+        bail!(
+            "--calibration {:?}: expected prompt (the paper's) or demos",
+            args.calibration
         );
     }
     let formats: Vec<DemoFormat> = args
@@ -282,24 +533,68 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
     let model: AuxModel<AB> = load_aux(&args.model, &device)?;
     let inference: AuxModel<B> = model.valid();
 
+    // Load every task first: the fingerprint covers their examples.
+    let mut loaded = Vec::new();
+    for (t, &task) in tasks.iter().enumerate() {
+        let data = load_task(task, args.data.get(t).map(PathBuf::as_path), args)
+            .with_context(|| format!("loading task {task}"))?;
+        let (eval, dev) = data
+            .carve_dev(args.n_dev, args.split_seed)
+            .with_context(|| format!("carving the dev set of {task}"))?;
+        loaded.push((task, eval, dev));
+    }
+    let mut normalised = args.clone();
+    normalised.methods.clear();
+    normalised.out = PathBuf::new();
+    normalised.resume = false;
+    let fingerprint = serde_json::json!({
+        "settings": format!("{normalised:?}"),
+        "checkpoint_sha256": crate::eval::sha256_files(&crate::eval::checkpoint_files(&args.model)?)?,
+        "data_sha256": loaded.iter().map(|(t, e, _)| format!("{t}: {}", sha256_task(e))).collect::<Vec<_>>(),
+        "code_version": crate::eval::code_version(),
+    });
     let mut report = if args.resume && args.out.is_file() {
         let report = IclReport::read_json(&args.out)?;
-        if report.model != args.model.to_string() {
+        if report.fingerprint.as_ref() != Some(&fingerprint) {
             bail!(
-                "--resume: {} holds results of model {:?}, not {:?}; use another --out",
-                args.out.display(),
-                report.model,
-                args.model.to_string()
+                "--resume: {} was made with other settings, checkpoint, data or code (or by an \
+                 older version without a fingerprint); use another --out or drop --resume",
+                args.out.display()
             );
         }
         report
     } else {
         IclReport::new(args.model.to_string(), BACKEND_NAME)
     };
+    report.fingerprint = Some(fingerprint);
+    let stored_tuning = std::mem::take(&mut report.tuning);
 
-    for (t, &task) in tasks.iter().enumerate() {
-        let data = load_task(task, args.data.get(t).map(PathBuf::as_path), args)
-            .with_context(|| format!("loading task {task}"))?;
+    // Units for the ETA: dev examples per grid value, then test examples per cell and seed.
+    let k_max = args.shots.iter().copied().max().unwrap_or(0);
+    let tune_seeds = vec![args.seeds.first().copied().unwrap_or(0)];
+    let mut total = 0usize;
+    for (_, eval, dev) in &loaded {
+        for spec in &specs {
+            if let Some(Step::Tune(grid)) = spec.step() {
+                total += grid.len() * dev.test.len();
+            }
+            for &k in &args.shots {
+                let n_variants = if spec.name() == "icl" || k == 0 {
+                    1
+                } else if spec.name().starts_with("tint") {
+                    losses.len()
+                } else {
+                    formats.len() * losses.len()
+                };
+                let seeds = if k == 0 { 1 } else { args.seeds.len() };
+                total += n_variants * seeds * eval.test.len();
+            }
+        }
+    }
+    let mut done = 0usize;
+
+    for (task, eval, dev) in &loaded {
+        let task = *task;
         let template = Template::for_task(task);
         let encoder = PromptEncoder::new(
             &tokenizer,
@@ -307,38 +602,94 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
             args.max_input_tokens,
             inference.max_positions(),
         )?;
+        let prior = if args.calibration == "prompt" {
+            Some(calibration_prior(
+                &mut PlainIcl { model: &inference },
+                &encoder,
+            )?)
+        } else {
+            None
+        };
         for spec in &specs {
-            let (mut method, method_settings): (Box<dyn IclMethod + '_>, String) = match spec {
-                MethodSpec::Icl => (Box::new(PlainIcl { model: &inference }), String::new()),
-                MethodSpec::DynEval(lr) => {
-                    let config = dyn_eval_config(args, *lr)?;
-                    let settings = format!("{config:?}");
-                    (Box::new(DynEvalIcl::new(&model, config)), settings)
+            let value = match spec.step() {
+                None => 0.0,
+                Some(Step::Given(v)) => {
+                    report.tuning.push(TuneRecord::given(
+                        &format!("{} on {task}", spec.name()),
+                        spec.parameter(),
+                        *v,
+                        if spec.parameter() == "lr" {
+                            "--lr"
+                        } else {
+                            "--inner-lr"
+                        },
+                    ));
+                    *v
                 }
-                MethodSpec::Tint { reference } => {
-                    let config = args.tint.config(&inference, args.inner_lr, args.steps)?;
-                    let settings = format!("{config:?}");
-                    let tint = if *reference {
-                        Tint::reference(&inference, config)?
-                    } else {
-                        Tint::simulator(&inference, config)?
+                Some(Step::Tune(grid)) => {
+                    let label = format!("{} on {task}", spec.name());
+                    let reused = stored_tuning
+                        .iter()
+                        .find(|t| t.tuned && t.method == label && &t.grid == grid)
+                        .cloned();
+                    let record = match reused {
+                        Some(r) => {
+                            done += grid.len() * dev.test.len();
+                            r
+                        }
+                        None => {
+                            // Tune where the method trains on demonstrations (the largest k),
+                            // in the first format it trains in and the first loss.
+                            let probe = build_method(spec, grid[0], args, &model, &inference)?.0;
+                            let (format, loss) =
+                                variants(probe.as_ref(), k_max, &formats, &losses)[0];
+                            drop(probe);
+                            let settings = IclSettings {
+                                k: k_max,
+                                seeds: tune_seeds.clone(),
+                                format,
+                                loss,
+                                balanced: args.balanced,
+                                demos_in_context: None,
+                                method_settings: String::new(),
+                                prior: prior.clone(),
+                            };
+                            let before = done;
+                            let record = tune_icl(
+                                &label,
+                                spec.parameter(),
+                                grid,
+                                &encoder,
+                                dev,
+                                &settings,
+                                &mut |v| {
+                                    build_method(spec, v, args, &model, &inference)
+                                        .map(|m| m.0)
+                                        .map_err(|e| tint_eval::icl::IclError::InvalidSetting {
+                                            name: "method",
+                                            value: spec.name().into(),
+                                            rule: e.to_string(),
+                                        })
+                                },
+                                &mut |d, _| {
+                                    done = before + d;
+                                    progress.update(done, total, &format!("tuning {label}"));
+                                },
+                            )?;
+                            progress.note(&record.summary());
+                            record
+                        }
                     };
-                    let name = if *reference { "tint-ref" } else { "tint" };
-                    let label = format!("{name}(eta={:e},steps={})", args.inner_lr, args.steps);
-                    (Box::new(TintIcl::new(tint, label, &device)), settings)
+                    let choice = record.choice;
+                    report.tuning.push(record);
+                    write_outputs(&report, &args.out)?;
+                    choice
                 }
             };
+            let (mut method, method_settings) =
+                build_method(spec, value, args, &model, &inference)?;
             for &k in &args.shots {
-                // Formats and losses matter only when the method trains on demonstrations.
-                let variants: Vec<(DemoFormat, TrainLoss)> = if method.trains() && k > 0 {
-                    training_formats(method.as_ref(), &formats)
-                        .into_iter()
-                        .flat_map(|f| losses.iter().map(move |&l| (f, l)))
-                        .collect()
-                } else {
-                    vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
-                };
-                for (format, loss) in variants {
+                for (format, loss) in variants(method.as_ref(), k, &formats, &losses) {
                     let settings = IclSettings {
                         k,
                         seeds: args.seeds.clone(),
@@ -347,53 +698,62 @@ pub fn run_report(args: &IclArgs) -> Result<IclReport> {
                         balanced: args.balanced,
                         demos_in_context: None,
                         method_settings: method_settings.clone(),
+                        prior: prior.clone(),
                     };
                     let key = cell_key(task, method.as_ref(), &settings);
-                    if let Some(done) = report.cell(&key) {
-                        if done.settings.seeds == settings.seeds
-                            && done.settings.n_test == data.test.len()
-                            && done.settings.method_settings == settings.method_settings
-                        {
-                            eprintln!("skipping finished cell {} k={k} on {task}", key.row_label());
-                            continue;
+                    let cell_units = if k == 0 { 1 } else { args.seeds.len() } * eval.test.len();
+                    if let Some(stored) = report.cell(&key) {
+                        let same = (k == 0 || stored.settings.seeds == settings.seeds)
+                            && stored.settings.n_test == eval.test.len()
+                            && stored.settings.method_settings == settings.method_settings;
+                        match stored.validate() {
+                            Ok(()) if same => {
+                                done += cell_units;
+                                progress.note(&format!(
+                                    "stored cell {} k={k} on {task} reused",
+                                    key.row_label()
+                                ));
+                                continue;
+                            }
+                            Ok(()) => progress.note(&format!(
+                                "recomputing cell {} k={k} on {task}: its seeds, examples or \
+                                 method settings differ from this run's",
+                                key.row_label()
+                            )),
+                            Err(why) => progress.note(&format!(
+                                "recomputing cell {} k={k} on {task}: stored numbers invalid ({why})",
+                                key.row_label()
+                            )),
                         }
-                        eprintln!(
-                            "recomputing cell {} k={k} on {task}: its seeds, examples or method \
-                             settings differ from this run's",
-                            key.row_label()
-                        );
                     }
-                    let bar = ProgressBar::new(0);
-                    bar.set_style(
-                        ProgressStyle::with_template(
-                            "{msg} [{elapsed_precise}] {bar:30} {pos}/{len} (eta {eta})",
-                        )
-                        .expect("valid progress template"),
-                    );
-                    bar.set_message(format!("{task} {} k={k}", key.row_label()));
-                    let cell =
-                        run_icl_cell(method.as_mut(), &encoder, &data, &settings, &mut |p| {
-                            bar.set_length(p.total as u64);
-                            bar.set_position(p.done as u64);
-                        })
-                        .with_context(|| format!("{task} {} k={k}", key.row_label()))?;
+                    let before = done;
+                    let message = format!("{task} {} k={k}", key.row_label());
+                    let cell = run_icl_cell(method.as_mut(), &encoder, eval, &settings, &mut |p| {
+                        done = before + p.done;
+                        progress.update(done, total, &message);
+                    })
+                    .with_context(|| message.clone())?;
+                    done = before + cell_units;
                     let seconds: f64 = cell.runs.iter().map(|r| r.seconds).sum();
-                    let summary = format!(
-                        "{task} {} k={k}: {:.1}% / calibrated {:.1}% ({seconds:.0} s)",
-                        key.row_label(),
+                    progress.note(&format!(
+                        "{message}: {:.1}% / calibrated {:.1}% ({seconds:.0} s)",
                         100.0 * cell.accuracy_mean,
                         100.0 * cell.calibrated_mean
-                    );
-                    if bar.is_hidden() {
-                        eprintln!("{summary}");
-                    }
-                    bar.finish_with_message(summary);
+                    ));
                     report.upsert(cell);
                     write_outputs(&report, &args.out)?;
                 }
             }
         }
     }
+    progress.finish();
+    // Tuning records of methods not run this time are kept, as their cells are.
+    for t in stored_tuning {
+        if !report.tuning.iter().any(|r| r.method == t.method) {
+            report.tuning.push(t);
+        }
+    }
+    report.compute_paired(&PairedSettings::default());
     write_outputs(&report, &args.out)?;
     println!("{}", report.markdown());
     println!("report: {}", args.out.display());
@@ -466,10 +826,35 @@ mod tests {
         assert!(parse_loss("sum").is_err());
         let args = IclArgs {
             methods: vec!["icl".into(), "dyn-eval".into(), "tint".into()],
-            lr: vec![1e-3, 1e-4],
+            lr: Some(vec![1e-3, 1e-4]),
             ..Default::default()
         };
         assert_eq!(method_specs(&args).unwrap().len(), 4);
+        // Without --lr / --inner-lr every adaptive method is tuned over its grid.
+        let tuned = method_specs(&IclArgs {
+            methods: vec!["dyn-eval".into(), "tint-structured".into()],
+            tune: vec![parse_tune("eta=1e-3,1e-2").unwrap()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            tuned[0],
+            MethodSpec::DynEval(Step::Tune(DEFAULT_ICL_LR_GRID.to_vec()))
+        );
+        assert_eq!(
+            tuned[1],
+            MethodSpec::Tint {
+                name: "tint-structured",
+                step: Step::Tune(vec![1e-3, 1e-2])
+            }
+        );
+        let given = method_specs(&IclArgs {
+            methods: vec!["tint".into()],
+            inner_lr: Some(1e-4),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(given[0].step(), Some(&Step::Given(1e-4)));
         let bad = IclArgs {
             methods: vec!["gpt4".into()],
             ..Default::default()

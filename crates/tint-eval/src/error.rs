@@ -21,6 +21,24 @@ pub enum EvalError {
         /// The requested block size.
         block_size: usize,
     },
+    /// A method name that the evaluation does not know.
+    #[error("unknown method {name:?}; available: {known}")]
+    UnknownMethod {
+        /// The name given.
+        name: String,
+        /// The known names, comma separated.
+        known: String,
+    },
+    /// Tuning and evaluation blocks share a document.
+    #[error(
+        "the tuning split overlaps the evaluation split (shared: {}); step sizes must be chosen \
+         on data that is not evaluated",
+        shared.join(", ")
+    )]
+    TuningOverlap {
+        /// The shared documents.
+        shared: Vec<String>,
+    },
     /// A method produced a non-finite loss.
     #[error("method {method} produced a non-finite loss ({value}) on block {block}")]
     NonFinite {

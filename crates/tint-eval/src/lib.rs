@@ -10,10 +10,15 @@ pub mod blocks;
 pub mod error;
 pub mod icl;
 pub mod lm;
+pub mod lm_grid;
 pub mod lm_plot;
+pub mod lm_split;
+pub mod lm_tune;
 pub mod methods;
+pub mod paired;
 pub mod perplexity;
 pub mod report;
+pub mod resume;
 
 pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
 pub use perplexity::{BlockNll, Perplexity};

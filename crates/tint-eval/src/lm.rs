@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use crate::blocks::BlockSpec;
+use crate::paired::PairedSettings;
 use crate::perplexity::{bootstrap, BlockNll};
 use crate::report::{LmReport, MethodResult};
 use crate::EvalError;
@@ -25,8 +26,6 @@ pub struct LmEvalConfig {
     pub block_size: usize,
     /// Train fractions to evaluate, e.g. `[0.3, 0.5, 0.7, 0.9]`.
     pub train_fractions: Vec<f64>,
-    /// At most this many blocks (evenly spaced over the corpus).
-    pub max_blocks: usize,
     /// Confidence level of the bootstrap intervals.
     pub ci_level: f64,
     /// Number of bootstrap resamples.
@@ -40,7 +39,6 @@ impl Default for LmEvalConfig {
         Self {
             block_size: 256,
             train_fractions: vec![0.3, 0.5, 0.7, 0.9],
-            max_blocks: 8,
             ci_level: 0.95,
             bootstrap_resamples: 1000,
             seed: 0,
@@ -64,12 +62,15 @@ pub struct LmProgress {
 
 /// Runs every method on every block at every train fraction.
 ///
-/// `settings` is recorded verbatim in the report next to this config, so callers put the model, corpus
-/// and method hyper-parameters there. Cells of `previous` (same method name and train fraction, and as
-/// many blocks as this run cuts) are taken as they are instead of being recomputed (`--resume`); the
-/// caller is responsible for `previous` coming from the same settings.
+/// `blocks` are the evaluated blocks (all of `config.block_size` tokens; see
+/// [`crate::lm_split::LmSplit`], which keeps them apart from the tuning blocks). `settings` is
+/// recorded verbatim in the report next to this config, so callers put the model, corpus and method
+/// hyper-parameters there. Cells of `previous` with the same method name and train fraction that
+/// pass [`crate::resume::validate_cell`] for these blocks are taken as they are instead of being
+/// recomputed (`--resume`); a stored cell that fails validation is recomputed. The caller is
+/// responsible for `previous` coming from the same settings ([`crate::resume`]).
 pub fn run_lm_eval(
-    tokens: &[u32],
+    blocks: &[Vec<u32>],
     config: &LmEvalConfig,
     methods: &mut [Box<dyn LmMethod + '_>],
     settings: serde_json::Value,
@@ -83,18 +84,30 @@ pub fn run_lm_eval(
             rule: "give at least one train fraction",
         });
     }
+    if blocks.is_empty() {
+        return Err(EvalError::InvalidSetting {
+            name: "blocks",
+            value: "0".into(),
+            rule: "evaluate at least one block",
+        });
+    }
+    if let Some(bad) = blocks.iter().find(|b| b.len() != config.block_size) {
+        return Err(EvalError::InvalidSetting {
+            name: "block-size",
+            value: format!("a block of {} tokens", bad.len()),
+            rule: "every block must have block_size tokens",
+        });
+    }
     let specs: Vec<BlockSpec> = config
         .train_fractions
         .iter()
         .map(|&train_fraction| BlockSpec {
             block_size: config.block_size,
             train_fraction,
-            max_blocks: config.max_blocks,
+            max_blocks: 1,
         })
         .collect();
-    // Blocks do not depend on the fraction; cut once (this also validates every spec).
-    let blocks = specs[0].cut(tokens)?;
-    for s in &specs[1..] {
+    for s in &specs {
         s.validate()?;
     }
     let total = specs.len() * methods.len() * blocks.len();
@@ -104,20 +117,25 @@ pub fn run_lm_eval(
         let train_len = spec.train_len();
         for method in methods.iter_mut() {
             let name = method.name();
-            if let Some(done_cell) = previous.iter().find(|r| {
-                r.method == name
-                    && (r.train_fraction - spec.train_fraction).abs() < 1e-12
-                    && r.blocks.len() == blocks.len()
-            }) {
-                done += blocks.len();
-                results.push(done_cell.clone());
-                progress(LmProgress {
-                    done,
-                    total,
-                    message: format!("{name} f={:.1} (resumed)", spec.train_fraction),
-                    cell: Some(done_cell.clone()),
-                });
-                continue;
+            let stored = previous.iter().find(|r| {
+                r.method == name && (r.train_fraction - spec.train_fraction).abs() < 1e-12
+            });
+            let mut note = String::new();
+            if let Some(done_cell) = stored {
+                match crate::resume::validate_cell(done_cell, blocks.len(), config.block_size) {
+                    Ok(()) => {
+                        done += blocks.len();
+                        results.push(done_cell.clone());
+                        progress(LmProgress {
+                            done,
+                            total,
+                            message: format!("{name} f={:.1} (resumed)", spec.train_fraction),
+                            cell: Some(done_cell.clone()),
+                        });
+                        continue;
+                    }
+                    Err(reason) => note = format!(" (stored cell recomputed: {reason})"),
+                }
             }
             let start = Instant::now();
             let mut nlls = Vec::with_capacity(blocks.len());
@@ -136,7 +154,7 @@ pub fn run_lm_eval(
                     done,
                     total,
                     message: format!(
-                        "{name} f={:.1} block {}/{}",
+                        "{name} f={:.1} block {}/{}{note}",
                         spec.train_fraction,
                         b + 1,
                         blocks.len()
@@ -170,7 +188,18 @@ pub fn run_lm_eval(
         "blocks": blocks.len(),
         "run": settings,
     });
-    Ok(LmReport { settings, results })
+    let mut report = LmReport {
+        settings,
+        results,
+        paired: Vec::new(),
+        tuning: Vec::new(),
+    };
+    report.compute_paired(&PairedSettings {
+        level: config.ci_level,
+        seed: config.seed,
+        ..Default::default()
+    });
+    Ok(report)
 }
 
 impl<M: LmMethod + ?Sized> LmMethod for &mut M {
@@ -216,11 +245,10 @@ mod tests {
 
     #[test]
     fn runs_every_method_block_and_fraction() {
-        let tokens: Vec<u32> = (0..100).collect();
+        let tokens: Vec<Vec<u32>> = (0..4).map(|b| (10 * b..10 * b + 10).collect()).collect();
         let config = LmEvalConfig {
             block_size: 10,
             train_fractions: vec![0.3, 0.5],
-            max_blocks: 4,
             bootstrap_resamples: 10,
             ..Default::default()
         };
@@ -249,11 +277,10 @@ mod tests {
 
     #[test]
     fn resumed_cells_are_reused_and_the_rest_computed() {
-        let tokens: Vec<u32> = (0..100).collect();
+        let tokens: Vec<Vec<u32>> = (0..4).map(|b| (10 * b..10 * b + 10).collect()).collect();
         let config = LmEvalConfig {
             block_size: 10,
             train_fractions: vec![0.3, 0.5],
-            max_blocks: 4,
             bootstrap_resamples: 10,
             ..Default::default()
         };
@@ -272,7 +299,7 @@ mod tests {
         };
         // Pretend the run stopped after the first cell; mark it so reuse is visible.
         let mut finished = full.results[0].clone();
-        finished.seconds = -1.0;
+        finished.seconds = 12345.0;
         let mut second = Counting { calls: 0 };
         let mut cells = Vec::new();
         let resumed = {
@@ -288,7 +315,7 @@ mod tests {
             .unwrap()
         };
         assert_eq!(second.calls, 4, "only the 0.5 cell is recomputed");
-        assert_eq!(resumed.results[0].seconds, -1.0);
+        assert_eq!(resumed.results[0].seconds, 12345.0);
         assert_eq!(
             resumed.results[1].perplexity.value,
             full.results[1].perplexity.value
@@ -310,7 +337,7 @@ mod tests {
                 })
             }
         }
-        let tokens: Vec<u32> = (0..20).collect();
+        let tokens: Vec<Vec<u32>> = vec![(0..10).collect()];
         let config = LmEvalConfig {
             block_size: 10,
             train_fractions: vec![0.5],

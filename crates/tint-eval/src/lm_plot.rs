@@ -41,14 +41,47 @@ fn plot_error(e: impl std::fmt::Display) -> EvalError {
 ///
 /// Errors: [`EvalError::Plot`] for an empty report or non-finite perplexities (nothing to scale).
 pub fn perplexity_svg(report: &LmReport, title: &str) -> Result<String, EvalError> {
-    let curves = curves(report);
+    draw(&curves(report), title, "perplexity of the rest", false)
+}
+
+/// The paired differences from `baseline` as an SVG document: x = train fraction, y = mean over
+/// blocks of the method's minus the baseline's NLL per evaluated token (nats; below 0 = better),
+/// one line per method with its paired bootstrap interval as error bars, and the zero line.
+///
+/// Errors: [`EvalError::Plot`] when the report holds no paired difference from `baseline`.
+pub fn difference_svg(report: &LmReport, baseline: &str, title: &str) -> Result<String, EvalError> {
+    let mut curves: Vec<Curve> = Vec::new();
+    for p in report.paired.iter().filter(|p| p.diff.baseline == baseline) {
+        let d = &p.diff;
+        let point = (p.train_fraction, d.mean, d.ci_low, d.ci_high);
+        match curves.iter_mut().find(|(m, _)| *m == d.method) {
+            Some((_, points)) => points.push(point),
+            None => curves.push((d.method.clone(), vec![point])),
+        }
+    }
+    for (_, points) in &mut curves {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    draw(
+        &curves,
+        title,
+        &format!("Δ nats per token vs {baseline}"),
+        true,
+    )
+}
+
+fn draw(curves: &[Curve], title: &str, y_desc: &str, zero_line: bool) -> Result<String, EvalError> {
     let values = curves
         .iter()
         .flat_map(|(_, p)| p.iter().flat_map(|&(_, v, lo, hi)| [v, lo, hi]));
-    let (mut y_min, mut y_max) = (f64::INFINITY, f64::NEG_INFINITY);
+    let (mut y_min, mut y_max) = if zero_line {
+        (0.0, 0.0)
+    } else {
+        (f64::INFINITY, f64::NEG_INFINITY)
+    };
     for v in values {
         if !v.is_finite() {
-            return Err(plot_error(format!("non-finite perplexity {v}")));
+            return Err(plot_error(format!("non-finite value {v}")));
         }
         y_min = y_min.min(v);
         y_max = y_max.max(v);
@@ -65,6 +98,7 @@ pub fn perplexity_svg(report: &LmReport, title: &str) -> Result<String, EvalErro
             (a.min(x), b.max(x))
         });
     let (x_lo, x_hi) = (x_min - 0.05, x_max + 0.05);
+    let digits = if zero_line { 3 } else { 2 };
 
     let mut svg = String::new();
     {
@@ -80,16 +114,30 @@ pub fn perplexity_svg(report: &LmReport, title: &str) -> Result<String, EvalErro
         chart
             .configure_mesh()
             .x_desc("fraction of each block used for training")
-            .y_desc("perplexity of the rest")
+            .y_desc(y_desc)
             .x_label_formatter(&|x| format!("{:.0} %", x * 100.0))
-            .y_label_formatter(&|y| format!("{y:.2}"))
+            .y_label_formatter(&|y| format!("{y:.digits$}"))
             .draw()
             .map_err(plot_error)?;
-        for (i, (method, points)) in curves.iter().enumerate() {
-            let colour = Palette99::pick(i).to_rgba();
+        if zero_line {
             chart
                 .draw_series(LineSeries::new(
-                    points.iter().map(|&(x, v, _, _)| (x, v)),
+                    [(x_lo, 0.0), (x_hi, 0.0)],
+                    BLACK.stroke_width(1),
+                ))
+                .map_err(plot_error)?;
+        }
+        for (i, (method, points)) in curves.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            // Methods at the same fraction are shifted apart so their bars do not hide each other.
+            let shift = if zero_line {
+                0.008 * (i as f64 - (curves.len() as f64 - 1.0) / 2.0)
+            } else {
+                0.0
+            };
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().map(|&(x, v, _, _)| (x + shift, v)),
                     colour.stroke_width(2),
                 ))
                 .map_err(plot_error)?
@@ -99,14 +147,14 @@ pub fn perplexity_svg(report: &LmReport, title: &str) -> Result<String, EvalErro
                 });
             chart
                 .draw_series(points.iter().map(|&(x, v, lo, hi)| {
-                    ErrorBar::new_vertical(x, lo, v, hi, colour.filled(), 8)
+                    ErrorBar::new_vertical(x + shift, lo, v, hi, colour.filled(), 8)
                 }))
                 .map_err(plot_error)?;
             chart
                 .draw_series(
                     points
                         .iter()
-                        .map(|&(x, v, _, _)| Circle::new((x, v), 3, colour.filled())),
+                        .map(|&(x, v, _, _)| Circle::new((x + shift, v), 3, colour.filled())),
                 )
                 .map_err(plot_error)?;
         }
@@ -154,6 +202,8 @@ mod tests {
                 result("dyn-eval", 0.3, 30.5),
                 result("dyn-eval", 0.5, 29.0),
             ],
+            paired: Vec::new(),
+            tuning: Vec::new(),
         };
         let c = curves(&report);
         assert_eq!(c.len(), 2);
@@ -172,6 +222,8 @@ mod tests {
         let empty = LmReport {
             settings: serde_json::json!({}),
             results: vec![],
+            paired: Vec::new(),
+            tuning: Vec::new(),
         };
         assert!(matches!(
             perplexity_svg(&empty, "x"),
@@ -180,7 +232,53 @@ mod tests {
         let nan = LmReport {
             settings: serde_json::json!({}),
             results: vec![result("vanilla", 0.5, f64::NAN)],
+            paired: Vec::new(),
+            tuning: Vec::new(),
         };
         assert!(matches!(perplexity_svg(&nan, "x"), Err(EvalError::Plot(_))));
+        assert!(matches!(
+            difference_svg(&empty, "vanilla", "x"),
+            Err(EvalError::Plot(_))
+        ));
+    }
+
+    #[test]
+    fn the_difference_chart_has_a_line_per_method_and_the_zero_line() {
+        use crate::paired::{paired_diff, Better, PairedSettings};
+        use crate::report::LmPaired;
+        let diff = |m: &str, shift: f64| {
+            paired_diff(
+                (m, &[1.0 + shift, 2.0 + shift, 3.0]),
+                ("vanilla", &[1.0, 2.0, 3.0]),
+                Better::Lower,
+                &PairedSettings::default(),
+            )
+        };
+        let report = LmReport {
+            settings: serde_json::json!({}),
+            results: Vec::new(),
+            paired: [0.3, 0.5]
+                .into_iter()
+                .flat_map(|f| {
+                    [
+                        LmPaired {
+                            train_fraction: f,
+                            diff: diff("tint", -0.02),
+                        },
+                        LmPaired {
+                            train_fraction: f,
+                            diff: diff("dyn-eval", -0.03),
+                        },
+                    ]
+                })
+                .collect(),
+            tuning: Vec::new(),
+        };
+        let svg = difference_svg(&report, "vanilla", "paired").unwrap();
+        for text in ["tint", "dyn-eval", "vs vanilla", "30 %"] {
+            assert!(svg.contains(text), "missing {text:?}");
+        }
+        // Zero line + two series (+ legend samples).
+        assert!(svg.matches("<polyline").count() >= 3);
     }
 }

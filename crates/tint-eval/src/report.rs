@@ -4,6 +4,10 @@
 
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
+use crate::lm_tune::TuneRecord;
+use crate::paired::{paired_diff, Better, PairedDiff, PairedSettings};
 use crate::perplexity::{BlockNll, Perplexity};
 use crate::EvalError;
 
@@ -29,24 +33,160 @@ pub struct LmReport {
     pub settings: serde_json::Value,
     /// One entry per (method, train fraction).
     pub results: Vec<MethodResult>,
+    /// Paired differences (per block, nats per evaluated token) of every method from `vanilla` and
+    /// from `dyn-eval`, per train fraction ([`LmReport::compute_paired`]).
+    #[serde(default)]
+    pub paired: Vec<LmPaired>,
+    /// How each adaptive method's step size was chosen (tuning split, grid, choice), or that it was
+    /// given on the command line.
+    #[serde(default)]
+    pub tuning: Vec<TuneRecord>,
+}
+
+/// A paired difference at one train fraction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LmPaired {
+    /// Fraction of each block used for training.
+    pub train_fraction: f64,
+    /// `method − baseline` of the per-block mean NLL (nats per evaluated token); a win is lower.
+    pub diff: PairedDiff,
+}
+
+/// The baselines every method is compared with, when present in the report.
+pub const BASELINES: [&str; 2] = ["vanilla", "dyn-eval"];
+
+/// Mean NLL per evaluated token of each block.
+fn per_token(blocks: &[BlockNll]) -> Vec<f64> {
+    blocks
+        .iter()
+        .map(|b| b.sum_nll / b.count.max(1) as f64)
+        .collect()
 }
 
 impl LmReport {
-    /// Writes the report as pretty JSON.
+    /// Writes the report as pretty JSON, atomically ([`crate::atomic_write`]: a crash mid-write
+    /// leaves the previous report, never a cut one).
     pub fn write_json(&self, path: &Path) -> Result<(), EvalError> {
-        let io = |source| EvalError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
+            std::fs::create_dir_all(dir).map_err(|source| EvalError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
         let text = serde_json::to_string_pretty(self).expect("a report always serialises");
-        std::fs::write(path, text).map_err(io)
+        crate::atomic_write::write_atomic(path, text.as_bytes()).map_err(|e| EvalError::Io {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })
     }
 
-    /// Markdown table: one row per method, one column per train fraction, cells `ppl [low, high]`.
-    pub fn markdown_table(&self) -> String {
+    /// Recomputes [`LmReport::paired`]: at every train fraction, each method against each of
+    /// [`BASELINES`] present at that fraction with the same number of blocks (blocks are paired by
+    /// position: every method sees the same blocks in the same order).
+    pub fn compute_paired(&mut self, settings: &PairedSettings) {
+        let mut paired = Vec::new();
+        for base_name in BASELINES {
+            for base in self.results.iter().filter(|r| r.method == base_name) {
+                let base_values = per_token(&base.blocks);
+                for r in &self.results {
+                    if r.method == base.method
+                        || (r.train_fraction - base.train_fraction).abs() > 1e-12
+                        || r.blocks.len() != base.blocks.len()
+                        || (base_name == "dyn-eval" && r.method == "vanilla")
+                    {
+                        continue;
+                    }
+                    paired.push(LmPaired {
+                        train_fraction: r.train_fraction,
+                        diff: paired_diff(
+                            (&r.method, &per_token(&r.blocks)),
+                            (&base.method, &base_values),
+                            Better::Lower,
+                            settings,
+                        ),
+                    });
+                }
+            }
+        }
+        self.paired = paired;
+    }
+
+    /// The paired difference of `method` from `baseline` at `train_fraction`.
+    pub fn paired_of(
+        &self,
+        method: &str,
+        baseline: &str,
+        train_fraction: f64,
+    ) -> Option<&PairedDiff> {
+        self.paired
+            .iter()
+            .find(|p| {
+                p.diff.method == method
+                    && p.diff.baseline == baseline
+                    && (p.train_fraction - train_fraction).abs() < 1e-12
+            })
+            .map(|p| &p.diff)
+    }
+
+    /// Markdown tables of the paired differences from each baseline present: one row per method,
+    /// one column per train fraction, cells `Δ nats [lo, hi], wins/n` (Δ = mean over blocks of the
+    /// method's minus the baseline's NLL per evaluated token; negative = better).
+    pub fn paired_markdown(&self) -> String {
+        let (fractions, methods) = self.axes();
+        let mut out = String::new();
+        for baseline in BASELINES {
+            let rows: Vec<&str> = methods
+                .iter()
+                .copied()
+                .filter(|m| {
+                    fractions
+                        .iter()
+                        .any(|&f| self.paired_of(m, baseline, f).is_some())
+                })
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let level = self
+                .paired
+                .first()
+                .map(|p| p.diff.level * 100.0)
+                .unwrap_or(95.0);
+            out += &format!(
+                "\n*Paired difference from {baseline}* (Δ nats per evaluated token, mean over \
+                 blocks [{level:.0} % paired bootstrap interval], wins/blocks)\n\n| method |"
+            );
+            for f in &fractions {
+                out += &format!(" {:.0}% |", f * 100.0);
+            }
+            out += "\n|---|";
+            out += &"---|".repeat(fractions.len());
+            out += "\n";
+            for m in rows {
+                out += &format!("| {m} |");
+                for &f in &fractions {
+                    match self.paired_of(m, baseline, f) {
+                        Some(d) => out += &format!(" {} |", d.cell(3)),
+                        None => out += " – |",
+                    }
+                }
+                out += "\n";
+            }
+        }
+        out
+    }
+
+    /// Markdown list of how each step size was chosen.
+    pub fn tuning_markdown(&self) -> String {
+        let mut out = String::new();
+        for t in &self.tuning {
+            out += &format!("- {}\n", t.summary());
+        }
+        out
+    }
+
+    /// Train fractions and method names in first-seen order.
+    fn axes(&self) -> (Vec<f64>, Vec<&str>) {
         let mut fractions: Vec<f64> = Vec::new();
         let mut methods: Vec<&str> = Vec::new();
         for r in &self.results {
@@ -60,6 +200,13 @@ impl LmReport {
                 methods.push(&r.method);
             }
         }
+        fractions.sort_by(f64::total_cmp);
+        (fractions, methods)
+    }
+
+    /// Markdown table: one row per method, one column per train fraction, cells `ppl [low, high]`.
+    pub fn markdown_table(&self) -> String {
+        let (fractions, methods) = self.axes();
         let mut out = String::from("| method |");
         for f in &fractions {
             out += &format!(" {:.0}% |", f * 100.0);
@@ -118,6 +265,8 @@ mod tests {
                 result("dyn-eval", 0.5),
                 result("vanilla", 0.9),
             ],
+            paired: Vec::new(),
+            tuning: Vec::new(),
         };
         let table = report.markdown_table();
         let lines: Vec<&str> = table.lines().collect();
@@ -136,5 +285,57 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(back.results.len(), 3);
         std::fs::remove_file(&path).ok();
+    }
+
+    #[test]
+    fn paired_tables_show_differences_from_each_baseline() {
+        let blocks = |shift: f64| -> Vec<BlockNll> {
+            (0..4)
+                .map(|b| BlockNll {
+                    sum_nll: 2.0 * (3.0 + b as f64 + shift),
+                    count: 2,
+                })
+                .collect()
+        };
+        let result = |method: &str, shift: f64| MethodResult {
+            method: method.into(),
+            train_fraction: 0.5,
+            perplexity: bootstrap(&blocks(shift), 0.95, 100, 0),
+            blocks: blocks(shift),
+            seconds: 0.0,
+        };
+        let mut report = LmReport {
+            settings: serde_json::json!({}),
+            results: vec![
+                result("vanilla", 0.0),
+                result("dyn-eval", -0.05),
+                result("tint", -0.02),
+            ],
+            paired: Vec::new(),
+            tuning: Vec::new(),
+        };
+        report.compute_paired(&PairedSettings::default());
+        // vanilla: dyn-eval and tint; dyn-eval: tint only (vanilla is not compared with dyn-eval).
+        assert_eq!(report.paired.len(), 3);
+        let d = report.paired_of("tint", "vanilla", 0.5).unwrap();
+        assert!(
+            (d.mean + 0.02).abs() < 1e-12 && d.wins == 4 && d.n == 4,
+            "{d:?}"
+        );
+        let d = report.paired_of("tint", "dyn-eval", 0.5).unwrap();
+        assert!((d.mean - 0.03).abs() < 1e-12 && d.losses == 4, "{d:?}");
+        let md = report.paired_markdown();
+        assert!(
+            md.contains("| tint | -0.020 [-0.020, -0.020], 4/4 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| tint | +0.030 [+0.030, +0.030], 0/4 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("from vanilla") && md.contains("from dyn-eval"),
+            "{md}"
+        );
     }
 }

@@ -22,14 +22,16 @@ pub mod sampling;
 pub mod task;
 pub mod template;
 pub mod tint;
+pub mod tune;
 
 pub use error::IclError;
 pub use method::{candidate_log_probs, DynEvalIcl, IclMethod, PlainIcl, ScoreRequest};
 pub use plot::accuracy_bars_svg;
 pub use prompt::{DemoFormat, EncodedDemo, InContext, PromptEncoder, TrainLoss, TrainingSequences};
-pub use report::IclReport;
+pub use report::{IclPaired, IclReport};
 pub use result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
-pub use runner::{cell_key, run_icl_cell, IclProgress, IclSettings};
+pub use runner::{calibration_prior, cell_key, run_icl_cell, IclProgress, IclSettings};
 pub use task::{Example, TaskData, TaskKind};
 pub use template::Template;
 pub use tint::TintIcl;
+pub use tune::{dev_label_nll, tune_icl};

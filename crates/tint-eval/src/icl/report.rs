@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::error::IclError;
 use super::result::{CellKey, CellResult};
 use super::task::TaskKind;
+use crate::lm_tune::TuneRecord;
+use crate::paired::{paired_diff, Better, PairedDiff, PairedSettings};
 
 /// Every finished cell of a run, with what produced it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -20,6 +22,51 @@ pub struct IclReport {
     pub backend: String,
     /// Finished cells, in the order they finished.
     pub cells: Vec<CellResult>,
+    /// Paired per-example differences of every row from `icl` and from `dyn-eval` at the same task
+    /// and shot count ([`IclReport::compute_paired`]).
+    #[serde(default)]
+    pub paired: Vec<IclPaired>,
+    /// How each method's step size was chosen (dev split, grid, choice) or that it was given.
+    #[serde(default)]
+    pub tuning: Vec<TuneRecord>,
+    /// What must agree for `--resume` to reuse cells (settings, checkpoint and data hashes, code
+    /// version); `None` in reports written before it existed (never resumed from).
+    #[serde(default)]
+    pub fingerprint: Option<serde_json::Value>,
+}
+
+/// A paired difference of one row from a baseline row on one task and shot count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IclPaired {
+    /// The task.
+    pub task: TaskKind,
+    /// Shots.
+    pub k: usize,
+    /// Whether the predictions are calibrated.
+    pub calibrated: bool,
+    /// `row − baseline` of correctness (1 correct, 0 wrong) per (seed, example); a win is higher.
+    pub diff: PairedDiff,
+}
+
+/// `1.0` for every correct prediction of a cell, in (seed, example) order.
+fn correctness(cell: &CellResult, calibrated: bool) -> Vec<f64> {
+    cell.runs
+        .iter()
+        .flat_map(|r| &r.predictions)
+        .map(|p| {
+            let predicted = if calibrated {
+                p.predicted_calibrated
+            } else {
+                p.predicted
+            };
+            f64::from(u8::from(predicted == p.label))
+        })
+        .collect()
+}
+
+/// Whether a row label is the baseline `name` (`icl`, or `dyn-eval(…)` with any settings).
+fn is_baseline(label: &str, name: &str) -> bool {
+    label == name || label.starts_with(&format!("{name}("))
 }
 
 impl IclReport {
@@ -29,7 +76,121 @@ impl IclReport {
             model: model.into(),
             backend: backend.into(),
             cells: Vec::new(),
+            paired: Vec::new(),
+            tuning: Vec::new(),
+            fingerprint: None,
         }
+    }
+
+    /// Recomputes [`IclReport::paired`]: every row against the `icl` row and the first `dyn-eval`
+    /// row of the same task and shot count, when both ran the same seeds on the same examples
+    /// (units: (seed, example) pairs), without and with calibration.
+    pub fn compute_paired(&mut self, settings: &PairedSettings) {
+        let mut paired = Vec::new();
+        for baseline in ["icl", "dyn-eval"] {
+            for base in &self.cells {
+                if !is_baseline(&base.key.method, baseline) {
+                    continue;
+                }
+                let first = self.cells.iter().find(|c| {
+                    c.key.task == base.key.task
+                        && c.key.k == base.key.k
+                        && is_baseline(&c.key.method, baseline)
+                });
+                if first.map(|c| &c.key) != Some(&base.key) {
+                    continue;
+                }
+                for cell in &self.cells {
+                    let same_units = cell.key.task == base.key.task
+                        && cell.key.k == base.key.k
+                        && cell.key != base.key
+                        && cell.settings.seeds == base.settings.seeds
+                        && cell.settings.n_test == base.settings.n_test;
+                    if !same_units || (baseline == "dyn-eval" && cell.key.method == "icl") {
+                        continue;
+                    }
+                    for calibrated in [false, true] {
+                        paired.push(IclPaired {
+                            task: cell.key.task,
+                            k: cell.key.k,
+                            calibrated,
+                            diff: paired_diff(
+                                (&cell.key.row_label(), &correctness(cell, calibrated)),
+                                (&base.key.row_label(), &correctness(base, calibrated)),
+                                Better::Higher,
+                                settings,
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+        self.paired = paired;
+    }
+
+    /// Markdown tables of the paired differences (accuracy points, mean over (seed, example)
+    /// pairs with its 95 % paired bootstrap interval, and wins/pairs), one per baseline and
+    /// calibration, rows = method × shots, columns = tasks.
+    pub fn paired_markdown(&self) -> String {
+        let tasks = self.tasks();
+        let mut out = String::new();
+        for baseline in ["icl", "dyn-eval"] {
+            for calibrated in [false, true] {
+                let entries: Vec<&IclPaired> = self
+                    .paired
+                    .iter()
+                    .filter(|p| {
+                        p.calibrated == calibrated && is_baseline(&p.diff.baseline, baseline)
+                    })
+                    .collect();
+                if entries.is_empty() {
+                    continue;
+                }
+                out += &format!(
+                    "\n*Paired difference from {baseline}, {}* (Δ accuracy points per (seed, \
+                     example) pair [95 % paired bootstrap interval], wins/pairs)\n\n| Method | Shots |",
+                    if calibrated { "with calibration" } else { "without calibration" }
+                );
+                for task in &tasks {
+                    out += &format!(" {} |", task.display_name());
+                }
+                out += "\n|---|---:|";
+                out += &"---|".repeat(tasks.len());
+                out += "\n";
+                let mut rows: Vec<(String, usize)> = Vec::new();
+                for e in &entries {
+                    let row = (e.diff.method.clone(), e.k);
+                    if !rows.contains(&row) {
+                        rows.push(row);
+                    }
+                }
+                rows.sort_by_key(|r| r.1);
+                for (label, k) in rows {
+                    out += &format!("| {label} | {k} |");
+                    for &task in &tasks {
+                        match entries
+                            .iter()
+                            .find(|e| e.task == task && e.k == k && e.diff.method == label)
+                        {
+                            Some(e) => {
+                                let d = &e.diff;
+                                out += &format!(
+                                    " {:+.1} [{:+.1}, {:+.1}], {}/{} |",
+                                    100.0 * d.mean,
+                                    100.0 * d.ci_low,
+                                    100.0 * d.ci_high,
+                                    d.wins,
+                                    d.n
+                                );
+                            }
+                            None => out += " – |",
+                        }
+                    }
+                    out += "\n";
+                }
+            }
+        }
+        out
     }
 
     /// The finished cell with this key.
@@ -69,9 +230,8 @@ impl IclReport {
             path: path.to_path_buf(),
             source,
         })?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).map_err(|e| IclError::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| IclError::io(path, e))
+        crate::atomic_write::write_atomic(path, text.as_bytes())
+            .map_err(|e| IclError::io(path, e.into()))
     }
 
     /// Tasks present, in the paper's column order.
@@ -149,6 +309,13 @@ impl IclReport {
                         out.push_str(&format!(" {:.1} |\n", 100.0 * avg));
                     }
                 }
+            }
+        }
+        out.push_str(&self.paired_markdown());
+        if !self.tuning.is_empty() {
+            out.push_str("\nStep sizes:\n\n");
+            for t in &self.tuning {
+                out.push_str(&format!("- {}\n", t.summary()));
             }
         }
         out

@@ -85,6 +85,11 @@ pub struct CellSettings {
     pub max_input_tokens: usize,
     /// Free-form method settings (learning rate, steps, trained layers).
     pub method_settings: String,
+    /// The calibration prior: `prompt` (the paper's: the plain model on the prompt template alone,
+    /// the same for every row) or `demos` (scored by the method with the cell's demonstrations in
+    /// context); empty in reports written before the choice existed (`demos`).
+    #[serde(default)]
+    pub calibration: String,
 }
 
 /// A finished cell: key, settings, seeds, and summary accuracies (fractions in `0..=1`).
@@ -104,4 +109,70 @@ pub struct CellResult {
     pub calibrated_mean: f64,
     /// Population standard deviation, with calibration.
     pub calibrated_std: f64,
+}
+
+impl CellResult {
+    /// Checks that the stored numbers agree with the stored predictions (what `--resume` requires
+    /// before it reuses a cell): every seed has `n_test` predictions with labels and predictions
+    /// inside the classes and finite scores, its accuracies are the recounted ones, and the means
+    /// are the means of the seeds (1e-9).
+    ///
+    /// # Errors
+    ///
+    /// The first rule broken, in words.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.runs.is_empty() {
+            return Err("no seed run".into());
+        }
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9;
+        for run in &self.runs {
+            if run.predictions.len() != self.settings.n_test {
+                return Err(format!(
+                    "seed {} has {} predictions, n_test is {}",
+                    run.seed,
+                    run.predictions.len(),
+                    self.settings.n_test
+                ));
+            }
+            let n_classes = run.predictions.first().map_or(0, |p| p.scores.len());
+            let mut right = 0usize;
+            let mut right_calibrated = 0usize;
+            for p in &run.predictions {
+                if p.scores.len() != n_classes
+                    || p.label >= n_classes
+                    || p.predicted >= n_classes
+                    || p.predicted_calibrated >= n_classes
+                    || p.scores.iter().any(|s| !s.is_finite())
+                {
+                    return Err(format!(
+                        "seed {}: prediction {} is malformed",
+                        run.seed, p.index
+                    ));
+                }
+                right += usize::from(p.predicted == p.label);
+                right_calibrated += usize::from(p.predicted_calibrated == p.label);
+            }
+            let n = run.predictions.len().max(1) as f64;
+            if !close(run.accuracy, right as f64 / n)
+                || !close(run.accuracy_calibrated, right_calibrated as f64 / n)
+            {
+                return Err(format!(
+                    "seed {}: stored accuracy {} / {} disagrees with its predictions",
+                    run.seed, run.accuracy, run.accuracy_calibrated
+                ));
+            }
+        }
+        let plain: Vec<f64> = self.runs.iter().map(|r| r.accuracy).collect();
+        let calibrated: Vec<f64> = self.runs.iter().map(|r| r.accuracy_calibrated).collect();
+        let (m, s) = super::calibration::mean_std(&plain);
+        let (mc, sc) = super::calibration::mean_std(&calibrated);
+        if !close(m, self.accuracy_mean)
+            || !close(s, self.accuracy_std)
+            || !close(mc, self.calibrated_mean)
+            || !close(sc, self.calibrated_std)
+        {
+            return Err("mean or std disagrees with the seeds".into());
+        }
+        Ok(())
+    }
 }

@@ -27,6 +27,30 @@ pub struct IclSettings {
     pub demos_in_context: Option<bool>,
     /// Free-form method settings recorded in the report.
     pub method_settings: String,
+    /// The calibration prior `log P(c | prompt)` used for every query of every seed: the paper's
+    /// calibration (appendix L), the unadapted model on the prompt template alone, the same for
+    /// every row ([`calibration_prior`]). `None`: the demonstration-conditioned prior, scored by the
+    /// method itself on the calibration prompt with this cell's demonstrations in its context
+    /// (and, zero-shot, after training on it).
+    pub prior: Option<Vec<f64>>,
+}
+
+/// The paper's calibration prior (appendix L): `log P(c | prompt)` of every label word after the
+/// prompt template alone, scored by `method` without demonstrations and without adaptation (pass
+/// the plain model). The same vector serves every row of a task.
+///
+/// # Errors
+///
+/// Model errors and non-finite scores.
+pub fn calibration_prior(
+    method: &mut dyn IclMethod,
+    encoder: &PromptEncoder<'_>,
+) -> Result<Vec<f64>, IclError> {
+    method.adapt(&TrainingSequences::default())?;
+    let labels = encoder.label_ids().to_vec();
+    let scores = method.score(&ScoreRequest::plain(encoder.calibration_ids(), &labels))?;
+    check_finite(method, &scores)?;
+    Ok(scores)
 }
 
 impl Default for IclSettings {
@@ -39,6 +63,7 @@ impl Default for IclSettings {
             balanced: false,
             demos_in_context: None,
             method_settings: String::new(),
+            prior: None,
         }
     }
 }
@@ -170,8 +195,8 @@ pub fn run_icl_cell(
             check_finite(method, &scores)?;
             Ok::<_, IclError>(scores)
         };
-        let mut prior = Vec::new();
-        if !per_query_training {
+        let mut prior = settings.prior.clone().unwrap_or_default();
+        if !per_query_training && settings.prior.is_none() {
             prior = score(method, &context_for(encoder.calibration_ids()))?;
         }
         let mut predictions = Vec::with_capacity(data.test.len());
@@ -179,7 +204,9 @@ pub fn run_icl_cell(
             let query = encoder.query_ids(&example.text)?;
             if per_query_training {
                 method.adapt(&encoder.query_training(&query))?;
-                prior = score(method, &context_for(encoder.calibration_ids()))?;
+                if settings.prior.is_none() {
+                    prior = score(method, &context_for(encoder.calibration_ids()))?;
+                }
             }
             let context = context_for(&query);
             if demos_in_context {
@@ -223,6 +250,11 @@ pub fn run_icl_cell(
             n_test: data.test.len(),
             max_input_tokens: encoder.max_input_tokens(),
             method_settings: settings.method_settings.clone(),
+            calibration: if settings.prior.is_some() {
+                "prompt".into()
+            } else {
+                "demos".into()
+            },
         },
         runs,
         accuracy_mean,

@@ -166,6 +166,72 @@ impl TaskData {
         })
     }
 
+    /// Carves a development set of `n_dev` examples out of the demonstration pool (after a shuffle
+    /// with `seed`), for choosing step sizes: returns `(evaluation data, dev data)`. The evaluation
+    /// data keeps the test examples and the rest of the pool; the dev data has the same pool and the
+    /// carved examples as its "test" set. Dev examples whose text also appears among the test
+    /// examples (duplicates in the source) are dropped, so no evaluated input is ever tuned on
+    /// ([`TaskData::check_dev_disjoint`]).
+    ///
+    /// # Errors
+    ///
+    /// [`IclError::InvalidSetting`] when the pool cannot give `n_dev` examples and keep at least one
+    /// for demonstrations.
+    pub fn carve_dev(&self, n_dev: usize, seed: u64) -> Result<(TaskData, TaskData), IclError> {
+        if n_dev == 0 || n_dev >= self.train.len() {
+            return Err(IclError::InvalidSetting {
+                name: "n_dev",
+                value: n_dev.to_string(),
+                rule: format!(
+                    "must be in 1..{} (the demonstration pool of {})",
+                    self.train.len(),
+                    self.task
+                ),
+            });
+        }
+        let mut pool = self.train.clone();
+        SplitMix64::new(seed ^ 0xDE7_5E7).shuffle(&mut pool);
+        let rest = pool.split_off(n_dev);
+        let test_texts: std::collections::HashSet<&str> =
+            self.test.iter().map(|e| e.text.as_str()).collect();
+        pool.retain(|e| !test_texts.contains(e.text.as_str()));
+        let eval = TaskData {
+            task: self.task,
+            train: rest.clone(),
+            test: self.test.clone(),
+        };
+        let dev = TaskData {
+            task: self.task,
+            train: rest,
+            test: pool,
+        };
+        eval.check_dev_disjoint(&dev)?;
+        Ok((eval, dev))
+    }
+
+    /// Refuses a dev set that shares an input text with this data's evaluation examples.
+    ///
+    /// # Errors
+    ///
+    /// [`IclError::InvalidSetting`] naming how many texts are shared.
+    pub fn check_dev_disjoint(&self, dev: &TaskData) -> Result<(), IclError> {
+        let test: std::collections::HashSet<&str> =
+            self.test.iter().map(|e| e.text.as_str()).collect();
+        let shared = dev
+            .test
+            .iter()
+            .filter(|e| test.contains(e.text.as_str()))
+            .count();
+        if shared > 0 {
+            return Err(IclError::InvalidSetting {
+                name: "dev set",
+                value: format!("{shared} examples shared with the evaluation set"),
+                rule: "step sizes are chosen on examples that are never evaluated".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// Keeps at most `n` evaluation examples, chosen by a shuffle with `seed` so that every class
     /// can appear (files are often sorted by label).
     pub fn subsample_test(&mut self, n: usize, seed: u64) {

@@ -1,0 +1,163 @@
+//! The methods of a language-modelling run by name, with their step size and compute budget:
+//! `vanilla`, `dyn-eval`, and the TinT methods of [`TintMethod`]: `tint` (the constructed
+//! simulator), `tint-structured` (the same simulator in its proven-equal structured execution) and
+//! `tint-ref` (the functional reference).
+
+use serde::{Deserialize, Serialize};
+use tint_aux::AuxModel;
+use tint_sim::TintConfig;
+
+use burn::tensor::backend::AutodiffBackend;
+
+use crate::lm::LmMethod;
+use crate::methods::{DynEval, Labelled, Tint, TintMethod, Vanilla};
+use crate::EvalError;
+
+/// The methods `eval lm` knows.
+pub const LM_METHODS: [&str; 5] = ["vanilla", "dyn-eval", "tint", "tint-structured", "tint-ref"];
+
+/// Whether `method` adapts to the training part (everything but `vanilla`).
+pub fn adapts(method: &str) -> bool {
+    method != "vanilla"
+}
+
+/// A compute budget of the adaptive methods: the top `layers` blocks (`None` = all) for `steps`
+/// steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Budget {
+    /// Updated (simulated) top layers; `None` = every layer.
+    pub layers: Option<usize>,
+    /// Steps on the training part.
+    pub steps: usize,
+}
+
+impl std::fmt::Display for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.layers {
+            Some(l) => write!(f, "{l}x{}", self.steps),
+            None => write!(f, "allx{}", self.steps),
+        }
+    }
+}
+
+/// Parses `LAYERSxSTEPS` (`12x1`, `allx2`; `×` also accepted).
+///
+/// # Errors
+///
+/// A message naming the text and the expected form.
+pub fn parse_budget(text: &str) -> Result<Budget, String> {
+    let bad = || format!("budget {text:?}: expected LAYERSxSTEPS, e.g. 12x1, 6x2 or allx1");
+    let (layers, steps) = text.trim().split_once(['x', 'X', '×']).ok_or_else(bad)?;
+    let layers = match layers.trim() {
+        "all" => None,
+        n => Some(n.parse::<usize>().map_err(|_| bad())?),
+    };
+    let steps: usize = steps.trim().parse().map_err(|_| bad())?;
+    if steps == 0 || layers == Some(0) {
+        return Err(format!(
+            "budget {text:?}: layers and steps must be at least 1"
+        ));
+    }
+    Ok(Budget { layers, steps })
+}
+
+/// One row of a run: a method, its step and budget, and its name in reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LmMethodSpec {
+    /// One of [`LM_METHODS`].
+    pub method: String,
+    /// Name in reports (the method, plus the grid point or budget when there are several).
+    pub label: String,
+    /// TinT's step on the SUMMED loss (dynamic evaluation's matched step when `lr` is `None`).
+    pub eta: f64,
+    /// Dynamic evaluation's step on the MEAN loss; `None` = matched, `eta × (train tokens − 1)`.
+    pub lr: Option<f64>,
+    /// Top layers and steps.
+    pub budget: Budget,
+    /// Dynamic evaluation trains only the budget's top layers (false: every parameter, the paper's
+    /// baseline).
+    pub dyn_eval_top_layers_only: bool,
+}
+
+/// Builds the method of `spec`: `model` is the trainable model (dynamic evaluation), `inference` its
+/// inference copy, `tint` the simulator configuration whose step, steps and simulated layers are
+/// replaced by the spec's.
+///
+/// # Errors
+///
+/// An unknown method name, and construction errors of the simulator.
+pub fn build_lm_method<'a, AB: AutodiffBackend>(
+    spec: &LmMethodSpec,
+    model: &'a AuxModel<AB>,
+    inference: &'a AuxModel<AB::InnerBackend>,
+    tint: &TintConfig,
+) -> Result<Box<dyn LmMethod + 'a>, EvalError> {
+    let method: Box<dyn LmMethod + 'a> = match spec.method.as_str() {
+        "vanilla" => Box::new(Vanilla::new(inference)),
+        "dyn-eval" => Box::new(DynEval {
+            model,
+            lr: spec.lr,
+            inner_lr: spec.eta,
+            steps: spec.budget.steps,
+            top_layers: if spec.dyn_eval_top_layers_only {
+                spec.budget.layers
+            } else {
+                None
+            },
+        }),
+        "tint" | "tint-structured" | "tint-ref" => {
+            let mut config = tint.clone();
+            config.inner_lr = spec.eta;
+            config.n_forward_backward = spec.budget.steps;
+            config.n_simulation_layers = spec.budget.layers;
+            Box::new(Tint::for_method(
+                inference,
+                config,
+                TintMethod::parse(&spec.method)?,
+            )?)
+        }
+        other => {
+            return Err(EvalError::UnknownMethod {
+                name: other.to_string(),
+                known: LM_METHODS.join(", "),
+            })
+        }
+    };
+    Ok(Box::new(Labelled {
+        label: spec.label.clone(),
+        method,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse_and_print() {
+        assert_eq!(
+            parse_budget("12x1").unwrap(),
+            Budget {
+                layers: Some(12),
+                steps: 1
+            }
+        );
+        assert_eq!(
+            parse_budget("all×2").unwrap(),
+            Budget {
+                layers: None,
+                steps: 2
+            }
+        );
+        assert_eq!(parse_budget(" 3X4 ").unwrap().to_string(), "3x4");
+        for bad in ["12", "x1", "ax1", "0x1", "3x0", "3x-1"] {
+            assert!(parse_budget(bad).is_err(), "{bad:?} must be refused");
+        }
+    }
+
+    #[test]
+    fn only_vanilla_does_not_adapt() {
+        assert!(!adapts("vanilla"));
+        assert!(LM_METHODS[1..].iter().all(|m| adapts(m)));
+    }
+}
