@@ -62,6 +62,10 @@ pub struct CgtArgs {
     /// with several seeds the report gives the mean and a 95 % Student-t interval over seeds.
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub seeds: Vec<u64>,
+    /// Report only the (seed, variant) runs whose final checkpoint exists, without training the others
+    /// (they are listed as not run): assembles the table of runs trained by separate invocations.
+    #[arg(long)]
+    pub only_finished: bool,
 }
 
 /// What one variant produced.
@@ -94,6 +98,8 @@ struct RunSummary {
     corpus: Option<String>,
     /// Reference predictors (linear-regression presets).
     references: Option<RegressionReferences>,
+    /// `(seed, variant)` runs left out by `--only-finished`.
+    skipped: Vec<(u64, Variant)>,
 }
 
 /// The preset with the command-line overrides applied.
@@ -167,6 +173,9 @@ fn command_line(args: &CgtArgs, backend: &str) -> String {
     if !args.variants.is_empty() {
         command.push_str(&format!(" --variants {}", args.variants.join(",")));
     }
+    if args.only_finished {
+        command.push_str(" --only-finished");
+    }
     if args.seeds != [0] {
         let seeds: Vec<String> = args.seeds.iter().map(|s| s.to_string()).collect();
         command.push_str(&format!(" --seeds {}", seeds.join(",")));
@@ -218,18 +227,29 @@ pub fn run(args: &CgtArgs) -> Result<()> {
         )?),
         _ => None,
     };
-    let summary = RunSummary {
+    let mut summary = RunSummary {
         command: command_line(args, BACKEND_NAME),
         steps_overridden: args.steps.is_some(),
         batch_overridden: args.batch_size.is_some(),
         corpus: corpus_name,
         references,
+        skipped: Vec::new(),
     };
     let mut results = Vec::new();
     for &seed in &args.seeds {
         let seeded = preset_for_seed(&preset, seed);
         let (source, _) = batch_source(&seeded, args)?;
         for &variant in &variants {
+            let checkpoint = run_dir
+                .join(format!("seed{seed}"))
+                .join(variant.slug())
+                .join("checkpoint");
+            if args.only_finished
+                && !tint_cgt::train::checkpoint_is_final(&checkpoint, preset.training.steps)?
+            {
+                summary.skipped.push((seed, variant));
+                continue;
+            }
             results.push(run_variant(
                 &preset,
                 &seeded,
@@ -769,6 +789,17 @@ fn render_section(
             summary.corpus.as_deref().unwrap_or("the corpus"),
         )),
     }
+    if !summary.skipped.is_empty() {
+        let skipped: Vec<String> = summary
+            .skipped
+            .iter()
+            .map(|(seed, v)| format!("{} seed {seed}", v.title()))
+            .collect();
+        out.push_str(&format!(
+            "Not run (no final checkpoint when this report was assembled with --only-finished): {}.\n\n",
+            skipped.join(", ")
+        ));
+    }
     let resumed: Vec<String> = results
         .iter()
         .filter(|r| r.resumed_at > 0)
@@ -1244,6 +1275,7 @@ mod tests {
             batch_overridden: true,
             corpus: None,
             references: Some(references),
+            skipped: vec![(4, Variant::CgtAux)],
         };
         let one = render_section(
             &preset,
@@ -1254,6 +1286,10 @@ mod tests {
         assert!(one.contains("`cargo xtask eval cgt --preset linreg-small --batch-size 4`"));
         assert!(one.contains("batch 4 (set by --batch-size)"), "{one}");
         assert!(one.contains("one seed, every cell is a single observation"));
+        assert!(
+            one.contains("with --only-finished): CGT (Aux) seed 4."),
+            "{one}"
+        );
         assert!(one.contains(
             "| least squares in context | ridge λ = σ² (Bayes) | mean of shown y | zero |"
         ));

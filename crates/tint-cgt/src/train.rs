@@ -384,6 +384,18 @@ pub fn train_with_history<B: AutodiffBackend>(
     })
 }
 
+/// True when `dir` holds the final checkpoint of a `steps`-step run (training it again would only
+/// reload it). A missing or partial checkpoint is `false`; an unreadable state file is an error.
+pub fn checkpoint_is_final(dir: &Path, steps: usize) -> Result<bool> {
+    let path = dir.join("state.json");
+    if !path.exists() {
+        return Ok(false);
+    }
+    let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
+    let state: CheckpointState = serde_json::from_str(&text)?;
+    Ok(state.next_step == steps && state.steps.is_none_or(|s| s == steps))
+}
+
 /// Loads a model saved by [`train`] (the `model` file of a checkpoint directory) into `model`'s structure.
 pub fn load_checkpoint_model<B: AutodiffBackend>(
     model: CgtModel<B>,

@@ -6,7 +6,8 @@ use tint_cgt::data::{ArithmeticConfig, ArithmeticVocab, BatchSource, LinearRegre
 use tint_cgt::objective::ObjectiveConfig;
 use tint_cgt::regularisers::PositionWeighting;
 use tint_cgt::train::{
-    read_log, train, train_with_history, training_seconds, RunFiles, TrainingConfig,
+    checkpoint_is_final, read_log, train, train_with_history, training_seconds, RunFiles,
+    TrainingConfig,
 };
 use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel, InputKind, Mixing};
 
@@ -424,6 +425,10 @@ fn rerunning_a_finished_run_restores_its_history_and_refuses_other_schedules() {
         train_with_history(fresh(), &data, &four, &files, &device, &mut |_| called += 1).unwrap();
     assert_eq!(called, 0);
     assert_eq!(again.resumed_at, 4);
+    let checkpoint = dir.join("ckpt");
+    assert!(checkpoint_is_final(&checkpoint, 4).unwrap());
+    assert!(!checkpoint_is_final(&checkpoint, 5).unwrap());
+    assert!(!checkpoint_is_final(&dir.join("none"), 4).unwrap());
     // JSON keeps f64 to within an ulp or so.
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(1.0);
     assert_eq!(again.history.len(), 4);
