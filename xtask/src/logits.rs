@@ -49,9 +49,27 @@ pub struct LogitsArgs {
     /// Evaluate the stored gates in their official `tanh(g10 · …)` form instead of its 0/1 limit.
     #[arg(long)]
     pub tanh_gates: bool,
+    /// Write logits that hold NaN or infinite values instead of failing (the failure names where the
+    /// first non-finite value appeared: a weight, or the simulated update).
+    #[arg(long)]
+    pub allow_non_finite: bool,
     /// TinT hyper-parameters.
     #[command(flatten)]
     pub tint_flags: crate::eval::TintFlags,
+}
+
+/// Fails on non-finite `logits` unless `--allow-non-finite`; `cause` says where they came from.
+fn check_logits<const D: usize>(
+    args: &LogitsArgs,
+    logits: &Tensor<B, D>,
+    what: &str,
+    cause: impl FnOnce() -> Option<String>,
+) -> Result<()> {
+    if args.allow_non_finite {
+        return Ok(());
+    }
+    tint_aux::check_finite(logits, what, cause)
+        .with_context(|| format!("{} (pass --allow-non-finite to write them anyway)", what))
 }
 
 /// `--execution` values.
@@ -72,56 +90,13 @@ impl From<ExecutionArg> for tint_sim::Execution {
     }
 }
 
-/// The `{"input_ids": …}` file.
-#[derive(serde::Deserialize)]
-pub struct IdsFile {
-    /// Token ids, one row per sequence.
-    pub input_ids: Vec<Vec<i64>>,
-    /// Optional training-part mask (1 = training token), same shape as `input_ids`.
-    #[serde(default)]
-    pub train_mask: Option<Vec<Vec<i64>>>,
-}
+/// The `{"input_ids": …}` file (parsed and checked by [`tint_aux::TokenIds`]).
+pub type IdsFile = tint_aux::TokenIds;
 
-/// Reads and checks an ids file: at least one row, rows non-empty and of equal length, ids ≥ 0.
+/// Reads and checks an ids file: at least one row, rows non-empty and of equal length, integer ids ≥ 0,
+/// a `train_mask` of 0/1 of the same shape (see [`tint_aux::ids`]).
 pub fn read_ids(path: &Path) -> Result<IdsFile> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let file: IdsFile = serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{}: expected {{\"input_ids\": [[...], ...]}}",
-            path.display()
-        )
-    })?;
-    check_rect("input_ids", &file.input_ids, path)?;
-    if let Some(mask) = &file.train_mask {
-        check_rect("train_mask", mask, path)?;
-        if mask.len() != file.input_ids.len() || mask[0].len() != file.input_ids[0].len() {
-            bail!(
-                "{}: train_mask must have the shape of input_ids",
-                path.display()
-            );
-        }
-        if mask.iter().flatten().any(|&m| m != 0 && m != 1) {
-            bail!("{}: train_mask entries must be 0 or 1", path.display());
-        }
-    }
-    if file.input_ids.iter().flatten().any(|&id| id < 0) {
-        bail!("{}: negative token id", path.display());
-    }
-    Ok(file)
-}
-
-fn check_rect(name: &str, rows: &[Vec<i64>], path: &Path) -> Result<()> {
-    if rows.is_empty() || rows[0].is_empty() {
-        bail!("{}: {name} is empty", path.display());
-    }
-    if rows.iter().any(|r| r.len() != rows[0].len()) {
-        bail!(
-            "{}: all rows of {name} must have the same length",
-            path.display()
-        );
-    }
-    Ok(())
+    Ok(tint_aux::TokenIds::read(path)?)
 }
 
 /// Token ids as a `[batch, seq]` Int tensor.
@@ -172,10 +147,12 @@ pub fn write_safetensors(path: &Path, tensors: Vec<(&str, Tensor<B, 3>)>) -> Res
         })
         .collect();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating directory {}", dir.display()))?;
     }
-    safetensors::serialize_to_file(views, None, path)
-        .with_context(|| format!("writing {}", path.display()))?;
+    let bytes = safetensors::serialize(views, None)
+        .with_context(|| format!("serialising tensors for {}", path.display()))?;
+    tint_eval::write_atomic(path, &bytes)?;
     Ok(())
 }
 
@@ -183,10 +160,19 @@ pub fn write_safetensors(path: &Path, tensors: Vec<(&str, Tensor<B, 3>)>) -> Res
 pub fn run(args: &LogitsArgs) -> Result<()> {
     let ids = read_ids(&args.ids)?;
     let model = load_aux::<B>(&args.model, &device())?;
+    // Before any tensor: an id that does not fit the backend's integer type would panic in the cast.
+    ids.check_vocab(model.vocab_size())?;
     if args.tint {
         return run_tint(args, &ids, &model);
     }
     let logits = model.forward(ids_tensor(&ids.input_ids))?;
+    check_logits(args, &logits, "logits", || {
+        tint_aux::first_non_finite_weight(&model).or_else(|| {
+            Some(
+                "every weight is finite and the config is validated: the forward overflowed".into(),
+            )
+        })
+    })?;
     let dims = logits.dims();
     write_safetensors(&args.out, vec![("logits", logits)])?;
     println!("wrote logits {:?} to {}", dims, args.out.display());
@@ -195,6 +181,8 @@ pub fn run(args: &LogitsArgs) -> Result<()> {
 
 /// `logits --tint`: first-pass and final logits of the simulator.
 fn run_tint(args: &LogitsArgs, ids: &IdsFile, model: &tint_aux::AuxModel<B>) -> Result<()> {
+    ids.check_train_mask(&args.ids)
+        .context("--tint needs a useful \"train_mask\" next to \"input_ids\"")?;
     let Some(mask) = &ids.train_mask else {
         bail!(
             "{}: --tint needs \"train_mask\" next to \"input_ids\"",
@@ -240,6 +228,18 @@ fn run_tint(args: &LogitsArgs, ids: &IdsFile, model: &tint_aux::AuxModel<B>) -> 
             println!("step_seconds {:.6}", start.elapsed().as_secs_f64());
         }
     }
+    check_logits(args, &output.first_logits, "first_logits", || {
+        tint_aux::first_non_finite_weight(model).or_else(|| {
+            Some("every weight is finite: the simulator's first pass overflowed".into())
+        })
+    })?;
+    check_logits(args, &output.final_logits, "final_logits", || {
+        Some(format!(
+            "first_logits are finite, so the simulated update made them non-finite (inner_lr {:e}, {} \
+             step(s))",
+            args.inner_lr, args.steps
+        ))
+    })?;
     let dims = output.final_logits.dims();
     write_safetensors(
         &args.out,

@@ -26,7 +26,9 @@ pub fn write_marked_section(path: &Path, key: &str, section: &str, header: &str)
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
     }
-    std::fs::write(path, updated).with_context(|| format!("writing {}", path.display()))
+    // Atomic (temporary file, fsync, rename): a reader or a crash never sees a cut report.
+    tint_eval::write_atomic(path, updated.as_bytes())?;
+    Ok(())
 }
 
 #[cfg(test)]

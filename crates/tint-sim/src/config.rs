@@ -212,6 +212,51 @@ impl TintConfig {
                 dims.d_inner
             ));
         }
-        Ok(())
+        check_memory(
+            self.simulated_layers(dims.n_layers),
+            crate::simulator::blocks_per_layer(dims.d_inner / d),
+            d,
+            p,
+            ds,
+        )
+    }
+}
+
+/// Refuses sizes whose simulator cannot fit in this machine's memory, before anything is allocated.
+///
+/// Lower bound counted (float32): per simulated layer, the prefix rows (`blocks · P · Ds`) and one
+/// `Ds² / D` term of the official parameter count (docs/reliability.md); compared with `MemTotal` of
+/// `/proc/meminfo` (no limit where it cannot be read, except for sizes overflowing 64 bits).
+fn check_memory(
+    layers: usize,
+    blocks: usize,
+    d: usize,
+    p: usize,
+    ds: usize,
+) -> Result<(), SimError> {
+    let [layers, blocks, d, p, ds] = [layers, blocks, d, p, ds].map(|v| v as u64);
+    let needed = blocks
+        .checked_mul(p)
+        .and_then(|v| v.checked_mul(ds))
+        .and_then(|v| v.checked_add(ds.checked_mul(ds)? / d.max(1)))
+        .and_then(|v| v.checked_mul(layers.max(1)))
+        .and_then(|v| v.checked_mul(4));
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+    match (needed, total) {
+        (Some(needed), Some(total)) if needed > total => Err(SimError::InvalidConfig(format!(
+            "hidden_size Ds = {ds} needs at least {needed} bytes ({:.1} GiB) for the simulator's \
+             weights, more than this machine's {total} bytes of memory",
+            needed as f64 / (1u64 << 30) as f64
+        ))),
+        (None, _) => Err(SimError::InvalidConfig(format!(
+            "hidden_size Ds = {ds}: the simulator's memory overflows a 64-bit byte count"
+        ))),
+        _ => Ok(()),
     }
 }
