@@ -165,7 +165,8 @@ impl<B: Backend> TintSimulator<B> {
             return Err(SimError::Format(format!("bad auxiliary sizes {dims:?}")));
         }
         let n_blocks = crate::simulator::blocks_per_layer(dims.d_inner / dims.d_model);
-        let mut prefixes = Vec::with_capacity(dims.n_layers);
+        // No capacity from the file's count: a huge n_layers fails at its first missing tensor.
+        let mut prefixes = Vec::new();
         for l in 0..dims.n_layers {
             let blocks = (0..n_blocks)
                 .map(|k| {
