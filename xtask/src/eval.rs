@@ -762,8 +762,7 @@ fn pending_rows(args: &LmArgs) -> Result<Vec<PendingRow>> {
             if budgets.len() > 1 {
                 spec.label += &format!(" {budget}");
             }
-            if m == "dyn-eval" && args.lr.is_some() {
-                let lr = args.lr.expect("checked");
+            if let (true, Some(lr)) = (m == "dyn-eval", args.lr) {
                 spec.lr = Some(lr);
                 rows.push(PendingRow {
                     step: StepSource::Given(TuneRecord::given(&spec.label, "lr", lr, "--lr")),

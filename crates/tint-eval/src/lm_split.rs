@@ -112,10 +112,15 @@ impl LmSplit {
                 i % spec.tune_every == spec.tune_every - 1
             }
         };
-        let (tune_docs, eval_docs): (Vec<(usize, &Document)>, Vec<(usize, &Document)>) =
-            documents.iter().enumerate().partition(|(i, _)| is_tune(*i));
-        let eval_docs: Vec<&Document> = eval_docs.into_iter().map(|(_, d)| d).collect();
-        let tune_docs: Vec<&Document> = tune_docs.into_iter().map(|(_, d)| d).collect();
+        let pick = |tuning: bool| -> Vec<&Document> {
+            documents
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| is_tune(*i) == tuning)
+                .map(|(_, d)| d)
+                .collect()
+        };
+        let (tune_docs, eval_docs) = (pick(true), pick(false));
         let eval = cut(&eval_docs, spec.block_size, spec.eval_blocks)?;
         let tune = if spec.tune_blocks > 0 {
             cut(&tune_docs, spec.block_size, spec.tune_blocks)?

@@ -183,7 +183,8 @@ mod tests {
     fn valid_cells_pass_and_every_tampering_is_caught() {
         let good = cell("tint", 0.5);
         assert_eq!(validate_cell(&good, 3, 10), Ok(()));
-        let cases: Vec<(&str, Box<dyn Fn(&mut MethodResult)>)> = vec![
+        type Tamper = Box<dyn Fn(&mut MethodResult)>;
+        let cases: Vec<(&str, Tamper)> = vec![
             (
                 "negative perplexity",
                 Box::new(|c| c.perplexity.value = -5.0),
