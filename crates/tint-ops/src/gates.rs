@@ -82,16 +82,13 @@ impl<B: Backend> Gates<B> {
     }
 
     /// The gate values of every row from the stored weights: `tanh(u · pos + c)` or, for exact
-    /// gates, `[u · pos + c > 0]`.
-    ///
-    /// # Shapes
-    /// → `[1, P + T, 1]`
+    /// gates, `[u · pos + c > 0]`, read back as one value per row (`P + T` values).
     fn gate_values(
         &self,
         weight: &Param<Tensor<B, 2>>,
         bias: &Param<Tensor<B, 1>>,
         ctx: &SimContext<B>,
-    ) -> Tensor<B, 3> {
+    ) -> Vec<f64> {
         // One-hot position · u = row gather of u.
         let logit = weight.val().select(0, ctx.position_index.clone()) + bias.val().unsqueeze();
         let gate = match self.mode {
@@ -101,7 +98,10 @@ impl<B: Backend> Gates<B> {
                 logit.greater_elem(0.0).float().cast(dtype)
             }
         };
-        gate.unsqueeze::<3>()
+        gate.into_data()
+            .convert::<f64>()
+            .to_vec::<f64>()
+            .expect("gate values convert to f64")
     }
 
     /// Gates the module output against the module input.
@@ -124,10 +124,9 @@ impl<B: Backend> Gates<B> {
             };
             return Tensor::cat(vec![prefix, module_out.narrow(1, p, n_rows - p)], 1);
         }
-        let [batch_size, n_rows, d_sim] = input.dims();
-        let expand = |gate: Tensor<B, 3>| gate.expand([batch_size, n_rows, d_sim]);
-        expand(self.gate_values(&self.old_weight, &self.old_bias, ctx)) * input
-            + expand(self.gate_values(&self.new_weight, &self.new_bias, ctx)) * module_out
+        let old = self.gate_values(&self.old_weight, &self.old_bias, ctx);
+        let new = self.gate_values(&self.new_weight, &self.new_bias, ctx);
+        mix_rows(input, module_out, &old, &new)
     }
 
     /// [`Gates::forward`] with the module output given as prefix rows and token rows (`None`: zero
@@ -165,6 +164,55 @@ impl<B: Backend> Gates<B> {
         );
         self.forward(input, module_out, ctx)
     }
+}
+
+/// `old[r] · input[r] + new[r] · module_out[r]` for every row `r`, applied per run of rows with the
+/// same pair of gate values (one run per position class for the constructed gates): a value of 1
+/// is a copy, 0 drops the operand, any other value a scalar multiply. The result is the same as the
+/// elementwise product with the per-row gates; flex walks a broadcast `[B, N, 1]` operand element by
+/// element, which this avoids.
+///
+/// # Shapes
+/// * `input`, `module_out`: `[batch_size, N, d_sim]`, `old`, `new`: `N` values → `[batch_size, N, d_sim]`
+fn mix_rows<B: Backend>(
+    input: Tensor<B, 3>,
+    module_out: Tensor<B, 3>,
+    old: &[f64],
+    new: &[f64],
+) -> Tensor<B, 3> {
+    let [batch_size, n_rows, d_sim] = input.dims();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    while start < n_rows {
+        let key = (old[start], new[start]);
+        let mut end = start + 1;
+        while end < n_rows && (old[end], new[end]) == key {
+            end += 1;
+        }
+        let len = end - start;
+        let term = |x: &Tensor<B, 3>, g: f64| -> Option<Tensor<B, 3>> {
+            let rows = x.clone().narrow(1, start, len);
+            if g == 0.0 {
+                None
+            } else if g == 1.0 {
+                Some(rows)
+            } else {
+                Some(rows.mul_scalar(g))
+            }
+        };
+        parts.push(match (term(&input, key.0), term(&module_out, key.1)) {
+            (Some(a), Some(b)) => a + b,
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => {
+                Tensor::zeros([batch_size, len, d_sim], (&input.device(), input.dtype()))
+            }
+        });
+        start = end;
+    }
+    if parts.len() == 1 {
+        return parts.pop().expect("one part");
+    }
+    Tensor::cat(parts, 1)
 }
 
 #[cfg(test)]
