@@ -260,3 +260,26 @@ fn check_memory(
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod memory_tests {
+    use super::check_memory;
+
+    #[test]
+    fn huge_hidden_sizes_are_refused_with_the_memory_they_need() {
+        // GPT-2 small sizes (12 layers, D = 768, P = 4): Ds = 3072 fits any machine.
+        check_memory(12, 8, 768, 4, 3072).unwrap();
+        // Ds = 2^40: Ds² overflows 64 bits.
+        let err = check_memory(12, 8, 768, 4, 1 << 40).unwrap_err();
+        assert!(err.to_string().contains("overflows"), "{err}");
+        // Ds = 10^8: 4 · 12 · (8 · 4 · 10^8 + 10^16 / 768) bytes ≈ 569 TiB, beyond any MemTotal.
+        if std::path::Path::new("/proc/meminfo").exists() {
+            let err = check_memory(12, 8, 768, 4, 100_000_000).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains("needs at least 625153599999984 bytes"),
+                "{text}"
+            );
+        }
+    }
+}
