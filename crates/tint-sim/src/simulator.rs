@@ -683,6 +683,5 @@ pub(crate) fn tint_options(
             Activation::GeluNew => ActivationKind::GeluNew,
             Activation::Relu => ActivationKind::Relu,
         },
-        ..TintOptions::default()
     }
 }
