@@ -1372,8 +1372,9 @@ pub fn render_scaling(
     out.push_str(&format!(
         "The `{}` model and TinT sizes of the section above; the first half of each sequence \
          trains; `layers` = simulated top layers (the layers below run their plain forward once). \
-         Each cell: the smallest wall seconds of {repeat} timed runs after one warm-up, in a fresh \
-         child process; in brackets the child's peak RSS in MB.\n\n",
+         Each cell: the smallest wall seconds / the smallest user+system CPU seconds of \
+         {repeat} timed runs after one warm-up, in a fresh child process; in brackets the child's \
+         peak RSS in MB.\n\n",
         config.name
     ));
     out.push_str(&format!(
@@ -1415,7 +1416,8 @@ pub fn render_scaling(
                         first = Some(best);
                     }
                     out.push_str(&format!(
-                        " {best:.3} ({:.0}) |",
+                        " {best:.3} / {:.2} ({:.0}) |",
+                        min(&m.cpu_seconds),
                         m.peak_rss_kb as f64 / 1024.0
                     ));
                 }
@@ -1660,15 +1662,16 @@ mod tests {
             "test machine",
         );
         assert!(
-            scaling.contains("| 1 | 256 | all (4) | 0.100 (512) | 0.250 (512) | 2560 |"),
+            scaling
+                .contains("| 1 | 256 | all (4) | 0.100 / 0.10 (512) | 0.250 / 0.25 (512) | 2560 |"),
             "{scaling}"
         );
         assert!(
-            scaling.contains("| 1 | 64 | all (4) | 0.050 (512) | – | 1280 |"),
+            scaling.contains("| 1 | 64 | all (4) | 0.050 / 0.05 (512) | – | 1280 |"),
             "{scaling}"
         );
         assert!(
-            scaling.contains("| 1 | 256 | 1 | – | 0.200 (512) | – |"),
+            scaling.contains("| 1 | 256 | 1 | – | 0.200 / 0.20 (512) | – |"),
             "{scaling}"
         );
         let smollm2 = render_smollm2(
