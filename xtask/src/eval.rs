@@ -408,6 +408,7 @@ fn run_default(out: &Path, resume: bool) -> Result<()> {
         .with_context(|| format!("creating {}", data_dir.display()))?;
     let lm_json = copy_into(&lm.out, &data_dir)?;
     let lm_svg = copy_into(&paired_svg_path(&lm.out), &data_dir)?;
+    copy_into(&lm.out.with_extension("svg"), &data_dir)?;
     let section = format!(
         "## Language modelling: SmolLM2-135M on State-of-the-Union blocks\n\n\
          Command: `cargo xtask eval` (backend {BACKEND_NAME}; {lm_seconds:.0} s for this part, \
