@@ -1183,7 +1183,7 @@ pub fn render_ratios(config: &BenchConfig, measurements: &[Measurement]) -> Stri
                     let goal = lookup(goals, b).unwrap_or(f64::NAN);
                     out.push_str(&format!(
                         "* {mode}, B = {b}: {best:.3} s vs the official {low}–{high} s: \
-                         official / ours **{:.1}–{:.1}×** (goal ≤ {goal} s: {}).\n",
+                         official / ours **{:.2}–{:.2}×** (goal ≤ {goal} s: {}).\n",
                         low / best,
                         high / best,
                         verdict(best, goal),
@@ -1615,12 +1615,12 @@ mod tests {
         assert!(
             report.contains(
                 "constructed, B = 1: 0.500 s vs the official 1.39–1.61 s: official / ours \
-                 **2.8–3.2×** (goal ≤ 0.28 s: not met)"
+                 **2.78–3.22×** (goal ≤ 0.28 s: not met)"
             ),
             "{report}"
         );
         // 1.39 / 0.1 = 13.9, 1.61 / 0.1 = 16.1; goal 0.09 s.
-        assert!(report.contains("**13.9–16.1×** (goal ≤ 0.09 s: not met)"));
+        assert!(report.contains("**13.90–16.10×** (goal ≤ 0.09 s: not met)"));
         assert!(report.contains("constructed / our functional reference, B = 1: 2.00×."));
         assert!(report.contains("constructed / structured, B = 1: 5.00×."));
         assert!(report.contains("512 MB vs the official 1.12 GB (below)"));
