@@ -55,8 +55,12 @@
 //!   dimension-wise ops are batched `[nx, nf, nf]` matmuls, identity / all-zero / block-selection ops are
 //!   recognised at construction and applied as copies / selections (`forward_dense` runs the matmul
 //!   anyway; tests check both agree), linear prefix attention computes token queries x prefix keys
-//!   only, softmax attention computes token x token only (prefix columns are always masked), gates are
-//!   exact 0/1 selections (tanh form available via [`GateMode::Tanh`]).
+//!   only, softmax attention computes token x token only (prefix columns are always masked).
+//! * [`Execution`] ([`TintOptions::execution`]): `Constructed` (default) evaluates every module from
+//!   its stored weights (the linear modules' attention over the prefix rows, the shift maps, the gates
+//!   from their stored weights, `tanh` with [`GateMode::Tanh`] or its hard limit); `Structured` is the
+//!   proven-equal shortcut (`W, b` read from the prefix rows into one matmul, differences applied
+//!   directly, gates as 0/1 row selections). See docs/architecture.md, "Executions".
 //! * f64 works end to end (construct with `DType::F64`, feed f64 states).
 #![warn(missing_docs)]
 
