@@ -214,7 +214,7 @@ impl BenchConfig {
 pub struct StepFlops {
     /// One forward pass of the auxiliary model, with logits.
     pub forward: f64,
-    /// The loss gradient of TINT_SPEC §7 (prediction kind): logits again and `softmax · E`.
+    /// The loss gradient of docs/construction.md §7 (prediction kind): logits again and `softmax · E`.
     pub loss_gradient: f64,
     /// The approximate backward of §9.2: input gradients of proj, fc, O, V, the value-only
     /// attention backward, and the weight gradients of the four updated matrices.
@@ -531,7 +531,7 @@ fn run_in_child(
 }
 
 /// Analytic FLOP counts (2 per multiply-add) of a LLaMA-family model's math, per sequence, with
-/// the top `updated` of `sizes.n_layers` layers updated (TINT_SPEC §9 on LLaMA, docs/tint-llama.md).
+/// the top `updated` of `sizes.n_layers` layers updated (docs/construction.md §9 on LLaMA, docs/tint-llama.md).
 ///
 /// Counted: every matmul (`Q`, `O`: `D x D`; `K`, `V`: `D x Dkv` with `Dkv = n_kv · head_dim`
 /// (GQA); SwiGLU gate, up, down: `D x Di` each; attention scores and value sums over the full
@@ -643,7 +643,7 @@ fn render_smollm2(
          head), Q4_1 GGUF dequantised to f32; T = {SMOLLM2_SEQ_LENGTH} ({train} training tokens), \
          deterministic token ids; the top {layers} layers updated, one step. Rows: the constructed \
          LLaMA simulator (Ds = {}, P = {}, Hs = {}, the README sizes of `Tint::simulator`), the LLaMA \
-         functional reference (TINT_SPEC §9 on LLaMA, finite differences), dynamic evaluation (one \
+         functional reference (docs/construction.md §9 on LLaMA, finite differences), dynamic evaluation (one \
          SGD step with burn autodiff on the training tokens, the top {layers} layers and the final \
          norm trained, then the forward on the whole sequence) and a plain forward.\n\n",
         today(),

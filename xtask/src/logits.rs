@@ -293,7 +293,7 @@ mod tests {
         std::env::temp_dir().join(format!("tint-xtask-{}-{name}", std::process::id()))
     }
 
-    /// Official-code tolerance of TINT_SPEC §13: finite differences at s = 1000 in f32 leave
+    /// Official-code tolerance of docs/construction.md §13: finite differences at s = 1000 in f32 leave
     /// ~2e-3 between the official simulator and any re-implementation; the issue allows 5e-3.
     const OFFICIAL_F32_TOL: f32 = 5e-3;
 

@@ -1,4 +1,4 @@
-//! Dynamic evaluation (TINT_SPEC.md §10): explicit SGD steps on the training part of a sequence with
+//! Dynamic evaluation (docs/construction.md §10): explicit SGD steps on the training part of a sequence with
 //! burn autodiff, then evaluation of the rest with the updated model.
 //!
 //! The input model is never changed: burn tensors are immutable, and every step builds a new
@@ -227,7 +227,7 @@ pub struct DynEvalOutcome {
     pub eval_nll: Vec<Vec<f64>>,
 }
 
-/// Dynamic evaluation of `input_ids` (TINT_SPEC.md §10): SGD on tokens `0..train_length` (targets
+/// Dynamic evaluation of `input_ids` (docs/construction.md §10): SGD on tokens `0..train_length` (targets
 /// `1..train_length`, or those of `config.loss_mask`, which then has shape
 /// `[batch_size][train_length]`), then the NLL of tokens `train_length..seq_length` given the whole
 /// prefix, with the updated model.

@@ -1,5 +1,5 @@
 //! Intermediate activations of a forward pass, as the TinT construction needs them
-//! (TINT_SPEC.md §9.1).
+//! (docs/construction.md §9.1).
 
 use burn::tensor::{backend::Backend, Tensor};
 

@@ -1,5 +1,5 @@
 //! The traced intermediates and the public weight fields satisfy the block equations of
-//! TINT_SPEC.md §9.1, recomputed here in plain f64 loops from the model's own fields.
+//! docs/construction.md §9.1, recomputed here in plain f64 loops from the model's own fields.
 
 mod common;
 

@@ -145,7 +145,7 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
 /// TinT hyper-parameters that fit an auxiliary model of width `d_model` with `n_heads` heads: `S`
 /// weight rows per prefix (4 when `d_model` is divisible by 4, else 3), `P = D / S` prefixes,
 /// `Ds = D (S + 1)`, and softmax heads of the auxiliary head size (`Hs = Ds / (D / H)`), which satisfy
-/// every constraint of TINT_SPEC §1.2. Explicit values replace the defaults.
+/// every constraint of docs/construction.md §1.2. Explicit values replace the defaults.
 pub fn default_tint_config(
     d_model: usize,
     n_heads: usize,

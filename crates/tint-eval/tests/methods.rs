@@ -77,7 +77,7 @@ fn dyn_eval_with_zero_lr_is_vanilla() {
 }
 
 /// Simulator vs functional reference in f32: the finite differences at s = 1000 lose ~3 digits
-/// (TINT_SPEC §9.4); summed over ~24 targets the NLL may differ by a few 1e-3.
+/// (docs/construction.md §9.4); summed over ~24 targets the NLL may differ by a few 1e-3.
 const SIM_VS_REF_NLL_TOL: f64 = 2e-2;
 
 #[test]

@@ -1,4 +1,4 @@
-//! Criterion bench: LinearForward (TINT_SPEC §6.1) on the Flex CPU backend, GPT-2 shape
+//! Criterion bench: LinearForward (docs/construction.md §6.1) on the Flex CPU backend, GPT-2 shape
 //! (D = 768, P = 256, Ds = 3072, T = 64) and a tiny shape, evaluated through the structure of the
 //! constructed weights (`structured`, [`Execution::Structured`]) and as the stored linear attention
 //! (`attention`, [`Execution::Constructed`], the default).

@@ -1,4 +1,4 @@
-//! TinT multi-head attention (TINT_SPEC §3.1, paper Definition C.1).
+//! TinT multi-head attention (docs/construction.md §3.1, paper Definition C.1).
 //!
 //! `nh` heads of size `d = Ds/nh` on `Ds`-wide rows. q/k/v are content projections (a
 //! dimension-wise op followed by a split-wise op, either of them the identity) plus one-hot

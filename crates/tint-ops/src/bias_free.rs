@@ -1,4 +1,4 @@
-//! Bias-free auxiliary linear layers (LLaMA): the descent modules (TINT_SPEC §6.3) also step the
+//! Bias-free auxiliary linear layers (LLaMA): the descent modules (docs/construction.md §6.3) also step the
 //! bias slot of a prefix block, `b ← b − η Σ_train dy`. A bias-free layer has no `b`, so its block
 //! keeps the slot at its stored value (0): the same as a LinearDescent whose bias-head value
 //! weights are zero (no extra parameters, no extra layer). The LLaMA simulator builds exactly those

@@ -4,7 +4,7 @@ use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
 
 use crate::{dims::TintDims, error::TintOpsError, layout};
 
-/// The inputs every TinT module reads besides the state (TINT_SPEC §2.2–2.3).
+/// The inputs every TinT module reads besides the state (docs/construction.md §2.2–2.3).
 #[derive(Debug, Clone)]
 pub struct SimContext<B: Backend> {
     /// `P`.

@@ -1,4 +1,4 @@
-//! Validated TinT hyper-parameters (TINT_SPEC §1.2) and the sizes derived from them.
+//! Validated TinT hyper-parameters (docs/construction.md §1.2) and the sizes derived from them.
 
 use crate::error::TintOpsError;
 
@@ -6,7 +6,7 @@ use crate::error::TintOpsError;
 pub const MAX_POSITION_EMBEDDINGS: usize = 2048;
 
 /// The TinT hyper-parameters `(D, H, Ds, P, Hs, Tmax, T)`, checked against every constraint of
-/// TINT_SPEC §1.2 by [`TintDims::new`].
+/// docs/construction.md §1.2 by [`TintDims::new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TintDims {
     d_model: usize,
@@ -22,7 +22,7 @@ impl TintDims {
     /// Validates `(D, H, Ds, P, Hs, Tmax, T)`.
     ///
     /// # Errors
-    /// The first violated rule of TINT_SPEC §1.2, with the offending values.
+    /// The first violated rule of docs/construction.md §1.2, with the offending values.
     pub fn new(
         d_model: usize,
         n_heads_aux: usize,

@@ -4,7 +4,7 @@ use thiserror::Error;
 
 /// An invalid TinT hyper-parameter combination, memory layout or input.
 ///
-/// Every variant names the violated rule of TINT_SPEC §1.2 (or the module argument) and the values
+/// Every variant names the violated rule of docs/construction.md §1.2 (or the module argument) and the values
 /// that broke it.
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum TintOpsError {

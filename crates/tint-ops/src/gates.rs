@@ -1,4 +1,4 @@
-//! Gates (TINT_SPEC §3.3): mix a module's input and output row by row, by position class.
+//! Gates (docs/construction.md §3.3): mix a module's input and output row by row, by position class.
 
 use burn::{
     module::{Module, Param},

@@ -1,7 +1,7 @@
 //! Softmax self-attention modules for LLaMA-family auxiliary models (paper appendix J.2): the
 //! forward module with rotary embeddings and grouped-query attention (GQA), the value-only backward
 //! (scores recomputed from the stored **rotated** Q/K) and the `W_V` descent. Same memory layout
-//! and schedule as [`crate::self_attention`] (TINT_SPEC §6.10–6.12), which stays the GPT-2 path.
+//! and schedule as [`crate::self_attention`] (docs/construction.md §6.10–6.12), which stays the GPT-2 path.
 //!
 //! GQA: `n_kv` key/value heads, each shared by `n_rep = H / n_kv` query heads (query head `i` reads
 //! KV head `g = i / n_rep`). The K and V projections `D → n_kv h_a` are `D × D` prefix blocks whose

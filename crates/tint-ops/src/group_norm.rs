@@ -1,4 +1,4 @@
-//! The group-norm over the first `D` dims of a row (TINT_SPEC §3.4).
+//! The group-norm over the first `D` dims of a row (docs/construction.md §3.4).
 
 use burn::tensor::{backend::Backend, Tensor};
 

@@ -1,4 +1,4 @@
-//! The two H_sim-split linear operations of TINT_SPEC §3.2 (paper D.1).
+//! The two H_sim-split linear operations of docs/construction.md §3.2 (paper D.1).
 //!
 //! * [`SplitWise`] (`Conv2D(nf, nx)`): split a row into `nf` blocks of `nx`; block `i ↦ M_i · block_i + b_i`
 //!   with `M_i` an `nx x nx` matrix; `nf·nx² + nf·nx` parameters.

@@ -1,4 +1,4 @@
-//! The linear modules of TINT_SPEC §6.1–6.4: a `D x D` map `y = W x + b` whose `W, b` live in the
+//! The linear modules of docs/construction.md §6.1–6.4: a `D x D` map `y = W x + b` whose `W, b` live in the
 //! prefix rows (§2.5), simulated with linear attention over heads of size `P`
 //! (`nl = Ds/P` heads: `U = S·S` weight heads, `E = S` bias heads).
 //!

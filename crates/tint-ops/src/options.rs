@@ -1,11 +1,11 @@
-//! Run-time options of the constructed TinT modules (TINT_SPEC §1.1 defaults).
+//! Run-time options of the constructed TinT modules (docs/construction.md §1.1 defaults).
 
 use burn::tensor::DType;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TintOpsError;
 
-/// How the constructed network is evaluated (docs/architecture.md, "Executions").
+/// How the constructed network is evaluated (docs/construction.md §15, "Executions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Execution {

@@ -1,4 +1,4 @@
-//! Closed-form parameter counts of TINT_SPEC §11 (per module), as functions of [`TintDims`].
+//! Closed-form parameter counts of docs/construction.md §11 (per module), as functions of [`TintDims`].
 
 use crate::dims::TintDims;
 
@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn gpt2_block_counts_match_the_spec_values() {
-        // TINT_SPEC §11: GPT-2 settings, FB = 53,861,988 and BB = 64,514,958.
+        // docs/construction.md §11: GPT-2 settings, FB = 53,861,988 and BB = 64,514,958.
         let dims = TintDims::new(768, 12, 3072, 256, 12, 1024, 1024).unwrap();
         let (p, ds) = (dims.n_prefixes(), dims.d_sim());
         let forward_block = 2 * layer_norm_forward(&dims)

@@ -1,4 +1,4 @@
-//! Prefix layout (TINT_SPEC §2.5): a `D x D` map `y = W x + b` stored in the `P` prefix rows.
+//! Prefix layout (docs/construction.md §2.5): a `D x D` map `y = W x + b` stored in the `P` prefix rows.
 //!
 //! Prefix `p`, slot `k < S` holds row `W[p*S + k, :]` in dims `[k*D, (k+1)*D)`; the bias is written to
 //! dims `[S*D, S*D + D)` of every prefix row (only prefix 0's copy is read or updated); other dims are 0.

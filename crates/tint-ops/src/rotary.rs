@@ -5,7 +5,7 @@
 //! For an auxiliary head vector `x = [x₁, x₂]` (halves of `h_a / 2`) at token position `t`,
 //! `RoPE(x) = x ⊙ cos(t θ) + [−x₂, x₁] ⊙ sin(t θ)`, `θ_i = base^(−2i / h_a)` repeated for both halves.
 //! Every `h_a`-wide block of a `D`-wide q or k is one head. The constructed weights are the `cos` /
-//! `sin` tables (one row per one-hot token position, like the position terms of TINT_SPEC §3.1)
+//! `sin` tables (one row per one-hot token position, like the position terms of docs/construction.md §3.1)
 //! and `rotate_half` as a split-wise op over blocks of `h_a` (a signed permutation).
 
 use burn::{

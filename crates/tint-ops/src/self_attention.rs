@@ -1,4 +1,4 @@
-//! Softmax self-attention modules (TINT_SPEC §6.10–6.12): the auxiliary model's attention forward
+//! Softmax self-attention modules (docs/construction.md §6.10–6.12): the auxiliary model's attention forward
 //! (aux heads packed into TinT heads), the value-only attention backward and the `W_V` descent.
 //!
 //! TinT head `i < H` simulates aux head `i`: with `npart = D/hd`, `per = H/npart`, `pi = i / per`,
@@ -459,7 +459,7 @@ mod tests {
                 tokens,
             );
             let out = module.forward(state.cast(dtype), &ctx).cast(DType::F64);
-            // Reference (TINT_SPEC §9.2): dv_j = Σ_i a[i,j] M[j,i] do_i, M[j,i] = 1[i <= j or train_i].
+            // Reference (docs/construction.md §9.2): dv_j = Σ_i a[i,j] M[j,i] do_i, M[j,i] = 1[i <= j or train_i].
             let a = probs(q, k, h); // [B, H, i, j]
             let tril = Tensor::<TestBackend, 2>::ones([t, t], (&device, a.dtype())).tril(0);
             let m =

@@ -1,4 +1,4 @@
-//! [`TintAttention`] (TINT_SPEC §3.1, paper Definition C.1) against plain attention math.
+//! [`TintAttention`] (docs/construction.md §3.1, paper Definition C.1) against plain attention math.
 //!
 //! Every test builds a `TintAttention` from random host weights (through the public builders),
 //! feeds it random f64 rows, and compares `forward` **and** `forward_dense` with a reference

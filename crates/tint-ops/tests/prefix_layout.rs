@@ -1,4 +1,4 @@
-//! The prefix layout of TINT_SPEC §2.5: a `D x D` map `y = W x + b` (out x in) stored in the `P`
+//! The prefix layout of docs/construction.md §2.5: a `D x D` map `y = W x + b` (out x in) stored in the `P`
 //! prefix rows. Prefix `p`, slot `k < S` holds row `W[p*S + k, :]` in dims `[k*D, (k+1)*D)`; the
 //! bias is in dims `[S*D, (S+1)*D)` of every prefix row, only prefix 0's copy is read; the rest is 0.
 //!

@@ -1,4 +1,4 @@
-//! Error paths: every rule of TINT_SPEC §1.2 reported with its number and the offending values,
+//! Error paths: every rule of docs/construction.md §1.2 reported with its number and the offending values,
 //! option validation (`TintOptions::validate` and every constructor that takes options), and the
 //! shape errors of [`SimContext`] and the memory-index checks. No error may be a panic.
 

@@ -7,7 +7,7 @@ use crate::error::SimError;
 use crate::params::AuxParams;
 
 /// How the gradient of the language-modelling loss with respect to the final hidden state is
-/// approximated (TINT_SPEC §7).
+/// approximated (docs/construction.md §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum LossGradientKind {
@@ -25,14 +25,14 @@ pub enum LossGradientKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum DerivativeMode {
-    /// First-order finite differences with step `1/s` (what TinT computes, TINT_SPEC §6.6, §6.9).
+    /// First-order finite differences with step `1/s` (what TinT computes, docs/construction.md §6.6, §6.9).
     #[default]
     FiniteDifference,
     /// Exact Jacobian-vector products (functional reference only; TinT cannot express them).
     Exact,
 }
 
-/// Hyper-parameters of a TinT simulator (names follow TINT_SPEC §1.1).
+/// Hyper-parameters of a TinT simulator (names follow docs/construction.md §1.1).
 ///
 /// Defaults follow the official code except `hidden_size`, `num_prefixes` and `num_heads`, which
 /// must always be chosen for the auxiliary model (see [`TintConfig::for_model`]).
@@ -63,7 +63,7 @@ pub struct TintConfig {
     pub restrict_prefixes: bool,
     /// Which loss gradient is fed to the backward pass. Default: [`LossGradientKind::Prediction`].
     pub loss_gradient: LossGradientKind,
-    /// Reproduce the official code's quirks (TINT_SPEC §12 bugs 1 and 2): the MLP output bias takes
+    /// Reproduce the official code's quirks (docs/construction.md §12 bugs 1 and 2): the MLP output bias takes
     /// a step of `(n_inner / D) * eta`, and the loss gradient at the last position is not masked.
     /// Off by default (the paper's math).
     pub official_compat: bool,
@@ -71,7 +71,7 @@ pub struct TintConfig {
     pub derivatives: DerivativeMode,
     /// How the simulator evaluates its constructed network. Default: [`Execution::Constructed`]
     /// (every module from its stored weights); [`Execution::Structured`] is the proven-equal
-    /// shortcut (docs/architecture.md, "Executions").
+    /// shortcut (docs/construction.md §15, "Executions").
     #[serde(default)]
     pub execution: Execution,
     /// Gate evaluation: [`GateMode::Exact`] (default, the hard limit of the stored gates) or the
@@ -156,7 +156,7 @@ impl TintConfig {
         Ok(())
     }
 
-    /// Checks every construction constraint of TINT_SPEC §1.2 for the given auxiliary model.
+    /// Checks every construction constraint of docs/construction.md §1.2 for the given auxiliary model.
     pub fn validate<B: burn::tensor::backend::Backend>(
         &self,
         aux: &AuxParams<B>,

@@ -3,7 +3,7 @@
 /// Everything that can go wrong while configuring, building, running, saving or loading a simulator.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// A TinT hyper-parameter violates one of the construction constraints (TINT_SPEC §1.2).
+    /// A TinT hyper-parameter violates one of the construction constraints (docs/construction.md §1.2).
     #[error("invalid TinT configuration: {0}")]
     InvalidConfig(String),
     /// The auxiliary model cannot be simulated (unsupported architecture or sizes).

@@ -60,7 +60,7 @@ impl<B: Backend> AuxParams<B> {
     /// Reads the weights of a loaded auxiliary model.
     ///
     /// # Errors
-    /// [`SimError::UnsupportedModel`] for what TinT cannot simulate (TINT_SPEC §12): post-LN OPT,
+    /// [`SimError::UnsupportedModel`] for what TinT cannot simulate (docs/construction.md §12): post-LN OPT,
     /// OPT with `project_in`/`project_out`, a model without a final LayerNorm, an unknown activation,
     /// a LLaMA-family model (simulated by [`crate::ModelSimulator`] / [`crate::llama::LlamaSimulator`]).
     pub fn from_aux(model: &AuxModel<B>) -> Result<Self, SimError> {

@@ -164,7 +164,7 @@ impl<B: Backend> SimInput<B> {
             Tensor::<B, 3>::zeros([batch_size, seq_length, seq_length], (&device, dtype))
                 .mask_fill(allowed.bool_not(), MASKED_SCORE)
                 .unsqueeze_dim::<4>(1);
-        // Backward mask M^T[i, j] = 1[i <= j or i is a training token] (TINT_SPEC §6.11).
+        // Backward mask M^T[i, j] = 1[i <= j or i is a training token] (docs/construction.md §6.11).
         let upper = Tensor::<B, 2, Bool>::tril_mask([seq_length, seq_length], -1, &device)
             .float()
             .cast(dtype);

@@ -1,6 +1,6 @@
 //! Saving and loading a constructed simulator: `tint_config.json` (TinT configuration, auxiliary sizes)
 //! and `tint.safetensors` (embeddings and every prefix block). The module weights are a deterministic
-//! function of the configuration (TINT_SPEC §6) and are rebuilt on load.
+//! function of the configuration (docs/construction.md §6) and are rebuilt on load.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
-//! The TinT simulator (Trainable Transformer in Transformer, TINT_SPEC §4–§11) for pre-LayerNorm
-//! auxiliary models (GPT-2, OPT), and its functional reference (TINT_SPEC §9).
+//! The TinT simulator (Trainable Transformer in Transformer, docs/construction.md §4–§11) for pre-LayerNorm
+//! auxiliary models (GPT-2, OPT), and its functional reference (docs/construction.md §9).
 //!
 //! # Crate map
 //!
@@ -31,7 +31,7 @@
 //!
 //! TinT descends on the **summed** next-token loss over the training targets; dynamic evaluation
 //! usually averages. With `n` loss terms (`Ltr - 1` for one training prefix), a TinT step `eta`
-//! corresponds to an averaged-loss step `lr = eta * n` (TINT_SPEC §10).
+//! corresponds to an averaged-loss step `lr = eta * n` (docs/construction.md §10).
 //!
 //! # Precision
 //!

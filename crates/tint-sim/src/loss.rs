@@ -1,4 +1,4 @@
-//! The loss gradient fed to the simulated backward pass (TINT_SPEC §7) and the evaluation loss.
+//! The loss gradient fed to the simulated backward pass (docs/construction.md §7) and the evaluation loss.
 
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;

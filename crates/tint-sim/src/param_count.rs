@@ -1,5 +1,5 @@
 //! Parameter counts of a TinT simulator computed without building it: the official count of
-//! TINT_SPEC §11 (what `TinT_Creator` prints) and the paper's analytic, bias-free count (arXiv
+//! docs/construction.md §11 (what `TinT_Creator` prints) and the paper's analytic, bias-free count (arXiv
 //! appendix, Table 3: `Q = 4 Q_split + 3 T_sim D_sim / H_sim`, `Q_split = D_sim^2 / H_sim + H_sim D_sim`).
 
 use tint_ops::{param_count as ops, TintDims};
@@ -8,7 +8,7 @@ use crate::config::TintConfig;
 use crate::error::SimError;
 use crate::params::AuxDims;
 
-/// The official parameter count (TINT_SPEC §11) and its parts.
+/// The official parameter count (docs/construction.md §11) and its parts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OfficialParamCount {
     /// One forward block `FB`, including its prefix blocks.
@@ -41,7 +41,7 @@ pub fn tint_dims(
     )?)
 }
 
-/// The official count (TINT_SPEC §11) for an auxiliary model with `aux` sizes whose sequences have at
+/// The official count (docs/construction.md §11) for an auxiliary model with `aux` sizes whose sequences have at
 /// most `max_seq_length` positions (`n_positions - offset`).
 ///
 /// # Errors
@@ -145,7 +145,7 @@ pub fn paper_param_count(
 mod tests {
     use super::*;
 
-    /// GPT-2 small (TINT_SPEC §1.3).
+    /// GPT-2 small (docs/construction.md §1.3).
     fn gpt2() -> AuxDims {
         AuxDims {
             d_model: 768,
@@ -168,7 +168,7 @@ mod tests {
         };
         assert_eq!((config.hidden_size, config.num_heads), (3072, 12));
         let count = official_param_count(&gpt2(), &config, 1024).unwrap();
-        // Values measured from the official code (TINT_SPEC §11).
+        // Values measured from the official code (docs/construction.md §11).
         assert_eq!(count.forward_block, 53_861_988);
         assert_eq!(count.backward_block, 64_514_958);
         assert_eq!(count.gradient_module, 16_889_754);

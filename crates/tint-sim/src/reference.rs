@@ -1,4 +1,4 @@
-//! The functional reference of TINT_SPEC §9: what one simulated TinT step computes, written with plain
+//! The functional reference of docs/construction.md §9: what one simulated TinT step computes, written with plain
 //! tensor ops on the auxiliary weights (forward, approximate backward, descent, final forward).
 //!
 //! It is the oracle for the simulator and a fast path: `O(aux forward)` per pass instead of the
@@ -28,7 +28,7 @@ pub struct SimOutput<B: Backend> {
     pub final_loss: EvalLoss,
 }
 
-/// Activations of one layer kept for its backward pass (TINT_SPEC §9.1).
+/// Activations of one layer kept for its backward pass (docs/construction.md §9.1).
 #[derive(Debug, Clone)]
 pub(crate) struct LayerTrace<B: Backend> {
     /// Layer input `[batch_size, seq_length, d_model]`.
@@ -174,7 +174,7 @@ fn head<B: Backend>(aux: &AuxParams<B>, h: Tensor<B, 3>, eps: f64) -> (Tensor<B,
 }
 
 /// The evaluation targets: position `t` is scored against token `t + 1` iff that token is not a
-/// training token (TINT_SPEC §9.3: positions `Ltr-1 .. T-2`).
+/// training token (docs/construction.md §9.3: positions `Ltr-1 .. T-2`).
 pub(crate) fn eval_targets<B: Backend>(input: &SimInput<B>) -> Vec<Vec<bool>> {
     let [batch_size, seq_length] = input.dims();
     let train: Vec<bool> = input
@@ -192,7 +192,7 @@ pub(crate) fn eval_targets<B: Backend>(input: &SimInput<B>) -> Vec<Vec<bool>> {
         .collect()
 }
 
-/// The functional reference (TINT_SPEC §9): a TinT step computed directly on the auxiliary weights.
+/// The functional reference (docs/construction.md §9): a TinT step computed directly on the auxiliary weights.
 #[derive(Debug, Clone)]
 pub struct FunctionalReference<B: Backend> {
     aux: AuxParams<B>,
@@ -311,7 +311,7 @@ impl<B: Backend> FunctionalReference<B> {
         }
     }
 
-    /// One approximate backward pass and descent step (TINT_SPEC §9.2) on `params`.
+    /// One approximate backward pass and descent step (docs/construction.md §9.2) on `params`.
     fn descend(
         &self,
         params: &mut AuxParams<B>,

@@ -1,4 +1,4 @@
-//! [`TintSimulator`]: the TinT network of TINT_SPEC §4–§8 assembled from tint-ops modules.
+//! [`TintSimulator`]: the TinT network of docs/construction.md §4–§8 assembled from tint-ops modules.
 //!
 //! One call runs, on `[prefix rows + token rows]` states of width `Ds`: the simulated forward pass of
 //! every auxiliary layer (§5), the loss-gradient module (§7), the backward + descent of the top
@@ -27,12 +27,12 @@ use crate::params::{Activation, AuxDims, AuxParams};
 use crate::reference::{embed, eval_targets, SimOutput};
 
 /// Prefix blocks per auxiliary layer with `n_chunks` MLP chunks: ln_1, Q, K, V, attention c_proj,
-/// ln_2, then (c_fc chunk, activation, c_proj chunk) per chunk (TINT_SPEC §5.1).
+/// ln_2, then (c_fc chunk, activation, c_proj chunk) per chunk (docs/construction.md §5.1).
 pub fn blocks_per_layer(n_chunks: usize) -> usize {
     6 + 3 * n_chunks
 }
 
-/// The forward-pass modules of one layer (TINT_SPEC §5.2); shared by the MLP chunks.
+/// The forward-pass modules of one layer (docs/construction.md §5.2); shared by the MLP chunks.
 #[derive(Module, Debug)]
 pub struct ForwardBlock<B: Backend> {
     /// LayerNorm forward (used for ln_1 and ln_2).
@@ -51,7 +51,7 @@ pub struct ForwardBlock<B: Backend> {
     pub proj: LinearForward<B>,
 }
 
-/// The backward + descent modules of one layer (TINT_SPEC §8).
+/// The backward + descent modules of one layer (docs/construction.md §8).
 #[derive(Module, Debug)]
 pub struct BackwardBlock<B: Backend> {
     /// MLP output chunk backward + descent.
@@ -70,7 +70,7 @@ pub struct BackwardBlock<B: Backend> {
     pub ln_1: LayerNormDescentBackward<B>,
 }
 
-/// The final LayerNorm forward and its backward + descent (TINT_SPEC §7).
+/// The final LayerNorm forward and its backward + descent (docs/construction.md §7).
 #[derive(Module, Debug)]
 pub struct GradientModule<B: Backend> {
     /// `ln_f` forward.
@@ -96,7 +96,7 @@ impl<B: Backend> ForwardBlock<B> {
 
 impl<B: Backend> BackwardBlock<B> {
     /// `proj_bias_step_scale`: the bias step of each MLP output chunk (`1 / n_chunks` for the
-    /// paper's step on the summed bias, 1 for the official code's, TINT_SPEC §12 bug 1).
+    /// paper's step on the summed bias, 1 for the official code's, docs/construction.md §12 bug 1).
     fn new(
         dims: &TintDims,
         proj_bias_step_scale: f64,
@@ -170,7 +170,7 @@ fn squeeze_bias<B: Backend>(b: Tensor<B, 3>) -> Tensor<B, 2> {
 }
 
 impl<B: Backend> TintSimulator<B> {
-    /// Constructs the simulator: validates `config` against the model (TINT_SPEC §1.2), writes every
+    /// Constructs the simulator: validates `config` against the model (docs/construction.md §1.2), writes every
     /// layer's weights into prefix blocks (§2.5, §5.1) and builds the modules.
     ///
     /// # Errors
@@ -227,7 +227,7 @@ impl<B: Backend> TintSimulator<B> {
                     [1, config.num_prefixes, config.hidden_size],
                     (&device, aux.dtype()),
                 ));
-                // Each chunk holds b_proj / n_chunks; the chunk outputs are summed (TINT_SPEC §5.1).
+                // Each chunk holds b_proj / n_chunks; the chunk outputs are summed (docs/construction.md §5.1).
                 blocks.push(linear_block(
                     layer.w_proj.clone().slice([0..1, chunk, 0..d]),
                     layer.b_proj.clone().div_scalar(n_chunks as f64),
@@ -274,7 +274,7 @@ impl<B: Backend> TintSimulator<B> {
         let options = tint_options(&config, activation, dtype);
         // The MLP output chunks share one bias: each chunk's descent takes 1/n_chunks of the bias
         // step so that the summed bias takes the paper's step; the official code gives each chunk
-        // the full step (TINT_SPEC §12 bug 1).
+        // the full step (docs/construction.md §12 bug 1).
         let n_chunks = aux_dims.d_inner / aux_dims.d_model;
         let proj_bias_step_scale = if config.official_compat {
             1.0
@@ -333,7 +333,7 @@ impl<B: Backend> TintSimulator<B> {
         self.aux_dims.d_inner / self.aux_dims.d_model
     }
 
-    /// Number of parameters counted the way the official `TinT_Creator` counts them (TINT_SPEC §11):
+    /// Number of parameters counted the way the official `TinT_Creator` counts them (docs/construction.md §11):
     /// embeddings, every prefix block, and every module weight, one module copy per layer (and per
     /// step unless blocks are reused).
     pub fn num_params(&self) -> usize {
@@ -518,7 +518,7 @@ impl<B: Backend> TintSimulator<B> {
         }
     }
 
-    /// One simulated layer forward (TINT_SPEC §5.2) on the token rows; `keep` stores the 16 token
+    /// One simulated layer forward (docs/construction.md §5.2) on the token rows; `keep` stores the 16 token
     /// activations (their memory regions).
     fn forward_layer(
         &self,
@@ -581,7 +581,7 @@ impl<B: Backend> TintSimulator<B> {
         (out, acts)
     }
 
-    /// One simulated layer backward + descent (TINT_SPEC §8) on the token rows: returns the
+    /// One simulated layer backward + descent (docs/construction.md §8) on the token rows: returns the
     /// gradient token rows at the layer input and the updated prefix blocks.
     fn backward_layer(
         &self,

@@ -31,7 +31,7 @@ fn small_input(seq_length: usize) -> SimInput<TestBackend> {
 fn constructed_micro_model_has_the_official_parameter_count() {
     let aux = micro_params();
     let sim = TintSimulator::new(&aux, micro_config()).unwrap();
-    // TINT_SPEC §13: the official code prints 1,206,166 for the micro_s4 setting.
+    // docs/construction.md §13: the official code prints 1,206,166 for the micro_s4 setting.
     assert_eq!(sim.num_params(), 1_206_166);
     let variants = [
         TintConfig {

@@ -29,7 +29,7 @@ const VOCAB_SLICE: usize = 64;
 /// Golden first pass in f32 (the official code itself is within 1.5e-7): as tests/simulator.rs.
 const GOLDEN_FIRST_TOL: f64 = 1e-4;
 /// Golden final logits in f32: the finite differences amplify f32 round-off to ~2e-3 for an update
-/// of ~0.6 (TINT_SPEC §9.4): as tests/simulator.rs.
+/// of ~0.6 (docs/construction.md §9.4): as tests/simulator.rs.
 const GOLDEN_F32_TOL: f64 = 5e-3;
 /// Golden final logits in f64 (official run with gate scale 30, where `tanh(30) = 1` in f64).
 const GOLDEN_F64_TOL: f64 = 1e-6;

@@ -24,7 +24,7 @@ const F32_FORWARD_TOL: f64 = 1e-4;
 const F64_SIM_TOL: f64 = 1e-6;
 /// f32, simulator vs reference after a step: the finite-difference backward (s = 1000) turns f32
 /// round-off (1e-7 relative) into ~1e-4 relative errors of the backward signals, i.e. ~0.4% of the
-/// update (measured: 1.6e-2 for a step that moves the logits by 3.8, at lr = 0.01; TINT_SPEC §9.4
+/// update (measured: 1.6e-2 for a step that moves the logits by 3.8, at lr = 0.01; docs/construction.md §9.4
 /// reports the same ratio for GPT-2). At lr = 1e-3 the step moves the logits by 0.54 and the
 /// difference is 2.1e-3; 5e-3 is the GPT-2 acceptance bound.
 const F32_SIM_TOL: f64 = 5e-3;
@@ -267,7 +267,7 @@ fn constraint_violations_are_typed_errors() {
         message.contains("n_simulation_layers = 3") && message.contains("1..=2"),
         "{message}"
     );
-    // Hs = 7 does not divide Ds = 320 (TINT_SPEC §1.2 rule 4); P = 24 does not divide D = 64.
+    // Hs = 7 does not divide Ds = 320 (docs/construction.md §1.2 rule 4); P = 24 does not divide D = 64.
     for (bad, rule) in [
         (
             LlamaSimulatorConfig {

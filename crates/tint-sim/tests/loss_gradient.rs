@@ -1,4 +1,4 @@
-//! The loss gradient of TINT_SPEC §7 (`loss::loss_gradient`), every kind, against plain loops.
+//! The loss gradient of docs/construction.md §7 (`loss::loss_gradient`), every kind, against plain loops.
 //! The simulator and the functional reference share this function, so their agreement
 //! (simulator.rs) cannot catch a wrong formula here.
 

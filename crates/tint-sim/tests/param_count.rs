@@ -1,4 +1,4 @@
-//! Parameter counts of TINT_SPEC §11 / §13 for the GPT-2 README settings and the tiny GPT-2 of
+//! Parameter counts of docs/construction.md §11 / §13 for the GPT-2 README settings and the tiny GPT-2 of
 //! issue #9, printed next to the paper's analytic count (arXiv appendix Table 3) for the same sizes.
 //!
 //! Run with `--nocapture` to see the printed counts.
@@ -9,7 +9,7 @@ use common::TestBackend;
 use tint_sim::param_count::{official_param_count, paper_param_count};
 use tint_sim::{Activation, AuxDims, AuxParams, TintConfig, TintSimulator};
 
-/// GPT-2 small (TINT_SPEC §1.3): D = 768, 12 heads, 12 layers, n_inner 3072, 1024 positions.
+/// GPT-2 small (docs/construction.md §1.3): D = 768, 12 heads, 12 layers, n_inner 3072, 1024 positions.
 fn gpt2_dims() -> AuxDims {
     AuxDims {
         d_model: 768,
@@ -21,7 +21,7 @@ fn gpt2_dims() -> AuxDims {
     }
 }
 
-/// The tiny GPT-2 of issue #9 / TINT_SPEC §13: D = 128, 4 heads, 4 layers, vocabulary 4096, T = 256.
+/// The tiny GPT-2 of issue #9 / docs/construction.md §13: D = 128, 4 heads, 4 layers, vocabulary 4096, T = 256.
 fn tiny_dims() -> AuxDims {
     AuxDims {
         d_model: 128,
@@ -66,7 +66,7 @@ fn gpt2_readme_settings_official_and_paper_counts() {
     let dims = gpt2_dims();
     let config = gpt2_readme_config();
     assert_eq!((config.hidden_size, config.num_heads), (3072, 12));
-    // Counted like the official `TinT_Creator` (unique parameters, TINT_SPEC §11); building the 1.5B
+    // Counted like the official `TinT_Creator` (unique parameters, docs/construction.md §11); building the 1.5B
     // parameter model is too slow for a test, the construction's own count equals this formula on the
     // micro configs (construction.rs) and the tiny one below.
     let official = official_param_count(&dims, &config, dims.n_positions).unwrap();
@@ -131,7 +131,7 @@ fn tiny_gpt2_constructed_count_is_the_spec_count() {
          official formula {}, paper analytic {}",
         official.total, paper.total
     );
-    // TINT_SPEC §13: "tiny 19,382,818" (issue #9: "19.4M constructed parameters").
+    // docs/construction.md §13: "tiny 19,382,818" (issue #9: "19.4M constructed parameters").
     assert_eq!(constructed, 19_382_818);
     assert_eq!(official.total, 19_382_818);
 }

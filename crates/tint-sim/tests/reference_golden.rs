@@ -1,4 +1,4 @@
-//! The functional reference (TINT_SPEC §9) against the golden outputs of the official code's
+//! The functional reference (docs/construction.md §9) against the golden outputs of the official code's
 //! plain-tensor reference on the micro GPT-2 (`micro_s4`: P = 8, S = 4, eta = 0.01, 1 step, all
 //! layers, first 32 of 64 tokens train), with the official MLP output-bias quirk on.
 
@@ -111,6 +111,6 @@ fn official_quirk_switch_changes_the_update() {
         &vocab_slice(out.final_logits, VOCAB_SLICE),
         &fx.data("ref_final_logits_f32"),
     );
-    // TINT_SPEC §12 bug 1: removing the 4x bias step moves the logits by ~0.13.
+    // docs/construction.md §12 bug 1: removing the 4x bias step moves the logits by ~0.13.
     assert!(err > 0.01, "the quirk switch has no effect ({err})");
 }

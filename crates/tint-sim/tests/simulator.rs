@@ -1,5 +1,5 @@
 //! The constructed TinT simulator against the auxiliary forward pass, the functional reference
-//! (TINT_SPEC §9) and the official golden outputs.
+//! (docs/construction.md §9) and the official golden outputs.
 
 mod common;
 
@@ -17,7 +17,7 @@ const VOCAB_SLICE: usize = 64;
 /// 1.5e-7 on these logits, 1e-4 is the acceptance bound.
 const FIRST_PASS_TOL: f64 = 1e-4;
 /// f32 final logits: the finite differences (s = 1000) amplify round-off to ~2e-3 for an update of
-/// ~0.6 (TINT_SPEC §9.4); 5e-3 is the acceptance bound.
+/// ~0.6 (docs/construction.md §9.4); 5e-3 is the acceptance bound.
 const FINAL_F32_TOL: f64 = 5e-3;
 /// f64 with exact gates: round-off amplified by s stays ~1e-11; 1e-6 is the acceptance bound.
 const FINAL_F64_TOL: f64 = 1e-6;
@@ -325,7 +325,7 @@ fn opt_top_layer_three_steps_reuse_off_matches_reference() {
     );
 }
 
-/// The non-default loss gradients (TINT_SPEC §7: official `use_quad` and neither flag) through the
+/// The non-default loss gradients (docs/construction.md §7: official `use_quad` and neither flag) through the
 /// simulator and the functional reference, in f32 and f64, on the micro GPT-2 (top layer, 2 steps).
 /// Both implementations share `loss::loss_gradient`, which tests/loss_gradient.rs checks against
 /// plain loops; here the rest of the step (backward, descent, final forward) is compared.

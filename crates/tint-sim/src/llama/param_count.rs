@@ -1,5 +1,5 @@
 //! Parameter count of the LLaMA TinT simulator, counted the way the GPT-2 simulator counts it
-//! (TINT_SPEC §11): token embedding (and an untied head), every prefix block, one copy of the
+//! (docs/construction.md §11): token embedding (and an untied head), every prefix block, one copy of the
 //! forward modules per layer, one copy of the backward modules per simulated layer and step, the
 //! final-norm gradient module and its prefix block, and the final forward pass's module copies.
 //!

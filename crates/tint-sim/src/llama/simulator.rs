@@ -2,7 +2,7 @@
 //! attention, SwiGLU, tied or untied head), assembled from tint-ops modules.
 //!
 //! One call runs, on `[prefix rows + token rows]` states of width `Ds`: the simulated forward pass
-//! of every auxiliary layer, the final RMSNorm and the loss gradient (TINT_SPEC §7, with the LM head
+//! of every auxiliary layer, the final RMSNorm and the loss gradient (docs/construction.md §7, with the LM head
 //! rows: the tied embedding or the untied head), the backward + descent of the top
 //! `n_simulation_layers` layers (top → first: MLP half, then attention half), and the final forward
 //! pass with the updated prefix blocks; repeated `n_forward_backward` times. It computes what
@@ -46,7 +46,7 @@ pub struct LlamaSimulatorConfig {
     /// Softmax heads `Hs` (head size `Ds / Hs`).
     pub num_heads: usize,
     /// Longest simulated sequence `Tmax`; `None`: the model's positions, capped so that
-    /// `P + Tmax <= 2048` (TINT_SPEC §1.2 rule 6).
+    /// `P + Tmax <= 2048` (docs/construction.md §1.2 rule 6).
     pub max_seq_length: Option<usize>,
     /// How the simulator evaluates its constructed network. Default: [`Execution::Constructed`].
     #[serde(default)]
@@ -195,7 +195,7 @@ impl<B: Backend> LlamaSimulator<B> {
     }
 
     /// Constructs the simulator on given weights (e.g. [`LlamaParams::cast`] to `DType::F64`):
-    /// validates the sizes (TINT_SPEC §1.2 and the attention variant), writes every layer's weights
+    /// validates the sizes (docs/construction.md §1.2 and the attention variant), writes every layer's weights
     /// into prefix blocks and builds the modules.
     ///
     /// # Errors
@@ -498,7 +498,7 @@ impl<B: Backend> LlamaSimulator<B> {
         6 + 3 * self.layers.first().map_or(0, |l| l.mlp.gate.len())
     }
 
-    /// Number of parameters counted the way the GPT-2 simulator counts them (TINT_SPEC §11): the
+    /// Number of parameters counted the way the GPT-2 simulator counts them (docs/construction.md §11): the
     /// token embedding (and an untied head), every prefix block, one copy of the forward modules
     /// per layer, one copy of the backward modules per simulated layer and step, the final-norm
     /// gradient module, the final-norm prefix block, and the final forward pass's module copies.
