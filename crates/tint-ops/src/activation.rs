@@ -1,4 +1,4 @@
-//! Activation modules (TINT_SPEC §6.8–6.9) and the activation functions themselves.
+//! Activation modules (docs/construction.md §6.8–6.9) and the activation functions themselves.
 
 use burn::{
     module::Module,
@@ -7,6 +7,7 @@ use burn::{
 
 use crate::{
     context::SimContext,
+    difference::activation_difference,
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
@@ -14,6 +15,7 @@ use crate::{
     layout,
     linear::{cat_columns, column_view, columns},
     options::{ActivationKind, Derivative, Execution, TintOptions},
+    precision::in_float64,
 };
 
 /// `sqrt(2/π)`, the constant of `gelu_new`.
@@ -316,12 +318,15 @@ impl<B: Backend> ActivationBackward<B> {
         match self.derivative {
             Derivative::FiniteDifference { .. } => {
                 // shift_out reads only the signal and memory heads: activate just those.
+                // Float64 arithmetic on float32 states (crate::precision).
                 let used = self.shift_out.used_blocks();
-                self.shift_out.forward(activate_blocks(
-                    self.activation,
-                    self.shift_in.forward(state),
-                    &used,
-                ))
+                in_float64(state, |state| {
+                    self.shift_out.forward(activate_blocks(
+                        self.activation,
+                        self.shift_in.forward(state),
+                        &used,
+                    ))
+                })
             }
             Derivative::Exact => {
                 let [_, _, ds] = state.dims();
@@ -352,8 +357,8 @@ impl<B: Backend> ActivationBackward<B> {
         let d = self.d_model;
         let dy = columns(&tokens, 0, d);
         let u = columns(&tokens, self.memory_index, d);
-        let shifted = activate(self.activation, dy.mul_scalar(1.0 / scale) + u.clone());
-        let signal = shifted.mul_scalar(scale) + activate(self.activation, u).mul_scalar(-scale);
+        // `s act(dy/s + u) - s act(u)` in the cancellation-free form (crate::difference).
+        let signal = activation_difference(self.activation, u, dy, scale);
         cat_columns(vec![(Some(signal), d), (None, ds - d)])
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! The GLU descent (Def. J.6) is two LinearDescent calls (`W_up` with `d_u`, `W_gate` with `d_g`,
 //! both on the GLU input `x`), so it needs no module of its own. A `d_ff`-wide GLU is cut into
-//! `d_ff / D` chunks like the MLP (TINT_SPEC §1.2), each chunk one call of these modules.
+//! `d_ff / D` chunks like the MLP (docs/construction.md §1.2), each chunk one call of these modules.
 
 use burn::{
     module::Module,
@@ -20,6 +20,7 @@ use burn::{
 
 use crate::{
     context::SimContext,
+    difference::silu_difference,
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
@@ -94,7 +95,8 @@ impl<B: Backend> GluForward<B> {
 }
 
 /// GluBackward: from `dy` in `[0, D)` and the stored `(g, u)`, token rows `[0, D) ← d_g`,
-/// `[D, 2D) ← d_u = dy ⊙ silu(g)`, with `d_g = u ⊙ s (silu(g + dy/s) - silu(g))` (Def. J.5, `ε = 1/s`)
+/// `[D, 2D) ← d_u = dy ⊙ silu(g)`, with `d_g = u ⊙ s (silu(g + dy/s) - silu(g))` (Def. J.5, `ε = 1/s`,
+/// evaluated by [`crate::difference::silu_difference`])
 /// or the exact `u ⊙ silu'(g) ⊙ dy` (Def. J.4); memory passes through; prefix rows unchanged.
 #[derive(Module, Debug)]
 pub struct GluBackward<B: Backend> {
@@ -140,7 +142,8 @@ impl<B: Backend> GluBackward<B> {
         let act = silu(g.clone());
         let d_u = dy.clone() * act.clone();
         let d_g = match self.derivative {
-            Derivative::FiniteDifference { scale } => (silu(g + dy / scale) - act) * scale * u,
+            // The difference in cancellation-free form (crate::difference, docs/tint-llama.md).
+            Derivative::FiniteDifference { scale } => silu_difference(g, dy, scale) * u,
             Derivative::Exact => silu_derivative(g) * dy * u,
         };
         let out = state

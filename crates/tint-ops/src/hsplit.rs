@@ -426,12 +426,27 @@ impl<B: Backend> SplitWise<B> {
     pub fn forward_dense(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [batch_size, n_rows, width] = x.dims();
         let (nf, nx) = (self.n_blocks, self.block_size);
+        let dtype = x.dtype();
         let out = x
             .reshape([batch_size * n_rows, nf, nx])
             .swap_dims(0, 1) // [nf, rows, nx]
-            .matmul(self.weight.val().swap_dims(1, 2))
+            .matmul(cast_to(self.weight.val(), dtype).swap_dims(1, 2))
             .swap_dims(0, 1); // [rows, nf, nx]
-        (out + self.bias.val().unsqueeze::<3>()).reshape([batch_size, n_rows, width])
+        (out + cast_to(self.bias.val(), dtype).unsqueeze::<3>())
+            .reshape([batch_size, n_rows, width])
+    }
+}
+
+/// `t` in `dtype` (a no-op when it already is): stored weights applied to a widened state
+/// ([`crate::precision`]).
+fn cast_to<B: Backend, const D: usize>(
+    t: Tensor<B, D>,
+    dtype: burn::tensor::DType,
+) -> Tensor<B, D> {
+    if t.dtype() == dtype {
+        t
+    } else {
+        t.cast(dtype)
     }
 }
 
@@ -687,11 +702,12 @@ impl<B: Backend> DimWise<B> {
     pub fn forward_dense(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [batch_size, n_rows, width] = x.dims();
         let (nf, nx) = (self.n_blocks, self.block_size);
+        let dtype = x.dtype();
         let out = x
             .reshape([batch_size * n_rows, nf, nx])
             .permute([2, 0, 1]) // [nx, rows, nf]
-            .matmul(self.weight.val().swap_dims(1, 2))
-            + self.bias.val().unsqueeze_dim::<3>(1); // [nx, 1, nf]
+            .matmul(cast_to(self.weight.val(), dtype).swap_dims(1, 2))
+            + cast_to(self.bias.val(), dtype).unsqueeze_dim::<3>(1); // [nx, 1, nf]
         out.permute([1, 2, 0]) // [rows, nf, nx]
             .reshape([batch_size, n_rows, width])
     }

@@ -1,4 +1,4 @@
-//! LayerNorm modules (TINT_SPEC §6.5–6.7): forward, first-order backward, bias-only descent.
+//! LayerNorm modules (docs/construction.md §6.5–6.7): forward, first-order backward, bias-only descent.
 
 use burn::{
     module::Module,
@@ -7,6 +7,7 @@ use burn::{
 
 use crate::{
     context::SimContext,
+    difference::layer_norm_difference,
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
@@ -16,6 +17,7 @@ use crate::{
     linear::{cat_columns, column_view, columns, prefix_weight_and_bias},
     linear::{LinearBackward, LinearDescent, LinearForward},
     options::{Derivative, TintOptions},
+    precision::in_float64,
 };
 
 /// `(x - mean)/sqrt(var + eps)` over the last dim, as [`layer_norm_plain`] with weight 1 computes
@@ -190,10 +192,37 @@ impl<B: Backend> LayerNormBackward<B> {
         let d = self.d_model;
         let dz = self.linear.forward_tokens(state.clone(), ctx); // [B, T, Ds]
         let tokens = match self.derivative {
+            Derivative::FiniteDifference { scale }
+                if self.linear.is_structured() && self.gate_value == 1.0 =>
+            {
+                // Structured execution: the shift maps' `s f(dz/s + x) - s zhat` in the
+                // cancellation-free form (crate::difference; docs/tint-llama.md).
+                let x = dz.clone().narrow(2, self.memory_index + d, d);
+                let grad = dz.clone().narrow(2, 0, d);
+                let dx = layer_norm_difference(x, grad, self.epsilon, scale);
+                dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
+            }
             Derivative::FiniteDifference { .. } => {
-                let shifted = self.shift_in.forward(dz);
-                let normed = group_norm_first(shifted, d, self.epsilon, self.gate_value);
-                self.shift_out.forward(normed)
+                // Constructed execution: shift map, group norm, shift map, with float64
+                // arithmetic on float32 states (crate::precision). As in the paper (App. F, the
+                // LayerNorm backpropagation module), the group norm computes both
+                // `f(x + dz/s)` and `f(x)` (from the stored `x`), the latter into the `zhat` slot
+                // that the output shift map reads: the stored `zhat` was rounded to the state's
+                // precision, and `s` would multiply that rounding (docs/tint-llama.md).
+                in_float64(dz, |dz| {
+                    let zhat = dz.clone().narrow(2, self.memory_index, d);
+                    let shifted = self.shift_in.forward(dz);
+                    let [batch_size, n_rows, _] = shifted.dims();
+                    let (mem, eps, gate) = (self.memory_index, self.epsilon, self.gate_value);
+                    let f_x = group_norm_first(shifted.clone().narrow(2, mem + d, d), d, eps, gate);
+                    let shifted =
+                        shifted.slice_assign([0..batch_size, 0..n_rows, mem..mem + d], f_x);
+                    let normed = group_norm_first(shifted, d, eps, gate);
+                    // The stored `zhat` passes through, as the rest of the memory.
+                    self.shift_out
+                        .forward(normed)
+                        .slice_assign([0..batch_size, 0..n_rows, mem..mem + d], zhat)
+                })
             }
             Derivative::Exact => {
                 let x = dz.clone().narrow(2, self.memory_index + d, d);
@@ -290,9 +319,9 @@ impl<B: Backend> LayerNormDescentBackward<B> {
         let (weight, _) = prefix_weight_and_bias(&prefix, d);
         let dz = column_view(&tokens, 0, d).matmul(weight);
         let x = columns(&tokens, mem + d, d);
-        let zhat = columns(&tokens, mem, d);
-        let normed = normalize_rows(dz.mul_scalar(1.0 / scale) + x, backward.epsilon);
-        let signal = normed.mul_scalar(scale) + zhat.mul_scalar(-scale);
+        // `s f(dz/s + x) - s zhat` (zhat = f(x) stored by the forward) in the cancellation-free
+        // form (crate::difference; docs/tint-llama.md, "Float32 numerics").
+        let signal = layer_norm_difference(x, dz, backward.epsilon, scale);
         let out = cat_columns(vec![
             (Some(signal), d),
             (None, mem - d),

@@ -1,5 +1,5 @@
 //! TinT primitives: the building blocks of the Trainable Transformer in Transformer construction
-//! (TINT_SPEC §1.2, §2, §3, §6; paper appendix C–G), as burn modules whose weights are
+//! (docs/construction.md §1.2, §2, §3, §6; paper appendix C–G), as burn modules whose weights are
 //! **constructed** from the spec, never trained.
 //!
 //! A TinT "state" is a `[batch_size, n_rows, d_sim]` tensor with `n_rows = P + T`: rows `0..P` are the
@@ -25,12 +25,14 @@
 //! | [`attention`] | [`TintAttention`]: TinT multi-head attention (§3.1): q/k/v projections, one-hot position terms with per-head λ gates, linear or softmax scores, causal / custom masks, backward transpose, row restriction |
 //! | [`linear`] | [`LinearForward`], [`LinearBackward`], [`LinearDescent`], [`LinearDescentBackward`] (§6.1–6.4) |
 //! | [`layer_norm`] | [`LayerNormForward`], [`LayerNormBackward`], [`LayerNormDescentBackward`] (§6.5–6.7) |
+//! | [`precision`] | [`precision::in_float64`]: the constructed execution's first-order differences in float64 arithmetic on float32 states |
+//! | [`difference`] | the first-order differences `s (f(x + v/s) - f(x))` of the norm and activation backward in cancellation-free form |
 //! | [`activation`] | [`ActivationForward`], [`ActivationBackward`] (§6.8–6.9), `gelu_new` and `relu` |
 //! | [`self_attention`] | [`SelfAttentionForward`], [`SelfAttentionBackward`], [`SelfAttentionBackwardDescent`] (§6.10–6.12) |
 //! | [`gqa_attention`] | [`GqaAttentionForward`], [`GqaAttentionBackward`], [`GqaAttentionBackwardDescent`]: LLaMA attention (rotary, grouped-query) on the §6.10–6.12 layout |
 //! | [`rotary`] | [`rotary::RotaryEmbedding`]: RoPE (HF `rotate_half`) on the q/k of the attention forward |
 //! | [`bias_free`] | [`bias_free::keep_bias`]: bias-free linear layers keep their (zero) bias slot through descent |
-//! | [`param_count`] | closed forms of TINT_SPEC §11 (`G`, `Q1`, `LF`, `LB`, ...) |
+//! | [`param_count`] | closed forms of docs/construction.md §11 (`G`, `Q1`, `LF`, `LB`, ...) |
 //!
 //! # How a module is built and applied
 //!
@@ -60,7 +62,7 @@
 //!   its stored weights (the linear modules' attention over the prefix rows, the shift maps, the gates
 //!   from their stored weights, `tanh` with [`GateMode::Tanh`] or its hard limit); `Structured` is the
 //!   proven-equal shortcut (`W, b` read from the prefix rows into one matmul, differences applied
-//!   directly, gates as 0/1 row selections). See docs/architecture.md, "Executions".
+//!   directly, gates as 0/1 row selections). See docs/construction.md §15, "Executions".
 //! * f64 works end to end (construct with `DType::F64`, feed f64 states).
 #![warn(missing_docs)]
 
@@ -68,6 +70,7 @@ pub mod activation;
 pub mod attention;
 pub mod bias_free;
 pub mod context;
+pub mod difference;
 pub mod dims;
 pub mod error;
 pub mod gates;
@@ -81,6 +84,7 @@ pub mod layout;
 pub mod linear;
 pub mod options;
 pub mod param_count;
+pub mod precision;
 pub mod prefix;
 pub mod rms_norm;
 pub mod rotary;

@@ -1,7 +1,7 @@
 //! RMSNorm modules for LLaMA-family auxiliary models (paper appendix J.1, Def. J.2): the group
 //! RMSnorm over the first `D` dims, forward, and first-order (or exact) backward.
 //!
-//! They mirror the LayerNorm modules (TINT_SPEC §6.5–6.6) with `f(x) = x / sqrt(mean(x²) + eps)` in
+//! They mirror the LayerNorm modules (docs/construction.md §6.5–6.6) with `f(x) = x / sqrt(mean(x²) + eps)` in
 //! place of the centred normalisation. The prefix rows hold `(diag(gamma), 0)`
 //! ([`crate::prefix::write_layer_norm`] with a zero bias): RMSNorm has no bias, and its gain is not
 //! updated (the descent of a gain needs `Σ_t z_t ⊙ dy_t`, an element-wise product the linear descent
@@ -14,12 +14,14 @@ use burn::{
 
 use crate::{
     context::SimContext,
+    difference::rms_norm_difference,
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
     hsplit::{DimWise, DimWiseBuilder},
     linear::{LinearBackward, LinearForward},
     options::{Derivative, TintOptions},
+    precision::in_float64,
 };
 
 /// `w x / sqrt(eps + w mean(x²))` over the last dim (`w = 1`: plain RMSNorm without gain).
@@ -186,10 +188,38 @@ impl<B: Backend> RmsNormBackward<B> {
         let d = self.d_model;
         let dz = self.linear.forward_tokens(state.clone(), ctx); // [B, T, Ds]
         let tokens = match self.derivative {
+            Derivative::FiniteDifference { scale }
+                if self.linear.is_structured() && self.gate_value == 1.0 =>
+            {
+                // Structured execution: the shift maps' `s f(dz/s + x) - s zhat` in the
+                // cancellation-free form (crate::difference; docs/tint-llama.md).
+                let x = dz.clone().narrow(2, self.memory_index + d, d);
+                let grad = dz.clone().narrow(2, 0, d);
+                let dx = rms_norm_difference(x, grad, self.epsilon, scale);
+                dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
+            }
             Derivative::FiniteDifference { .. } => {
-                let shifted = self.shift_in.forward(dz);
-                let normed = group_rms_norm_first(shifted, d, self.epsilon, self.gate_value);
-                self.shift_out.forward(normed)
+                // Constructed execution: shift map, group norm, shift map, with float64
+                // arithmetic on float32 states (crate::precision). As in the paper (App. F, the
+                // LayerNorm backpropagation module), the group norm computes both
+                // `f(x + dz/s)` and `f(x)` (from the stored `x`), the latter into the `zhat` slot
+                // that the output shift map reads: the stored `zhat` was rounded to the state's
+                // precision, and `s` would multiply that rounding (docs/tint-llama.md).
+                in_float64(dz, |dz| {
+                    let zhat = dz.clone().narrow(2, self.memory_index, d);
+                    let shifted = self.shift_in.forward(dz);
+                    let [batch_size, n_rows, _] = shifted.dims();
+                    let (mem, eps, gate) = (self.memory_index, self.epsilon, self.gate_value);
+                    let f_x =
+                        group_rms_norm_first(shifted.clone().narrow(2, mem + d, d), d, eps, gate);
+                    let shifted =
+                        shifted.slice_assign([0..batch_size, 0..n_rows, mem..mem + d], f_x);
+                    let normed = group_rms_norm_first(shifted, d, eps, gate);
+                    // The stored `zhat` passes through, as the rest of the memory.
+                    self.shift_out
+                        .forward(normed)
+                        .slice_assign([0..batch_size, 0..n_rows, mem..mem + d], zhat)
+                })
             }
             Derivative::Exact => {
                 let x = dz.clone().narrow(2, self.memory_index + d, d);

@@ -3,6 +3,8 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use tint_ops::difference::{activation_difference, layer_norm_difference};
+use tint_ops::ActivationKind;
 
 use crate::config::DerivativeMode;
 use crate::params::Activation;
@@ -63,7 +65,8 @@ fn activation_derivative<B: Backend, const D: usize>(
 }
 
 /// Backward of the activation at pre-activation `u` for the output gradient `dy`:
-/// `s (act(u + dy/s) - act(u))` (TINT_SPEC §6.9) or `act'(u) dy`.
+/// `s (act(u + dy/s) - act(u))` (docs/construction.md §6.9), evaluated in the cancellation-free form of
+/// [`activation_difference`], or `act'(u) dy`.
 ///
 /// # Shapes
 /// `u`, `dy`: `[batch_size, seq_length, d_inner]` → same.
@@ -76,15 +79,19 @@ pub fn activation_backward<B: Backend>(
 ) -> Tensor<B, 3> {
     match mode {
         DerivativeMode::FiniteDifference => {
-            let shifted = activate(u.clone() + dy.div_scalar(scale), activation);
-            (shifted - activate(u, activation)).mul_scalar(scale)
+            let kind = match activation {
+                Activation::GeluNew => ActivationKind::GeluNew,
+                Activation::Relu => ActivationKind::Relu,
+            };
+            activation_difference(kind, u, dy, scale)
         }
         DerivativeMode::Exact => activation_derivative(u, activation) * dy,
     }
 }
 
 /// Backward of a LayerNorm with gain `gamma` at input `x` for the output gradient `dy`:
-/// `s (f(x + gamma dy / s) - f(x))` (TINT_SPEC §6.6) or the exact `J_f(x) (gamma dy)`.
+/// `s (f(x + gamma dy / s) - f(x))` (docs/construction.md §6.6), evaluated in the cancellation-free form of
+/// [`layer_norm_difference`], or the exact `J_f(x) (gamma dy)`.
 ///
 /// # Shapes
 /// `x`, `dy`: `[batch_size, seq_length, d_model]`; `gamma`: `[copies, 1, d_model]` → `[batch_size, seq_length, d_model]`.
@@ -98,10 +105,7 @@ pub fn layer_norm_backward<B: Backend>(
 ) -> Tensor<B, 3> {
     let dz = dy * gamma;
     match mode {
-        DerivativeMode::FiniteDifference => {
-            let shifted = normalize(x.clone() + dz.div_scalar(scale), eps);
-            (shifted - normalize(x, eps)).mul_scalar(scale)
-        }
+        DerivativeMode::FiniteDifference => layer_norm_difference(x, dz, eps, scale),
         DerivativeMode::Exact => {
             let (var, mean) = x.clone().var_mean_bias(2);
             let inv_sigma = var.add_scalar(eps).sqrt().recip();

@@ -34,7 +34,7 @@ const GOLDEN_F32_TOL: f64 = 5e-3;
 /// Golden final logits in f64 (official run with gate scale 30, where `tanh(30) = 1` in f64).
 const GOLDEN_F64_TOL: f64 = 1e-6;
 /// Bound on the f64 effect of tanh(10) gates against exact gates on the golden case (measured
-/// 7.7e-5; see the test).
+/// 8.0e-9; 7.7e-5 when the norm backward read the stored zhat; see the test).
 const TANH10_EFFECT: f64 = 1e-3;
 /// The official gate scale `g10`.
 const OFFICIAL_GATE_SCALE: f64 = 10.0;
@@ -290,15 +290,17 @@ fn constructed_execution_reproduces_the_official_f64_golden_with_tanh_gates() {
     for (gate_mode, scale, err, _) in &outputs[..2] {
         assert!(err < &GOLDEN_F64_TOL, "{gate_mode:?} at {scale}: {err}");
     }
-    // Tanh at scale 10: really evaluated (differs from exact gates by more than round-off) and
-    // within the effect of 1 - tanh(10) = 4.1e-9 per gate and group-norm weight, amplified by
-    // s = 1000 in the finite differences and by the update (measured 7.7e-5, the reason the
-    // official f64 run used scale 30): below TANH10_EFFECT, itself far below the f32 golden
-    // tolerance (in f32 tanh(10) == 1 exactly).
+    // Tanh at scale 10: really evaluated (differs from exact gates by far more than the f64
+    // round-off of the logits, ~1e-13: bound 1e-10) and within the effect of
+    // 1 - tanh(10) = 4.1e-9 per gate and group-norm weight: below TANH10_EFFECT, itself far below
+    // the f32 golden tolerance (in f32 tanh(10) == 1 exactly). Measured 8.0e-9 since the norm
+    // backward recomputes f(x) with the same gate factor as f(x + dz/s) (docs/construction.md
+    // §6.6); 7.7e-5 when it subtracted the stored zhat, which carries one gate factor more and
+    // s = 1000 amplified (the reason the official f64 run used scale 30).
     let tanh10 = max_diff(&outputs[2].3, &outputs[1].3);
     eprintln!("f64 tanh(10) gates vs exact gates: {tanh10:e}");
     assert!(
-        tanh10 > 1e-7 && tanh10 < TANH10_EFFECT,
+        tanh10 > 1e-10 && tanh10 < TANH10_EFFECT,
         "tanh(10) vs exact: {tanh10}"
     );
 }

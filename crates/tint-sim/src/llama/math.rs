@@ -1,9 +1,10 @@
-//! RMSNorm and SwiGLU forward and backward (first-order finite differences, TINT_SPEC §6.6 / paper
+//! RMSNorm and SwiGLU forward and backward (first-order finite differences, docs/construction.md §6.6 / paper
 //! Def. J.5, or exact), on token-major activations `[seq_length, width]`.
 
 use burn::tensor::activation::{sigmoid, silu};
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use tint_ops::difference::{rms_norm_difference, silu_difference};
 
 use crate::config::DerivativeMode;
 
@@ -32,7 +33,7 @@ pub fn rms_norm<B: Backend>(x: Tensor<B, 2>, gain: &Tensor<B, 1>, eps: f64) -> T
 
 /// Backward of an RMSNorm with gain `gain` at input `x` for the output gradient `dy`:
 /// `s (f(x + gain ⊙ dy / s) - f(x))` (the paper's Group-RMSnorm backward, Def. J.2 with F's
-/// first-order rule) or the exact `J_f(x) (gain ⊙ dy) = (v - z mean(z v)) / rms(x)`, `v = gain ⊙ dy`.
+/// first-order rule; evaluated in the cancellation-free form of [`rms_norm_difference`]) or the exact `J_f(x) (gain ⊙ dy) = (v - z mean(z v)) / rms(x)`, `v = gain ⊙ dy`.
 ///
 /// # Shapes
 /// `x`, `dy`: `[seq_length, d_model]`, `gain`: `[d_model]` → `[seq_length, d_model]`.
@@ -46,10 +47,7 @@ pub fn rms_norm_backward<B: Backend>(
 ) -> Tensor<B, 2> {
     let v = dy * gain.clone().unsqueeze_dim::<2>(0);
     match mode {
-        DerivativeMode::FiniteDifference => {
-            let shifted = rms_normalize(x.clone() + v.div_scalar(scale), eps);
-            (shifted - rms_normalize(x, eps)).mul_scalar(scale)
-        }
+        DerivativeMode::FiniteDifference => rms_norm_difference(x, v, eps, scale),
         DerivativeMode::Exact => {
             let inv_rms = x
                 .clone()
@@ -94,7 +92,8 @@ pub fn swiglu<B: Backend>(gate_pre: Tensor<B, 2>, up: Tensor<B, 2>) -> Tensor<B,
 ///
 /// `d_up = d_hidden ⊙ silu(gate_pre)` is a product (exact in both modes, TinT's GLU layer).
 /// `d_gate_pre` is `up ⊙ s (silu(gate_pre + d_hidden / s) - silu(gate_pre))` (paper Def. J.5 with
-/// `ε = 1/s`) or the exact `up ⊙ silu'(gate_pre) ⊙ d_hidden`.
+/// `ε = 1/s`; evaluated in the cancellation-free form of [`silu_difference`]) or the exact
+/// `up ⊙ silu'(gate_pre) ⊙ d_hidden`.
 ///
 /// # Shapes
 /// `gate_pre`, `up`, `d_hidden`: `[seq_length, d_ff]` → two `[seq_length, d_ff]`.
@@ -108,10 +107,7 @@ pub fn swiglu_backward<B: Backend>(
     let act = silu(gate_pre.clone());
     let d_up = d_hidden.clone() * act.clone();
     let d_gate_pre = match mode {
-        DerivativeMode::FiniteDifference => {
-            let shifted = silu(gate_pre + d_hidden.div_scalar(scale));
-            (shifted - act).mul_scalar(scale) * up
-        }
+        DerivativeMode::FiniteDifference => silu_difference(gate_pre, d_hidden, scale) * up,
         DerivativeMode::Exact => {
             // silu'(x) = σ(x) (1 + x (1 - σ(x))).
             let sig = sigmoid(gate_pre.clone());

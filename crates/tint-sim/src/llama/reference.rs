@@ -1,6 +1,6 @@
 //! The LLaMA functional reference: what one simulated TinT step computes on a LLaMA-family auxiliary
 //! model (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention), in the approximation style of
-//! TINT_SPEC §9 — first-order backward through the norms and the SwiGLU gate, value-only attention
+//! docs/construction.md §9 — first-order backward through the norms and the SwiGLU gate, value-only attention
 //! backward, SGD on the summed next-token loss of the training tokens (docs/tint-llama.md).
 //!
 //! Sequences of a batch are independent (each gets its own update), so they are processed one at a
@@ -293,6 +293,30 @@ impl<B: Backend> LlamaReference<B> {
         &self,
         input: &SimInput<B>,
     ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
+        self.forward_observed(input, &mut |_, _| {})
+    }
+
+    /// Like [`Self::forward_with_params`], reporting every intermediate of the step to `observe`
+    /// (for numerical diagnostics, e.g. comparing a float32 run with a float64 one): its name and
+    /// value `[rows, width]`, in the order computed. Names, with `b` the sequence and `l` the layer
+    /// index in the model: `b{b} L{l} {h_in|a|o|h_mid|m|gate_pre|up|hidden}` (first forward pass),
+    /// `b{b} {h_last|hf|first_logits}`, `b{b} grad` (loss gradient at the final norm output),
+    /// `b{b} delta_top` (after the final-norm backward), `b{b} L{l} {d_hidden|d_gate|d_up|dm|
+    /// rms2_back|delta_mid|d_o|dv|da|rms1_back|delta_in}` (backward, top to first layer),
+    /// `b{b} L{l} {dw_gate|dw_up|dw_down|dw_o|dw_v}` (update minus old weight, `[in, out]`) and
+    /// `b{b} final_logits`. Step `k > 0` of `n_forward_backward` prefixes the backward names with
+    /// `s{k} `.
+    ///
+    /// # Shapes
+    /// As [`Self::forward`].
+    ///
+    /// # Errors
+    /// As [`Self::forward`].
+    pub fn forward_observed(
+        &self,
+        input: &SimInput<B>,
+        observe: &mut dyn FnMut(&str, Tensor<B, 2>),
+    ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
         self.validate(input)?;
         let [batch_size, seq_length] = input.dims();
         let train = bool_rows(&input.train_mask);
@@ -317,7 +341,8 @@ impl<B: Backend> LlamaReference<B> {
                 gradient.as_ref().map(|g| &g[b][..]),
                 icl_rows,
             );
-            let (first, last, params) = self.run_sequence(&ctx);
+            let mut named = |name: &str, t: Tensor<B, 2>| observe(&format!("b{b} {name}"), t);
+            let (first, last, params) = self.run_sequence(&ctx, &mut named);
             first_logits.push(first.unsqueeze_dim::<3>(0));
             final_logits.push(last.unsqueeze_dim::<3>(0));
             updated.push(params);
@@ -453,6 +478,7 @@ impl<B: Backend> LlamaReference<B> {
     fn run_sequence(
         &self,
         ctx: &SequenceContext<B>,
+        observe: &mut dyn FnMut(&str, Tensor<B, 2>),
     ) -> (Tensor<B, 2>, Tensor<B, 2>, LlamaParams<B>) {
         let n_layers = self.params.layers.len();
         let first = n_layers - self.config.simulated_layers(n_layers);
@@ -463,10 +489,36 @@ impl<B: Backend> LlamaReference<B> {
         let mut params = self.params.clone();
         let mut pass = top_pass(&params, h.clone(), first, ctx);
         let first_logits = pass.logits.clone();
-        for _ in 0..self.config.n_forward_backward {
-            self.descend_step(&mut params, &pass, first, ctx);
+        for (l, trace) in pass.traces.iter().enumerate() {
+            let l = first + l;
+            for (name, t) in [
+                ("h_in", &trace.h_in),
+                ("a", &trace.a),
+                ("o", &trace.o),
+                ("h_mid", &trace.h_mid),
+                ("m", &trace.m),
+                ("gate_pre", &trace.gate_pre),
+                ("up", &trace.up),
+                ("hidden", &trace.hidden),
+            ] {
+                observe(&format!("L{l} {name}"), t.clone());
+            }
+        }
+        observe("h_last", pass.h_last.clone());
+        observe("hf", pass.hf.clone());
+        observe("first_logits", first_logits.clone());
+        for k in 0..self.config.n_forward_backward {
+            let prefix = if k == 0 {
+                String::new()
+            } else {
+                format!("s{k} ")
+            };
+            let mut step_observe =
+                |name: &str, t: Tensor<B, 2>| observe(&format!("{prefix}{name}"), t);
+            self.descend_step(&mut params, &pass, first, ctx, &mut step_observe);
             pass = top_pass(&params, h.clone(), first, ctx);
         }
+        observe("final_logits", pass.logits.clone());
         (first_logits, pass.logits, params)
     }
 
@@ -477,6 +529,7 @@ impl<B: Backend> LlamaReference<B> {
         pass: &TopPass<B>,
         first: usize,
         ctx: &SequenceContext<B>,
+        observe: &mut dyn FnMut(&str, Tensor<B, 2>),
     ) {
         let cfg = &self.config;
         let (lr, s, mode, eps) = (
@@ -496,6 +549,7 @@ impl<B: Backend> LlamaReference<B> {
             cfg.loss_gradient,
         )
         .reshape([seq_length, d_model]);
+        observe("grad", grad.clone());
         let mut delta = rms_norm_backward(
             pass.h_last.clone(),
             &params.final_norm,
@@ -504,6 +558,7 @@ impl<B: Backend> LlamaReference<B> {
             mode,
             s,
         );
+        observe("delta_top", delta.clone());
         if updates.norm_gains {
             let g = rms_gain_gradient(pass.h_last.clone(), grad, train, eps);
             params.final_norm = params.final_norm.clone() - g.mul_scalar(lr);
@@ -511,13 +566,20 @@ impl<B: Backend> LlamaReference<B> {
         let n_rep = params.n_heads / params.n_kv_heads;
         for (l, trace) in pass.traces.iter().enumerate().rev() {
             let layer = &params.layers[first + l];
+            let mut see = |name: &str, t: &Tensor<B, 2>| {
+                observe(&format!("L{} {name}", first + l), t.clone());
+            };
             let mut updated = layer.clone();
             // SwiGLU MLP.
             let d_hidden = delta.clone().matmul(layer.w_down.clone().transpose());
+            see("d_hidden", &d_hidden);
             let (d_gate, d_up) =
                 swiglu_backward(trace.gate_pre.clone(), trace.up.clone(), d_hidden, mode, s);
+            see("d_gate", &d_gate);
+            see("d_up", &d_up);
             let dm = d_gate.clone().matmul(layer.w_gate.clone().transpose())
                 + d_up.clone().matmul(layer.w_up.clone().transpose());
+            see("dm", &dm);
             if updates.mlp {
                 updated.w_down = descend(
                     &layer.w_down,
@@ -532,10 +594,14 @@ impl<B: Backend> LlamaReference<B> {
                 let g = rms_gain_gradient(trace.h_mid.clone(), dm.clone(), train, eps);
                 updated.mlp_norm = layer.mlp_norm.clone() - g.mul_scalar(lr);
             }
-            let delta_mid = delta.clone()
-                + rms_norm_backward(trace.h_mid.clone(), &layer.mlp_norm, dm, eps, mode, s);
+            let rms2_back =
+                rms_norm_backward(trace.h_mid.clone(), &layer.mlp_norm, dm, eps, mode, s);
+            see("rms2_back", &rms2_back);
+            let delta_mid = delta.clone() + rms2_back;
+            see("delta_mid", &delta_mid);
             // Output projection and value-only attention backward (scores recomputed, not differentiated).
             let d_o = delta_mid.clone().matmul(layer.w_o.clone().transpose());
+            see("d_o", &d_o);
             if updates.attn_output {
                 updated.w_o = descend(
                     &layer.w_o,
@@ -550,7 +616,9 @@ impl<B: Backend> LlamaReference<B> {
                 .swap_dims(1, 2)
                 .matmul(split_heads(d_o, params.n_heads)); // [n_heads, j, head_dim]
             let dv = merge_heads(sum_kv_groups(dv_heads, n_rep)); // [seq_length, n_kv · head_dim]
+            see("dv", &dv);
             let da = dv.clone().matmul(layer.w_v.clone().transpose());
+            see("da", &da);
             if updates.attn_value {
                 updated.w_v = descend(&layer.w_v, &trace.a, &(dv * train.clone()), lr);
             }
@@ -558,8 +626,20 @@ impl<B: Backend> LlamaReference<B> {
                 let g = rms_gain_gradient(trace.h_in.clone(), da.clone(), train, eps);
                 updated.attn_norm = layer.attn_norm.clone() - g.mul_scalar(lr);
             }
-            let delta_in = delta_mid
-                + rms_norm_backward(trace.h_in.clone(), &layer.attn_norm, da, eps, mode, s);
+            let rms1_back =
+                rms_norm_backward(trace.h_in.clone(), &layer.attn_norm, da, eps, mode, s);
+            see("rms1_back", &rms1_back);
+            let delta_in = delta_mid + rms1_back;
+            see("delta_in", &delta_in);
+            for (name, new, old) in [
+                ("dw_gate", &updated.w_gate, &layer.w_gate),
+                ("dw_up", &updated.w_up, &layer.w_up),
+                ("dw_down", &updated.w_down, &layer.w_down),
+                ("dw_o", &updated.w_o, &layer.w_o),
+                ("dw_v", &updated.w_v, &layer.w_v),
+            ] {
+                see(name, &(new.clone() - old.clone()));
+            }
             params.layers[first + l] = updated;
             delta = delta_in;
         }

