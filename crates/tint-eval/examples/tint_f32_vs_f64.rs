@@ -114,7 +114,7 @@ fn documents(
 /// One TinT method on `model`'s weights in `dtype`.
 enum Engine {
     Simulator(Box<ModelSimulator<B>>),
-    Reference(LlamaReference<B>),
+    Reference(Box<LlamaReference<B>>),
 }
 
 impl Engine {
@@ -137,10 +137,10 @@ impl Engine {
                 let params = LlamaParams::from_aux(model)
                     .map_err(|e| text(&e))?
                     .cast(dtype);
-                Engine::Reference(
+                Engine::Reference(Box::new(
                     LlamaReference::from_params(params, LlamaTintConfig::from_tint(&config))
                         .map_err(|e| text(&e))?,
-                )
+                ))
             }
         })
     }
