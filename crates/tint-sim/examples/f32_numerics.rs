@@ -119,21 +119,37 @@ fn main() {
     let local_rms = |x: Tensor<B, 2>, gain: &Tensor<B, 1>, dy: Tensor<B, 2>| {
         let exact64 = rms_norm_backward(x.clone(), gain, dy.clone(), eps, mode, s);
         let got32 = rms_norm_backward(
-            x.cast(DType::F32),
+            x.clone().cast(DType::F32),
             &gain.clone().cast(DType::F32),
-            dy.cast(DType::F32),
+            dy.clone().cast(DType::F32),
             eps,
             mode,
             s,
         );
-        (diff(&got32, &exact64), max_abs(exact64))
+        // The literal `s (f(x + v/s) - f(x))` in f32, as the code computed it before the
+        // cancellation-free form: the error the rewrite removes.
+        let literal32 = {
+            let (x, v) = (
+                x.cast(DType::F32),
+                dy.cast(DType::F32) * gain.clone().cast(DType::F32).unsqueeze_dim::<2>(0),
+            );
+            let f = |t: Tensor<B, 2>| t.clone() / t.square().mean_dim(1).add_scalar(eps).sqrt();
+            (f(x.clone() + v.div_scalar(s)) - f(x)).mul_scalar(s)
+        };
+        let literal = if matches!(mode, DerivativeMode::FiniteDifference) {
+            diff(&literal32, &exact64)
+        } else {
+            f64::NAN
+        };
+        (diff(&got32, &exact64), max_abs(exact64), literal)
     };
     println!(
-        "# local f32 error of each backward op on f64 inputs: op  max|err|  max|f64 out|  ratio"
+        "# local f32 error of each backward op on f64 inputs: op  max|err|  max|f64 out|  ratio  \
+         (literal f32 form: max|err|)"
     );
-    let (e, m) = local_rms(get("h_last"), &params64.final_norm, get("grad"));
+    let (e, m, lit) = local_rms(get("h_last"), &params64.final_norm, get("grad"));
     println!(
-        "final_norm_back        {e:>11.3e} {m:>11.3e} {:>11.3e}",
+        "final_norm_back        {e:>11.3e} {m:>11.3e} {:>11.3e}  (literal {lit:.3e})",
         e / m
     );
     let n_layers = params64.layers.len();
@@ -151,19 +167,20 @@ fn main() {
             s,
         );
         let (eg, mg) = (diff(&g32, &g64), max_abs(g64));
-        let (e2, m2) = local_rms(
+        let (e2, m2, lit2) = local_rms(
             get(&format!("L{l} h_mid")),
             &layer.mlp_norm,
             get(&format!("L{l} dm")),
         );
-        let (e1, m1) = local_rms(
+        let (e1, m1, lit1) = local_rms(
             get(&format!("L{l} h_in")),
             &layer.attn_norm,
             get(&format!("L{l} da")),
         );
         let xmax = max_abs(get(&format!("L{l} h_in")));
         println!(
-            "L{l:<2} d_gate {eg:.3e}/{mg:.3e}  rms2_back {e2:.3e}/{m2:.3e}  rms1_back {e1:.3e}/{m1:.3e}  max|h_in| {xmax:.1}"
+            "L{l:<2} d_gate {eg:.3e}/{mg:.3e}  rms2_back {e2:.3e}/{m2:.3e} (literal {lit2:.3e})  \
+             rms1_back {e1:.3e}/{m1:.3e} (literal {lit1:.3e})  max|h_in| {xmax:.1}"
         );
     }
     println!(
