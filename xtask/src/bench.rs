@@ -71,7 +71,7 @@ const INNER_LR: f64 = 1e-3;
 
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args, Debug)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// Micro config (D = 32, 2 layers, T = 64) for a smoke test; writes its own report section.
     #[arg(long)]
     pub quick: bool,
@@ -138,7 +138,7 @@ pub struct BenchArgs {
 
 /// Sizes of a benchmark configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct BenchConfig {
+pub(crate) struct BenchConfig {
     /// Name in the report (`tiny`, `micro`).
     pub name: &'static str,
     /// `D`.
@@ -162,7 +162,7 @@ pub struct BenchConfig {
 impl BenchConfig {
     /// The tiny GPT-2 of issue #9: D = 128, 4 layers, 4 heads, vocabulary 4096, T = 256 (128 train);
     /// TinT Ds = 640, P = 32, Hs = 20.
-    pub const TINY: Self = Self {
+    pub(crate) const TINY: Self = Self {
         name: "tiny",
         d_model: 128,
         n_layers: 4,
@@ -174,7 +174,7 @@ impl BenchConfig {
         sim_head_size: 32,
     };
     /// A micro GPT-2 for smoke tests: D = 32, 2 layers, T = 64; Ds = 160, P = 8, Hs = 20.
-    pub const MICRO: Self = Self {
+    pub(crate) const MICRO: Self = Self {
         name: "micro",
         d_model: 32,
         n_layers: 2,
@@ -192,7 +192,11 @@ impl BenchConfig {
 
     /// The TinT configuration of the step (one step, reuse on), in `execution`, with the top
     /// `sim_layers` layers simulated (`None`: all).
-    pub fn tint_config(&self, execution: Execution, sim_layers: Option<usize>) -> TintConfig {
+    pub(crate) fn tint_config(
+        &self,
+        execution: Execution,
+        sim_layers: Option<usize>,
+    ) -> TintConfig {
         TintConfig {
             inner_lr: INNER_LR,
             restrict_prefixes: true,
@@ -211,7 +215,7 @@ impl BenchConfig {
 /// and value sums over the full `T x T` matrix; the tied LM head `T x D x V`). Not counted:
 /// LayerNorm, activation, softmax and other elementwise work (O(T D) per layer, < 1% here).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StepFlops {
+pub(crate) struct StepFlops {
     /// One forward pass of the auxiliary model, with logits.
     pub forward: f64,
     /// The loss gradient of docs/construction.md §7 (prediction kind): logits again and `softmax · E`.
@@ -223,7 +227,7 @@ pub struct StepFlops {
 
 impl StepFlops {
     /// Counts for `config` with `seq_length` tokens.
-    pub fn new(config: &BenchConfig, seq_length: usize) -> Self {
+    pub(crate) fn new(config: &BenchConfig, seq_length: usize) -> Self {
         let (t, d, di, v, l) = (
             seq_length as f64,
             config.d_model as f64,
@@ -246,20 +250,20 @@ impl StepFlops {
 
     /// One TinT step (= one functional-reference step): first forward, loss gradient, backward,
     /// final forward.
-    pub fn tint_step(&self) -> f64 {
+    pub(crate) fn tint_step(&self) -> f64 {
         2.0 * self.forward + self.loss_gradient + self.backward
     }
 }
 
 /// FLOPs of one dynamic-evaluation call per sequence: forward + backward (≈ 2× forward, all
 /// weight and input gradients) on the training tokens, then a forward over the whole sequence.
-pub fn dyn_eval_flops(config: &BenchConfig) -> f64 {
+pub(crate) fn dyn_eval_flops(config: &BenchConfig) -> f64 {
     3.0 * StepFlops::new(config, config.train_length).forward
         + StepFlops::new(config, config.seq_length).forward
 }
 
 /// FLOPs of one measurement of `mode` at `batch_size`.
-pub fn mode_flops(config: &BenchConfig, mode: &str, batch_size: usize) -> f64 {
+pub(crate) fn mode_flops(config: &BenchConfig, mode: &str, batch_size: usize) -> f64 {
     let per_sequence = match mode {
         "structured" | "constructed" | "ref" => {
             StepFlops::new(config, config.seq_length).tint_step()
@@ -274,7 +278,7 @@ pub fn mode_flops(config: &BenchConfig, mode: &str, batch_size: usize) -> f64 {
 
 /// What a child measured.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Measurement {
+pub(crate) struct Measurement {
     /// `structured`, `constructed`, `ref`, `dyn`, `aux` or `sgemm`.
     pub mode: String,
     /// Sequences per call.
@@ -311,7 +315,7 @@ fn median(values: &[f64]) -> f64 {
 }
 
 /// Runs `cargo xtask bench`.
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     let config = if args.quick {
         BenchConfig::MICRO
     } else {
@@ -429,7 +433,7 @@ const TINY_MODES: [&str; 6] = ["structured", "constructed", "ref", "dyn", "aux",
 
 /// Sequence length and simulated layers of one child measurement.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ChildShape {
+pub(crate) struct ChildShape {
     /// Tokens per sequence (the first half trains).
     pub seq_length: usize,
     /// Simulated top layers (`None`: all).
@@ -438,7 +442,7 @@ pub struct ChildShape {
 
 /// The points of the scaling table: `(B, shape)` for B = 1, 2, 4 at the config's T with every
 /// layer; T = T/4, T/2 at B = 1; and 1, 2 simulated top layers at B = 1 (duplicates dropped).
-pub fn scaling_points(config: &BenchConfig) -> Vec<(usize, ChildShape)> {
+pub(crate) fn scaling_points(config: &BenchConfig) -> Vec<(usize, ChildShape)> {
     let full = ChildShape {
         seq_length: config.seq_length,
         sim_layers: None,
@@ -538,7 +542,7 @@ fn run_in_child(
 /// `T x T` matrix, `D` wide; the head `T x D x V`). Not counted: RMSNorm, rotary, SwiGLU gating,
 /// softmax and other elementwise work.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LlamaStepFlops {
+pub(crate) struct LlamaStepFlops {
     /// One layer's forward: `2T(2D² + 2D·Dkv + 3D·Di) + 4T²D`.
     pub layer_forward: f64,
     /// The LM head (logits): `2TDV`.
@@ -555,7 +559,7 @@ pub struct LlamaStepFlops {
 
 impl LlamaStepFlops {
     /// Counts for `sizes` with `seq_length` tokens and the top `updated` layers updated.
-    pub fn new(sizes: &LlamaSizes, seq_length: usize, updated: usize) -> Self {
+    pub(crate) fn new(sizes: &LlamaSizes, seq_length: usize, updated: usize) -> Self {
         let (t, d, di, v) = (
             seq_length as f64,
             sizes.d_model as f64,
@@ -575,14 +579,14 @@ impl LlamaStepFlops {
     }
 
     /// A plain forward with logits.
-    pub fn forward(&self) -> f64 {
+    pub(crate) fn forward(&self) -> f64 {
         self.n_layers * self.layer_forward + self.head
     }
 
     /// One TinT step (= one LLaMA reference step): the forward, the loss gradient (`4TDV`: logits
     /// again and `softmax · E`), the backward of the updated layers, and the final forward of the
     /// updated layers and the head (the layers below are unchanged and not recomputed).
-    pub fn tint_step(&self) -> f64 {
+    pub(crate) fn tint_step(&self) -> f64 {
         self.forward()
             + 2.0 * self.head
             + self.updated * self.layer_backward
@@ -596,14 +600,14 @@ impl LlamaStepFlops {
 /// then about 2 forwards' worth for each trained layer: input and weight gradients of all seven
 /// matrices and the full attention backward; nothing below the trained layers), then a forward on
 /// all `T` tokens.
-pub fn llama_dyn_eval_flops(sizes: &LlamaSizes, seq_length: usize, updated: usize) -> f64 {
+pub(crate) fn llama_dyn_eval_flops(sizes: &LlamaSizes, seq_length: usize, updated: usize) -> f64 {
     let train = LlamaStepFlops::new(sizes, seq_length / 2, updated);
     let all = LlamaStepFlops::new(sizes, seq_length, updated);
     train.forward() + train.head + 2.0 * train.updated * train.layer_forward + all.forward()
 }
 
 /// FLOPs of one SmolLM2 measurement (`smollm2-<mode>`) at `batch_size`, top `updated` layers.
-pub fn smollm2_mode_flops(mode: &str, batch_size: usize, updated: usize) -> f64 {
+pub(crate) fn smollm2_mode_flops(mode: &str, batch_size: usize, updated: usize) -> f64 {
     let sizes = LlamaSizes::smollm2_135m();
     let step = LlamaStepFlops::new(&sizes, SMOLLM2_SEQ_LENGTH, updated);
     let per_sequence = match mode {
@@ -1033,7 +1037,7 @@ fn gpu_description() -> Option<String> {
 }
 
 /// The report section's key: `bench-<config>` on the CPU, `bench-<config>-<backend>` on a GPU.
-pub fn section_key(config_name: &str) -> String {
+pub(crate) fn section_key(config_name: &str) -> String {
     if BACKEND_NAME == "flex" {
         format!("bench-{config_name}")
     } else {
@@ -1150,7 +1154,7 @@ fn verdict(value: f64, goal: f64) -> &'static str {
 /// The ratio lines of one configuration: each execution against the authors' step (their range)
 /// and against our reference, peak RSS against theirs, the reference and the forward against
 /// PyTorch's figures, and issue 17's goals. The official figures are for the tiny config only.
-pub fn render_ratios(config: &BenchConfig, measurements: &[Measurement]) -> String {
+pub(crate) fn render_ratios(config: &BenchConfig, measurements: &[Measurement]) -> String {
     let mut out = String::new();
     let official_config = config.name == BenchConfig::TINY.name;
     let find = |mode: &str, b: usize| {
@@ -1239,7 +1243,7 @@ pub fn render_ratios(config: &BenchConfig, measurements: &[Measurement]) -> Stri
 }
 
 /// The report section for one configuration.
-pub fn render_report(
+pub(crate) fn render_report(
     config: &BenchConfig,
     measurements: &[Measurement],
     repeat: usize,
@@ -1357,7 +1361,7 @@ pub fn render_report(
 
 /// The scaling section: step seconds of each execution and the reference against B, T and the
 /// number of simulated top layers.
-pub fn render_scaling(
+pub(crate) fn render_scaling(
     config: &BenchConfig,
     rows: &[Measurement],
     repeat: usize,
@@ -1436,12 +1440,12 @@ pub fn render_scaling(
 }
 
 /// Where the bench writes its checkpoint and ids file.
-pub fn checkpoint_dir(config: &BenchConfig) -> PathBuf {
+pub(crate) fn checkpoint_dir(config: &BenchConfig) -> PathBuf {
     std::env::temp_dir().join(format!("tint-bench-gpt2-{}", config.name))
 }
 
 /// Writes a seeded random GPT-2 checkpoint (`config.json` + `model.safetensors`) for `config`.
-pub fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<()> {
+pub(crate) fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let (d, v, t) = (config.d_model, config.vocab_size, config.seq_length);
     let mut rng = SplitMix(0x5EED_0001);

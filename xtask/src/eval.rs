@@ -23,14 +23,14 @@ use tint_eval::resume::{merge, Fingerprint};
 use tint_eval::{run_lm_eval, LmEvalConfig, LmReport};
 use tint_sim::TintConfig;
 
-pub use tint_eval::lm_grid::parse_budget;
+pub(crate) use tint_eval::lm_grid::parse_budget;
 
 use crate::backend::{device, AB, B, BACKEND_NAME};
 use crate::model_arg::{load_aux, load_tokenizer, ModelArg};
 
 /// Arguments of `cargo xtask eval`.
 #[derive(clap::Args, Debug)]
-pub struct EvalArgs {
+pub(crate) struct EvalArgs {
     #[command(subcommand)]
     what: Option<EvalWhat>,
     /// Run the smoke-test suite (micro model, a committed text, < 2 minutes).
@@ -56,7 +56,7 @@ enum EvalWhat {
 
 /// Arguments of `cargo xtask eval lm`.
 #[derive(clap::Args, Debug, Clone, serde::Serialize)]
-pub struct LmArgs {
+pub(crate) struct LmArgs {
     /// Auxiliary model: a directory, a .gguf file or `smollm2` (fetched on demand).
     #[arg(long, default_value = "smollm2")]
     #[serde(serialize_with = "display")]
@@ -133,11 +133,11 @@ pub struct LmArgs {
 }
 
 /// The default step-size grid (`eta` on the summed loss).
-pub const DEFAULT_ETA_GRID: [f64; 4] = [1e-5, 3e-5, 1e-4, 3e-4];
+pub(crate) const DEFAULT_ETA_GRID: [f64; 4] = [1e-5, 3e-5, 1e-4, 3e-4];
 
 /// A `--tune NAME=V1,V2,…` grid.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct TuneGrid {
+pub(crate) struct TuneGrid {
     /// `eta` or `lr`.
     pub parameter: String,
     /// The values.
@@ -145,7 +145,7 @@ pub struct TuneGrid {
 }
 
 /// Parses `eta=1e-5,3e-5` or `lr=1e-3,1e-2`.
-pub fn parse_tune(text: &str) -> Result<TuneGrid, String> {
+pub(crate) fn parse_tune(text: &str) -> Result<TuneGrid, String> {
     let bad = |why: &str| format!("--tune {text:?}: {why}; expected e.g. eta=1e-5,3e-5,1e-4,3e-4");
     let (name, list) = text.split_once('=').ok_or_else(|| bad("no `=`"))?;
     let parameter = name.trim().to_string();
@@ -165,7 +165,7 @@ pub fn parse_tune(text: &str) -> Result<TuneGrid, String> {
 
 impl LmArgs {
     /// The `--tune` grid of `parameter` (`eta` defaults to [`DEFAULT_ETA_GRID`]).
-    pub fn grid(&self, parameter: &str) -> Option<Vec<f64>> {
+    pub(crate) fn grid(&self, parameter: &str) -> Option<Vec<f64>> {
         self.tune
             .iter()
             .rev()
@@ -177,7 +177,7 @@ impl LmArgs {
 
 /// TinT hyper-parameters on the command line (shared by `eval lm` and `logits --tint`).
 #[derive(clap::Args, Debug, Clone, serde::Serialize)]
-pub struct TintFlags {
+pub(crate) struct TintFlags {
     /// TinT width `Ds`. Default: `D (S + 1)` with `S = D / P`.
     #[arg(long)]
     pub tint_hidden_size: Option<usize>,
@@ -218,7 +218,7 @@ impl Default for TintFlags {
 
 impl TintFlags {
     /// `--sim-layers` as a count (`None` = all).
-    pub fn sim_layer_count(&self) -> Result<Option<usize>> {
+    pub(crate) fn sim_layer_count(&self) -> Result<Option<usize>> {
         Ok(match self.sim_layers.as_str() {
             "all" => None,
             n => Some(
@@ -229,7 +229,7 @@ impl TintFlags {
     }
 
     /// The simulator configuration for `model` with step `inner_lr` and `steps` simulated steps.
-    pub fn config<Bk: burn::tensor::backend::Backend>(
+    pub(crate) fn config<Bk: burn::tensor::backend::Backend>(
         &self,
         model: &AuxModel<Bk>,
         inner_lr: f64,
@@ -266,7 +266,7 @@ fn display<S: serde::Serializer, T: std::fmt::Display>(v: &T, s: S) -> Result<S:
 }
 
 /// Runs `cargo xtask eval …`.
-pub fn run(args: &EvalArgs) -> Result<()> {
+pub(crate) fn run(args: &EvalArgs) -> Result<()> {
     match &args.what {
         Some(EvalWhat::Lm(lm)) => run_lm(lm, &Progress::new("lm")).map(|_| ()),
         Some(EvalWhat::Cgt(cgt)) => crate::eval_cgt::run(cgt),
@@ -278,7 +278,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 
 /// Progress of one section of work: a bar with an ETA on a terminal, and a line every
 /// [`Progress::LINE_EVERY`] (and at the end) when stderr is not a terminal (piped or logged).
-pub struct Progress {
+pub(crate) struct Progress {
     name: String,
     bar: ProgressBar,
     start: Instant,
@@ -287,10 +287,10 @@ pub struct Progress {
 
 impl Progress {
     /// Seconds between lines when the output is piped.
-    pub const LINE_EVERY: Duration = Duration::from_secs(20);
+    pub(crate) const LINE_EVERY: Duration = Duration::from_secs(20);
 
     /// A section named `name` (shown in front of every line).
-    pub fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr()).with_style(
             ProgressStyle::with_template(
                 "{prefix} {bar:30} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}",
@@ -307,7 +307,7 @@ impl Progress {
     }
 
     /// `done` of `total` units finished; `message` says what.
-    pub fn update(&self, done: usize, total: usize, message: &str) {
+    pub(crate) fn update(&self, done: usize, total: usize, message: &str) {
         self.bar.set_length(total as u64);
         self.bar.set_position(done as u64);
         self.bar.set_message(message.to_string());
@@ -335,7 +335,7 @@ impl Progress {
     }
 
     /// A line that stays (printed above the bar, or as is when piped).
-    pub fn note(&self, line: &str) {
+    pub(crate) fn note(&self, line: &str) {
         if self.bar.is_hidden() {
             eprintln!("[{}] {line}", self.name);
         } else {
@@ -344,12 +344,12 @@ impl Progress {
     }
 
     /// Removes the bar.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
     }
 
     /// Seconds since the section started.
-    pub fn seconds(&self) -> f64 {
+    pub(crate) fn seconds(&self) -> f64 {
         self.start.elapsed().as_secs_f64()
     }
 }
@@ -449,7 +449,7 @@ fn run_default(out: &Path, resume: bool) -> Result<()> {
 }
 
 /// Today's date (UTC) as `YYYY-MM-DD`, from the system clock.
-pub fn today() -> String {
+pub(crate) fn today() -> String {
     let days = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() / 86_400)
@@ -468,7 +468,7 @@ pub fn today() -> String {
 }
 
 /// The paragraph under an LM table: blocks, split, step sizes, methods, JSON.
-pub fn lm_description(args: &LmArgs, report: &LmReport, json_name: &str) -> String {
+pub(crate) fn lm_description(args: &LmArgs, report: &LmReport, json_name: &str) -> String {
     let split = &report.settings["run"]["split"];
     let layers = match args.budget.first().map(|b| b.layers) {
         Some(Some(l)) => format!("the top {l} of the model's layers"),
@@ -563,7 +563,7 @@ fn run_quick(out: &Path) -> Result<()> {
 }
 
 /// The repository root (xtask lives one level below it).
-pub fn project_root() -> PathBuf {
+pub(crate) fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask has a parent")
@@ -572,7 +572,7 @@ pub fn project_root() -> PathBuf {
 
 /// Refuses an output path whose extension is not `ext` (so `--out x.md` never receives JSON and a
 /// markdown file is never overwritten by a report).
-pub fn check_out_extension(out: &Path, ext: &str, what: &str) -> Result<()> {
+pub(crate) fn check_out_extension(out: &Path, ext: &str, what: &str) -> Result<()> {
     if out.extension().and_then(|e| e.to_str()) != Some(ext) {
         bail!(
             "--out {}: the {what} report is written as .{ext} (markdown and charts go next to it); \
@@ -617,7 +617,7 @@ fn load_documents(text: Option<&Path>) -> Result<(PathBuf, Vec<(String, String)>
 }
 
 /// SHA-256 (hex) of `files`' contents in order (each preceded by its length).
-pub fn sha256_files(files: &[PathBuf]) -> Result<String> {
+pub(crate) fn sha256_files(files: &[PathBuf]) -> Result<String> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
     for f in files {
@@ -642,7 +642,7 @@ pub fn sha256_files(files: &[PathBuf]) -> Result<String> {
 }
 
 /// The files that hold the weights of `model` (for its content hash).
-pub fn checkpoint_files(model: &ModelArg) -> Result<Vec<PathBuf>> {
+pub(crate) fn checkpoint_files(model: &ModelArg) -> Result<Vec<PathBuf>> {
     Ok(match model {
         ModelArg::Gguf(p) => vec![p.clone()],
         ModelArg::SmolLm2 => vec![crate::fetch::smollm2_gguf()?],
@@ -672,7 +672,7 @@ fn sha256_documents(docs: &[(String, String)]) -> String {
 
 /// The version of the code: the crate version and the git commit of the working tree (with
 /// `+changes` when tracked files differ from it), or `unknown` outside a git checkout.
-pub fn code_version() -> String {
+pub(crate) fn code_version() -> String {
     let git = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
@@ -816,7 +816,7 @@ fn pending_rows(args: &LmArgs) -> Result<Vec<PendingRow>> {
 
 /// Runs `cargo xtask eval lm` and writes `<out>.json`, `<out>.md`, `<out>.svg` and
 /// `<out>-paired.svg`.
-pub fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
+pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
     check_out_extension(&args.out, "json", "`eval lm`")?;
     let rows = pending_rows(args)?;
     let tuning_needed = rows

@@ -23,7 +23,7 @@ use crate::backend::{device, AB, B, BACKEND_NAME};
 
 /// Arguments of `cargo xtask eval cgt`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct CgtArgs {
+pub(crate) struct CgtArgs {
     /// Experiment preset: icl-tiny (smoke, ~2 min), icl-small (CPU Table 1), icl-paper, linreg-small,
     /// linreg-paper, text-small, text-paper.
     #[arg(long, default_value = "icl-small")]
@@ -52,7 +52,7 @@ pub struct CgtArgs {
     #[arg(long, default_value = "docs/results.md")]
     pub report: PathBuf,
     /// Directory for checkpoints, JSONL logs and exported specialised models
-    /// (default: target/cgt-runs/<preset>-<steps>steps-batch<batch>); an existing checkpoint of the same
+    /// (default: `target/cgt-runs/<preset>-<steps>steps-batch<batch>`); an existing checkpoint of the same
     /// settings is resumed (losses and training time are read back from its log.jsonl), one written with
     /// other settings is an error.
     #[arg(long)]
@@ -187,7 +187,7 @@ fn command_line(args: &CgtArgs, backend: &str) -> String {
 }
 
 /// Runs the command.
-pub fn run(args: &CgtArgs) -> Result<()> {
+pub(crate) fn run(args: &CgtArgs) -> Result<()> {
     let preset = configured_preset(args)?;
     let variants: Vec<Variant> = if args.variants.is_empty() {
         Variant::ALL.to_vec()

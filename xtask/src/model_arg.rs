@@ -9,7 +9,7 @@ use tint_aux::AuxModel;
 
 /// Where an auxiliary model comes from.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ModelArg {
+pub(crate) enum ModelArg {
     /// A HF-style directory with `config.json` + `model.safetensors`.
     Dir(PathBuf),
     /// A GGUF file (LLaMA family).
@@ -40,7 +40,7 @@ impl std::fmt::Display for ModelArg {
 }
 
 /// Loads the auxiliary model named by `arg`, fetching the asset first when needed.
-pub fn load_aux<B: Backend>(arg: &ModelArg, device: &B::Device) -> Result<AuxModel<B>> {
+pub(crate) fn load_aux<B: Backend>(arg: &ModelArg, device: &B::Device) -> Result<AuxModel<B>> {
     match arg {
         ModelArg::Dir(dir) => tint_aux::load_model(dir, device)
             .with_context(|| format!("loading model from {}", dir.display())),
@@ -58,7 +58,7 @@ fn load_gguf<B: Backend>(path: &std::path::Path, device: &B::Device) -> Result<A
 }
 
 /// Loads the tokenizer that belongs to the model named by `arg`.
-pub fn load_tokenizer(arg: &ModelArg) -> Result<tint_aux::tokenizer::AuxTokenizer> {
+pub(crate) fn load_tokenizer(arg: &ModelArg) -> Result<tint_aux::tokenizer::AuxTokenizer> {
     match arg {
         ModelArg::Dir(dir) => tint_aux::tokenizer::AuxTokenizer::from_dir(dir)
             .with_context(|| format!("loading the tokenizer of {}", dir.display())),

@@ -7,7 +7,12 @@ use anyhow::{Context, Result};
 
 /// Replaces the section between `<!-- {key}:begin -->` and `<!-- {key}:end -->` in `path` by `section`,
 /// or appends it when the markers are absent. A missing file starts as `header`.
-pub fn write_marked_section(path: &Path, key: &str, section: &str, header: &str) -> Result<()> {
+pub(crate) fn write_marked_section(
+    path: &Path,
+    key: &str,
+    section: &str,
+    header: &str,
+) -> Result<()> {
     let begin = format!("<!-- {key}:begin -->");
     let end = format!("<!-- {key}:end -->");
     let existing = std::fs::read_to_string(path).unwrap_or_else(|_| header.to_string());

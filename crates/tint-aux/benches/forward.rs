@@ -10,6 +10,7 @@
 //! `logits` (default) times [`AuxModel::forward`] and reads the logits back; `traced` times
 //! [`AuxModel::forward_traced`] (what the TinT simulator and reference read). One warm-up run, then
 //! one line `forward_seconds <wall>` per timed run and the minimum.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::time::Instant;
 

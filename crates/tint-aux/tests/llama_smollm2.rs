@@ -4,6 +4,7 @@
 //!
 //! Needs the GGUF in the asset cache (`cargo xtask fetch smollm2`; `$TINT_CACHE` or `<repo>/.cache/assets`).
 //! Without it the test prints a note and passes.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::{Path, PathBuf};
 

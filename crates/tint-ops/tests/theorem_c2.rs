@@ -23,6 +23,7 @@
 //! and the uniform heads remove the `ε^{-1} Σ_j v_j` term exactly, so
 //! `W_O ẽ^S_t − ẽ^L_t = ε Σ_j (a_{t,j}²/2 − T) v_j + O(ε²)`: first order in `ε` (the theorem states
 //! the weaker `O(√ε)`).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 mod common;
 

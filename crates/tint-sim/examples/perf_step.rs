@@ -13,6 +13,7 @@
 //! [`AuxParams::random`] model is used. One warm-up run, then one line
 //! `step_seconds <wall> cpu_seconds <user+sys>` per timed run (the step only: no loading or
 //! construction).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::Path;
 use std::time::Instant;

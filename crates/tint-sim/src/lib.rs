@@ -10,7 +10,7 @@
 //! | [`input`] | [`SimInput`]: token ids, training mask, optional gradient / ICL masks |
 //! | [`math`] | LayerNorm / activation forward and first-order or exact backward |
 //! | [`loss`] | loss gradient (§7) and evaluation cross-entropy |
-//! | [`reference`] | [`FunctionalReference`]: the §9 update with plain tensor ops (oracle and fast path) |
+//! | [`mod@reference`] | [`FunctionalReference`]: the §9 update with plain tensor ops (oracle and fast path) |
 //! | [`simulator`] | [`TintSimulator`]: the constructed TinT network built from tint-ops modules |
 //! | [`param_count`] | official (§11) and paper (Table 3) parameter counts without building |
 //! | [`io`] | save / load a simulator (`tint_config.json` + `tint.safetensors`) |

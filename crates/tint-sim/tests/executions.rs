@@ -3,6 +3,7 @@
 //! in f64, on GPT-2, pre-LN OPT and LLaMA-GQA fixtures (1 and 3 steps, `n_simulation_layers < L`,
 //! reuse on and off); and the constructed execution against the official golden outputs, with
 //! exact gates and with the stored tanh gates at the official gate scale.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 mod common;
 

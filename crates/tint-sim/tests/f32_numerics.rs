@@ -9,6 +9,7 @@
 //! the simulator. The literal `s (f(x + v/s) - f(x))` in float32 loses the
 //! small shift `v/s` against `|x| ≈ 2e4` and keeps mostly round-off; its cancellation-free form
 //! (`tint_ops::difference`) is as accurate as the exact-derivative step in float32.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::PathBuf;
 

@@ -1,6 +1,7 @@
 //! The LLaMA TinT simulator (tint-ops modules: RMSNorm, rotary GQA attention, SwiGLU, tied or
 //! untied head) on the tiny random LLaMA fixtures (4 query heads, 2 KV heads, rope θ = 500):
 //! first pass = auxiliary forward, final logits = the LLaMA functional reference, typed errors.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::PathBuf;
 

@@ -10,6 +10,7 @@
 //! evaluation half before and after the simulated step. Run it with
 //! `cargo test -p tint-sim --test llama_smollm2 -- --ignored --nocapture` (under `/usr/bin/time -v`
 //! for the peak RSS).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::{Path, PathBuf};
 

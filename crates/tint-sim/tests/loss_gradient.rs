@@ -1,6 +1,7 @@
 //! The loss gradient of docs/construction.md §7 (`loss::loss_gradient`), every kind, against plain loops.
 //! The simulator and the functional reference share this function, so their agreement
 //! (simulator.rs) cannot catch a wrong formula here.
+#![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 mod common;
 

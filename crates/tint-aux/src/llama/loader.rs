@@ -96,7 +96,7 @@ trait WeightSource {
 
 /// Most parameters [`LlamaConfig::init`] builds (2³² values, 16 GiB of float32): random weights have no
 /// file to bound their size.
-pub const MAX_RANDOM_INIT_PARAMETERS: u64 = 1 << 32;
+pub(super) const MAX_RANDOM_INIT_PARAMETERS: u64 = 1 << 32;
 
 /// HF LLaMA checkpoint tensors that are buffers, not weights (older exports store them).
 fn hf_ignorable(name: &str) -> bool {

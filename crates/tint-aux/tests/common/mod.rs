@@ -7,36 +7,36 @@ use burn::tensor::{Int, Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors};
 
 /// CPU backend of the tests.
-pub type TestBackend = burn::backend::Flex;
+pub(crate) type TestBackend = burn::backend::Flex;
 
 /// Repository root (two levels above this crate).
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// `fixtures/aux/<name>` (made by scripts/make_aux_fixtures.py).
-pub fn aux_fixture(name: &str) -> PathBuf {
+pub(crate) fn aux_fixture(name: &str) -> PathBuf {
     repo_root().join("fixtures/aux").join(name)
 }
 
 /// The in-repo copy of the official micro GPT-2.
-pub fn official_micro_gpt2() -> PathBuf {
+pub(crate) fn official_micro_gpt2() -> PathBuf {
     repo_root().join("fixtures/official-tint/micro-gpt2-random")
 }
 
 /// The shared official fixtures next to the repository, when present.
-pub fn shared_official() -> Option<PathBuf> {
+pub(crate) fn shared_official() -> Option<PathBuf> {
     let dir = repo_root().join("../shared/fixtures/official-tint");
     dir.exists().then_some(dir)
 }
 
 /// A golden safetensors file held in memory.
-pub struct Golden {
+pub(crate) struct Golden {
     bytes: Vec<u8>,
 }
 
 impl Golden {
-    pub fn open(path: PathBuf) -> Self {
+    pub(crate) fn open(path: PathBuf) -> Self {
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
         Self { bytes }
     }
@@ -46,7 +46,7 @@ impl Golden {
     }
 
     /// A float32 tensor as (values, shape).
-    pub fn f32(&self, name: &str) -> (Vec<f32>, Vec<usize>) {
+    pub(crate) fn f32(&self, name: &str) -> (Vec<f32>, Vec<usize>) {
         let tensors = self.tensors();
         let view = tensors
             .tensor(name)
@@ -61,7 +61,7 @@ impl Golden {
     }
 
     /// An int64 tensor as a `[batch_size, seq_length]` burn tensor.
-    pub fn ids(&self, name: &str) -> Tensor<TestBackend, 2, Int> {
+    pub(crate) fn ids(&self, name: &str) -> Tensor<TestBackend, 2, Int> {
         let tensors = self.tensors();
         let view = tensors
             .tensor(name)
@@ -80,7 +80,7 @@ impl Golden {
 }
 
 /// Largest absolute difference between a tensor and golden values of the same shape.
-pub fn max_abs_diff<const D: usize>(
+pub(crate) fn max_abs_diff<const D: usize>(
     got: Tensor<TestBackend, D>,
     want: &(Vec<f32>, Vec<usize>),
 ) -> f32 {

@@ -981,6 +981,7 @@ fn attributes_of(list: RObject, offset: usize) -> Result<Vec<(String, RObject)>,
 }
 
 #[cfg(test)]
+#[allow(clippy::print_stdout, clippy::print_stderr)] // tests report their measured values
 mod mutation_tests {
     //! Seeded mutants of a valid `.rds` / `.rda` stream (plain and gzip): truncation at every byte, byte
     //! flips, huge lengths over every 4-byte field, deep nesting. Each must give a typed

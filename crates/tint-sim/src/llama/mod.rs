@@ -6,7 +6,7 @@
 //! | [`config`] | [`LlamaTintConfig`], [`LlamaUpdates`]: hyper-parameters and which parameters move |
 //! | [`params`] | [`LlamaParams`]: the auxiliary weights as plain `[in, out]` tensors |
 //! | [`math`] | RMSNorm / SwiGLU forward and first-order or exact backward |
-//! | [`reference`] | [`LlamaReference`]: forward, approximate backward, descent, final forward |
+//! | [`mod@reference`] | [`LlamaReference`]: forward, approximate backward, descent, final forward |
 //! | [`mlp_block`] | [`mlp_block::SimulatedSwiGlu`]: the SwiGLU MLP simulated with tint-ops modules (first simulator piece) |
 //! | [`attention_half`] | [`attention_half::SimulatedAttentionHalf`]: `h_in + W_O · RoPE-GQA-Attn(RMSNorm(h_in))` forward and backward + `W_O`/`W_V` descent from tint-ops modules |
 //! | [`simulator`] | [`LlamaSimulator`]: the whole TinT network (forward, final norm + loss gradient, backward + descent, final forward) |

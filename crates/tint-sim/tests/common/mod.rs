@@ -8,20 +8,20 @@ use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors};
 use tint_sim::{AuxParams, SimInput};
 
-pub type TestBackend = burn::backend::Flex;
+pub(crate) type TestBackend = burn::backend::Flex;
 
 /// Repository root (two levels above this crate).
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The official micro GPT-2 (D = 32, 2 layers, 4 heads, 64 positions, vocabulary 4096).
-pub fn micro_model_dir() -> PathBuf {
+pub(crate) fn micro_model_dir() -> PathBuf {
     repo_root().join("fixtures/official-tint/micro-gpt2-random")
 }
 
 /// Loads the micro GPT-2 through tint-aux.
-pub fn micro_params() -> AuxParams<TestBackend> {
+pub(crate) fn micro_params() -> AuxParams<TestBackend> {
     let device = Default::default();
     let model = tint_aux::load_model::<TestBackend>(&micro_model_dir(), &device)
         .expect("micro model loads");
@@ -29,18 +29,18 @@ pub fn micro_params() -> AuxParams<TestBackend> {
 }
 
 /// Tensors of a safetensors file as `TensorData` (f32, f64 or i64).
-pub struct Fixture {
+pub(crate) struct Fixture {
     bytes: Vec<u8>,
 }
 
 impl Fixture {
-    pub fn open(path: PathBuf) -> Self {
+    pub(crate) fn open(path: PathBuf) -> Self {
         let bytes =
             std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
         Self { bytes }
     }
 
-    pub fn data(&self, name: &str) -> TensorData {
+    pub(crate) fn data(&self, name: &str) -> TensorData {
         let st = SafeTensors::deserialize(&self.bytes).expect("valid safetensors");
         let view = st
             .tensor(name)
@@ -72,7 +72,7 @@ impl Fixture {
 }
 
 /// The golden micro_s4 inputs: ids `[2, 64]` and the training mask (first 32 tokens).
-pub fn golden_input<B: Backend>(fixture: &Fixture, device: &B::Device) -> SimInput<B> {
+pub(crate) fn golden_input<B: Backend>(fixture: &Fixture, device: &B::Device) -> SimInput<B> {
     let ids = Tensor::<B, 2, Int>::from_data(fixture.data("input_ids"), device);
     let mask = Tensor::<B, 2>::from_data(fixture.data("bidirection_mask").convert::<f32>(), device)
         .greater_elem(0.5);
@@ -80,7 +80,7 @@ pub fn golden_input<B: Backend>(fixture: &Fixture, device: &B::Device) -> SimInp
 }
 
 /// Max |a - b| over two tensors of the same shape, in f64.
-pub fn max_abs_diff(a: &TensorData, b: &TensorData) -> f64 {
+pub(crate) fn max_abs_diff(a: &TensorData, b: &TensorData) -> f64 {
     assert_eq!(a.shape, b.shape, "shapes differ");
     let a: Vec<f64> = a.clone().convert::<f64>().to_vec().unwrap();
     let b: Vec<f64> = b.clone().convert::<f64>().to_vec().unwrap();
@@ -91,21 +91,24 @@ pub fn max_abs_diff(a: &TensorData, b: &TensorData) -> f64 {
 }
 
 /// The first `n` vocabulary columns of logits `[batch_size, seq_length, vocab_size]`.
-pub fn vocab_slice<B: Backend>(logits: Tensor<B, 3>, n: usize) -> TensorData {
+pub(crate) fn vocab_slice<B: Backend>(logits: Tensor<B, 3>, n: usize) -> TensorData {
     let [b, t, _] = logits.dims();
     logits.slice([0..b, 0..t, 0..n]).into_data()
 }
 
 /// A random training mask with per-sequence lengths.
-pub fn train_lengths_input<B: Backend>(ids: Tensor<B, 2, Int>, lengths: &[usize]) -> SimInput<B> {
+pub(crate) fn train_lengths_input<B: Backend>(
+    ids: Tensor<B, 2, Int>,
+    lengths: &[usize],
+) -> SimInput<B> {
     SimInput::with_train_lengths(ids, lengths).expect("valid lengths")
 }
 
-pub fn f64_of<B: Backend>(t: Tensor<B, 3>) -> Tensor<B, 3> {
+pub(crate) fn f64_of<B: Backend>(t: Tensor<B, 3>) -> Tensor<B, 3> {
     t.cast(DType::F64)
 }
 
-pub fn bool_tensor<B: Backend, const D: usize>(
+pub(crate) fn bool_tensor<B: Backend, const D: usize>(
     values: Vec<bool>,
     shape: [usize; D],
     device: &B::Device,
@@ -115,14 +118,14 @@ pub fn bool_tensor<B: Backend, const D: usize>(
 
 /// A small deterministic generator (SplitMix64 + Box–Muller) so that random test models and inputs
 /// are the same on every run (burn's Flex seed only covers one random op).
-pub struct SeededRng(u64);
+pub(crate) struct SeededRng(u64);
 
 impl SeededRng {
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(seed)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -131,17 +134,17 @@ impl SeededRng {
     }
 
     /// Uniform in (0, 1).
-    pub fn uniform(&mut self) -> f64 {
+    pub(crate) fn uniform(&mut self) -> f64 {
         ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
-    pub fn normal(&mut self) -> f64 {
+    pub(crate) fn normal(&mut self) -> f64 {
         let (u, v) = (self.uniform(), self.uniform());
         (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
     }
 
     /// Token ids `[batch_size, seq_length]` uniform in `0..vocab`.
-    pub fn ids<B: Backend>(
+    pub(crate) fn ids<B: Backend>(
         &mut self,
         batch_size: usize,
         seq_length: usize,
@@ -171,7 +174,7 @@ impl SeededRng {
 
     /// The same distribution as [`AuxParams::random`] (GPT-2-like weights, gains `1 + N(0, 0.1²)`,
     /// embeddings `N(0, 0.5²)`), drawn from this generator.
-    pub fn aux_params<B: Backend>(
+    pub(crate) fn aux_params<B: Backend>(
         &mut self,
         dims: tint_sim::AuxDims,
         activation: tint_sim::Activation,
