@@ -5,7 +5,6 @@
 //! The command line (`cargo xtask eval …`) lives in `xtask`; this crate does not print. Long runs report
 //! progress through a callback.
 
-pub mod atomic_write;
 pub mod blocks;
 pub mod error;
 pub mod icl;
@@ -24,5 +23,6 @@ pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
 pub use perplexity::{BlockNll, Perplexity};
 pub use report::{LmReport, MethodResult};
 
-pub use atomic_write::{write_atomic, write_atomic_with, AtomicWriteError};
+pub use tint_assets::atomic_write;
+pub use tint_assets::atomic_write::{write_atomic, write_atomic_with, AtomicWriteError};
 pub use error::EvalError;
