@@ -123,6 +123,11 @@ pub(crate) struct LmArgs {
     /// rewritten atomically after every cell; cells of methods not requested are kept).
     #[arg(long)]
     pub resume: bool,
+    /// Record a non-finite block NLL in the report (the cell's perplexity is then NaN, `null` in
+    /// the JSON, and `--resume` recomputes it) instead of failing; the failure names the method,
+    /// the block and where the value first appeared (a weight, the forward pass, the update).
+    #[arg(long)]
+    pub allow_non_finite: bool,
     /// TinT hyper-parameters (`--tint-hidden-size`, `--tint-prefixes`, `--tint-heads`, `--sim-layers`, …).
     #[command(flatten)]
     pub tint: TintFlags,
@@ -384,6 +389,7 @@ fn default_lm_args(out: &Path, resume: bool) -> LmArgs {
         steps: 1,
         budget: Vec::new(),
         resume,
+        allow_non_finite: false,
         tint: TintFlags {
             sim_layers: DEFAULT_SIM_LAYERS.to_string(),
             ..TintFlags::default()
@@ -555,6 +561,7 @@ fn run_quick(out: &Path) -> Result<()> {
         steps: 1,
         budget: Vec::new(),
         resume: false,
+        allow_non_finite: false,
         tint: TintFlags::default(),
         out: out.join("lm-quick.json"),
     };
@@ -866,6 +873,7 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
     let config = LmEvalConfig {
         block_size: args.block_size,
         train_fractions: args.train_fraction.clone(),
+        allow_non_finite: args.allow_non_finite,
         ..Default::default()
     };
     let settings = serde_json::json!({
@@ -996,7 +1004,8 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
                                 done = before + d;
                                 progress.update(done, total, &message);
                             },
-                        )?;
+                        )
+                        .map_err(non_finite_hint)?;
                         progress.note(&record.summary());
                         record
                     }
@@ -1037,8 +1046,24 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
                 }
             }
         },
-    )?;
+    )
+    .map_err(non_finite_hint)?;
     progress.finish();
+    for cell in report
+        .results
+        .iter()
+        .filter(|c| !c.perplexity.value.is_finite())
+    {
+        let bad = cell
+            .blocks
+            .iter()
+            .filter(|b| !b.sum_nll.is_finite())
+            .count();
+        progress.note(&format!(
+            "{} f={}: {bad} block(s) with a non-finite NLL recorded (--allow-non-finite)",
+            cell.method, cell.train_fraction
+        ));
+    }
     if let Some(e) = checkpoint_error {
         return Err(e).context("writing the partial report");
     }
@@ -1064,12 +1089,20 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
     )?;
     let title = format!("{} on {}", args.model, file_label(&text_path));
     let svg = args.out.with_extension("svg");
-    tint_eval::write_atomic(
-        &svg,
-        tint_eval::lm_plot::perplexity_svg(&report, &title)?.as_bytes(),
-    )?;
     let paired_svg = paired_svg_path(&args.out);
-    if report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
+    let finite = report
+        .results
+        .iter()
+        .all(|c| c.perplexity.value.is_finite());
+    if !finite {
+        progress.note("charts not drawn: the report holds non-finite perplexities");
+    } else {
+        tint_eval::write_atomic(
+            &svg,
+            tint_eval::lm_plot::perplexity_svg(&report, &title)?.as_bytes(),
+        )?;
+    }
+    if finite && report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
         tint_eval::write_atomic(
             &paired_svg,
             tint_eval::lm_plot::difference_svg(&report, "vanilla", &title)?.as_bytes(),
@@ -1091,6 +1124,43 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
         paired_svg.display()
     );
     Ok(report)
+}
+
+/// Adds the `--allow-non-finite` hint to an [`tint_eval::EvalError::NonFinite`] (other errors pass
+/// through as they are).
+pub(crate) fn non_finite_hint<E>(error: E) -> anyhow::Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let non_finite = is_non_finite(&error);
+    let error = anyhow::Error::new(error);
+    if non_finite {
+        error.context(
+            "a non-finite value (pass --allow-non-finite to record such values in the report)",
+        )
+    } else {
+        error
+    }
+}
+
+/// Whether `error` or one of its sources is [`tint_eval::EvalError::NonFinite`].
+fn is_non_finite(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let eval = matches!(
+            e.downcast_ref::<tint_eval::EvalError>(),
+            Some(tint_eval::EvalError::NonFinite { .. })
+        );
+        let icl = e
+            .downcast_ref::<tint_eval::icl::IclError>()
+            .and_then(tint_eval::icl::runner::non_finite_origin)
+            .is_some();
+        if eval || icl {
+            return true;
+        }
+        next = e.source();
+    }
+    false
 }
 
 /// The file name of `path`, for chart titles.

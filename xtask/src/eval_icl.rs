@@ -109,6 +109,12 @@ pub(crate) struct IclArgs {
     /// data and code (cells whose numbers fail validation are recomputed) and run only the rest.
     #[arg(long)]
     pub resume: bool,
+    /// Record non-finite label-word scores and training losses in the report (a prediction from
+    /// non-finite scores counts as class 0; `--resume` recomputes such cells) instead of failing;
+    /// the failure names the method, the example and seed, and where the value first appeared
+    /// (a weight, the forward pass, the update).
+    #[arg(long)]
+    pub allow_non_finite: bool,
 }
 
 impl Default for IclArgs {
@@ -137,6 +143,7 @@ impl Default for IclArgs {
             tint: crate::eval::TintFlags::default(),
             out: PathBuf::from("results/icl.json"),
             resume: false,
+            allow_non_finite: false,
         }
     }
 }
@@ -547,6 +554,8 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
     normalised.methods.clear();
     normalised.out = PathBuf::new();
     normalised.resume = false;
+    // A cell holding a non-finite value never validates, so recording them changes no stored cell.
+    normalised.allow_non_finite = false;
     let fingerprint = serde_json::json!({
         "settings": format!("{normalised:?}"),
         "checkpoint_sha256": crate::eval::sha256_files(&crate::eval::checkpoint_files(&args.model)?)?,
@@ -603,10 +612,14 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
             inference.max_positions(),
         )?;
         let prior = if args.calibration == "prompt" {
-            Some(calibration_prior(
-                &mut PlainIcl { model: &inference },
-                &encoder,
-            )?)
+            Some(
+                calibration_prior(
+                    &mut PlainIcl { model: &inference },
+                    &encoder,
+                    args.allow_non_finite,
+                )
+                .map_err(crate::eval::non_finite_hint)?,
+            )
         } else {
             None
         };
@@ -653,6 +666,8 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
                                 demos_in_context: None,
                                 method_settings: String::new(),
                                 prior: prior.clone(),
+                                // Tuning treats a diverging value as a grid outcome.
+                                allow_non_finite: false,
                             };
                             let before = done;
                             let record = tune_icl(
@@ -675,7 +690,8 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
                                     done = before + d;
                                     progress.update(done, total, &format!("tuning {label}"));
                                 },
-                            )?;
+                            )
+                            .map_err(crate::eval::non_finite_hint)?;
                             progress.note(&record.summary());
                             record
                         }
@@ -699,6 +715,7 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
                         demos_in_context: None,
                         method_settings: method_settings.clone(),
                         prior: prior.clone(),
+                        allow_non_finite: args.allow_non_finite,
                     };
                     let key = cell_key(task, method.as_ref(), &settings);
                     let cell_units = if k == 0 { 1 } else { args.seeds.len() } * eval.test.len();
@@ -732,7 +749,15 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
                         done = before + p.done;
                         progress.update(done, total, &message);
                     })
+                    .map_err(crate::eval::non_finite_hint)
                     .with_context(|| message.clone())?;
+                    let non_finite = cell.non_finite_predictions();
+                    if non_finite > 0 {
+                        progress.note(&format!(
+                            "{message}: {non_finite} prediction(s) from non-finite scores recorded \
+                             as class 0 (--allow-non-finite)"
+                        ));
+                    }
                     done = before + cell_units;
                     let seconds: f64 = cell.runs.iter().map(|r| r.seconds).sum();
                     progress.note(&format!(

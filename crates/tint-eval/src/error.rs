@@ -39,15 +39,20 @@ pub enum EvalError {
         /// The shared documents.
         shared: Vec<String>,
     },
-    /// A method produced a non-finite loss.
-    #[error("method {method} produced a non-finite loss ({value}) on block {block}")]
+    /// A method produced a non-finite NLL, label-word score or training loss (no silent NaN: the
+    /// run stops unless it was told to record such values, `allow_non_finite`).
+    #[error("method {method}: non-finite {quantity} ({value}) on {location}; {origin}")]
     NonFinite {
         /// The method's name.
         method: String,
-        /// The block index.
-        block: usize,
-        /// The value.
+        /// What is non-finite (`NLL`, `label-word score`, `training loss`).
+        quantity: &'static str,
+        /// Where in the run: the block and train fraction, or the example and seed.
+        location: String,
+        /// The first non-finite value.
         value: f64,
+        /// Where it first appeared: the checkpoint weights, the forward pass or the update.
+        origin: crate::non_finite::NonFiniteOrigin,
     },
     /// Error from the auxiliary model crate.
     #[error(transparent)]

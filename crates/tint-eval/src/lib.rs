@@ -14,6 +14,7 @@ pub mod lm_plot;
 pub mod lm_split;
 pub mod lm_tune;
 pub mod methods;
+pub mod non_finite;
 pub mod paired;
 pub mod perplexity;
 pub mod report;

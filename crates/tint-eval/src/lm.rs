@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use crate::blocks::BlockSpec;
+use crate::non_finite::NonFiniteOrigin;
 use crate::paired::PairedSettings;
 use crate::perplexity::{bootstrap, BlockNll};
 use crate::report::{LmReport, MethodResult};
@@ -17,6 +18,12 @@ pub trait LmMethod {
     fn name(&self) -> String;
     /// Summed NLL of targets `train_len .. block.len()-1` given the whole block as context.
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError>;
+    /// Where a non-finite NLL of [`LmMethod::block_nll`] on this block came from (asked only after
+    /// one, so it may recompute; the default does not know).
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        let _ = (block, train_len);
+        NonFiniteOrigin::Unknown
+    }
 }
 
 /// Settings of one language-modelling evaluation.
@@ -32,6 +39,10 @@ pub struct LmEvalConfig {
     pub bootstrap_resamples: usize,
     /// Seed of the bootstrap.
     pub seed: u64,
+    /// Record a non-finite block NLL in the report (its cell's perplexity is then NaN) instead of
+    /// failing with [`EvalError::NonFinite`].
+    #[serde(default)]
+    pub allow_non_finite: bool,
 }
 
 impl Default for LmEvalConfig {
@@ -42,6 +53,7 @@ impl Default for LmEvalConfig {
             ci_level: 0.95,
             bootstrap_resamples: 1000,
             seed: 0,
+            allow_non_finite: false,
         }
     }
 }
@@ -141,12 +153,22 @@ pub fn run_lm_eval(
             let mut nlls = Vec::with_capacity(blocks.len());
             for (b, block) in blocks.iter().enumerate() {
                 let nll = method.block_nll(block, train_len)?;
+                let mut flagged = String::new();
                 if !nll.sum_nll.is_finite() {
-                    return Err(EvalError::NonFinite {
+                    let error = EvalError::NonFinite {
                         method: name.clone(),
-                        block: b,
+                        quantity: "NLL",
+                        location: format!(
+                            "evaluation block {b} at train fraction {}",
+                            spec.train_fraction
+                        ),
                         value: nll.sum_nll,
-                    });
+                        origin: method.non_finite_origin(block, train_len),
+                    };
+                    if !config.allow_non_finite {
+                        return Err(error);
+                    }
+                    flagged = format!(" (recorded: {error})");
                 }
                 nlls.push(nll);
                 done += 1;
@@ -154,7 +176,7 @@ pub fn run_lm_eval(
                     done,
                     total,
                     message: format!(
-                        "{name} f={:.1} block {}/{}{note}",
+                        "{name} f={:.1} block {}/{}{note}{flagged}",
                         spec.train_fraction,
                         b + 1,
                         blocks.len()
@@ -209,6 +231,9 @@ impl<M: LmMethod + ?Sized> LmMethod for &mut M {
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
         (**self).block_nll(block, train_len)
     }
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        (**self).non_finite_origin(block, train_len)
+    }
 }
 
 impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
@@ -217,6 +242,9 @@ impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
     }
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
         (**self).block_nll(block, train_len)
+    }
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        (**self).non_finite_origin(block, train_len)
     }
 }
 
@@ -324,38 +352,64 @@ mod tests {
     }
 
     #[test]
-    fn non_finite_losses_are_errors() {
-        struct Nan;
-        impl LmMethod for Nan {
+    fn non_finite_losses_are_errors_unless_allowed() {
+        /// NaN on its second call (block 1), with a known origin.
+        struct NanOnSecond(usize);
+        impl LmMethod for NanOnSecond {
             fn name(&self) -> String {
                 "nan".into()
             }
             fn block_nll(&mut self, _: &[u32], _: usize) -> Result<BlockNll, EvalError> {
+                self.0 += 1;
                 Ok(BlockNll {
-                    sum_nll: f64::NAN,
-                    count: 1,
+                    sum_nll: if self.0 == 2 { f64::NAN } else { 1.0 },
+                    count: 5,
                 })
             }
+            fn non_finite_origin(&mut self, _: &[u32], _: usize) -> NonFiniteOrigin {
+                NonFiniteOrigin::Update("step 1e300".into())
+            }
         }
-        let tokens: Vec<Vec<u32>> = vec![(0..10).collect()];
-        let config = LmEvalConfig {
+        let tokens: Vec<Vec<u32>> = vec![(0..10).collect(), (10..20).collect()];
+        let mut config = LmEvalConfig {
             block_size: 10,
             train_fractions: vec![0.5],
+            bootstrap_resamples: 10,
             ..Default::default()
         };
-        let mut methods: Vec<Box<dyn LmMethod>> = vec![Box::new(Nan)];
-        let err = run_lm_eval(
-            &tokens,
-            &config,
-            &mut methods,
-            serde_json::json!({}),
-            &[],
-            &mut |_| {},
-        )
-        .unwrap_err();
-        assert!(
-            matches!(err, EvalError::NonFinite { block: 0, .. }),
-            "{err}"
-        );
+        let run = |config: &LmEvalConfig| {
+            let mut methods: Vec<Box<dyn LmMethod>> = vec![Box::new(NanOnSecond(0))];
+            run_lm_eval(
+                &tokens,
+                config,
+                &mut methods,
+                serde_json::json!({}),
+                &[],
+                &mut |_| {},
+            )
+        };
+        let err = run(&config).unwrap_err();
+        match &err {
+            EvalError::NonFinite {
+                method,
+                quantity,
+                location,
+                value,
+                origin,
+            } => {
+                assert_eq!(method, "nan");
+                assert_eq!(*quantity, "NLL");
+                assert_eq!(location, "evaluation block 1 at train fraction 0.5");
+                assert!(value.is_nan());
+                assert_eq!(*origin, NonFiniteOrigin::Update("step 1e300".into()));
+            }
+            other => panic!("expected NonFinite, got {other}"),
+        }
+        assert!(err.to_string().contains("update (step 1e300)"), "{err}");
+        config.allow_non_finite = true;
+        let report = run(&config).unwrap();
+        assert!(report.results[0].blocks[1].sum_nll.is_nan());
+        assert_eq!(report.results[0].blocks[0].sum_nll, 1.0);
+        assert!(report.results[0].perplexity.value.is_nan());
     }
 }

@@ -19,7 +19,8 @@ pub struct TuneRecord {
     /// The grid (empty when the value was given).
     pub grid: Vec<f64>,
     /// Score of each grid value on the tuning split (same order as `grid`; NaN for a value whose
-    /// run diverged).
+    /// run diverged; `null` in JSON).
+    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
     pub scores: Vec<f64>,
     /// What the score is (e.g. "mean NLL per token, lower is better").
     pub objective: String,
@@ -108,7 +109,8 @@ pub fn best_index(scores: &[f64], lower_is_better: bool) -> Result<usize, EvalEr
 /// # Errors
 ///
 /// An empty grid or block list, a fraction that leaves no training or evaluated token, errors of
-/// the methods, and a grid on which every value diverges.
+/// the methods, and a grid on which every value diverges ([`EvalError::NonFinite`] of the first
+/// non-finite NLL, with its origin).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_lm<'a>(
     method: &str,
@@ -138,11 +140,22 @@ pub fn tune_lm<'a>(
     let total = grid.len() * blocks.len();
     let mut done = 0;
     let mut scores = Vec::with_capacity(grid.len());
+    let mut first_non_finite = None;
     for &value in grid {
         let mut m = make(value)?;
         let mut nll = Vec::with_capacity(blocks.len());
-        for block in blocks {
-            nll.push(m.block_nll(block, train_len)?);
+        for (b, block) in blocks.iter().enumerate() {
+            let block_nll = m.block_nll(block, train_len)?;
+            if !block_nll.sum_nll.is_finite() && first_non_finite.is_none() {
+                first_non_finite = Some(EvalError::NonFinite {
+                    method: format!("{method} ({parameter} = {value:e}, tuning)"),
+                    quantity: "NLL",
+                    location: format!("tuning block {b} at train fraction {train_fraction}"),
+                    value: block_nll.sum_nll,
+                    origin: m.non_finite_origin(block, train_len),
+                });
+            }
+            nll.push(block_nll);
             done += 1;
             progress(
                 done,
@@ -156,7 +169,8 @@ pub fn tune_lm<'a>(
         let score = sum / count.max(1) as f64;
         scores.push(if score.is_finite() { score } else { f64::NAN });
     }
-    let best = best_index(&scores, true)?;
+    // Every value diverged: the first non-finite NLL says where (e.g. the weights).
+    let best = best_index(&scores, true).map_err(|e| first_non_finite.unwrap_or(e))?;
     Ok(TuneRecord {
         method: method.into(),
         parameter: parameter.into(),
@@ -175,6 +189,7 @@ pub fn tune_lm<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::non_finite::NonFiniteOrigin;
 
     /// NLL per target = (log10(step) + 4)² + 1: best at step 1e-4, NaN above 1e-2.
     struct Bowl(f64);
@@ -230,6 +245,63 @@ mod tests {
         );
         let given = TuneRecord::given("tint", "eta", 1e-4, "--inner-lr");
         assert!(given.summary().contains("not tuned"), "{}", given.summary());
+    }
+
+    #[test]
+    fn a_grid_that_only_diverges_names_the_first_non_finite_value_and_its_origin() {
+        struct Diverging;
+        impl LmMethod for Diverging {
+            fn name(&self) -> String {
+                "diverging".into()
+            }
+            fn block_nll(&mut self, _: &[u32], _: usize) -> Result<BlockNll, EvalError> {
+                Ok(BlockNll {
+                    sum_nll: f64::INFINITY,
+                    count: 5,
+                })
+            }
+            fn non_finite_origin(&mut self, _: &[u32], _: usize) -> NonFiniteOrigin {
+                NonFiniteOrigin::Weights("weight w (1 of 4 values non-finite)".into())
+            }
+        }
+        let blocks = vec![vec![0u32; 10]; 2];
+        let err = tune_lm(
+            "dyn-eval",
+            "eta",
+            &[1e-4, 1e-3],
+            &blocks,
+            0.5,
+            "test blocks",
+            &mut |_| Ok(Box::new(Diverging)),
+            &mut |_, _, _| {},
+        )
+        .unwrap_err();
+        match err {
+            EvalError::NonFinite {
+                method,
+                location,
+                origin: NonFiniteOrigin::Weights(w),
+                ..
+            } => {
+                assert_eq!(method, "dyn-eval (eta = 1e-4, tuning)");
+                assert_eq!(location, "tuning block 0 at train fraction 0.5");
+                assert!(w.starts_with("weight w"), "{w}");
+            }
+            other => panic!("expected NonFinite from the weights, got {other}"),
+        }
+    }
+
+    #[test]
+    fn a_record_with_a_diverged_value_survives_its_json() {
+        let record = TuneRecord {
+            scores: vec![1.5, f64::NAN],
+            grid: vec![1e-4, 1e-3],
+            ..TuneRecord::given("tint", "eta", 1e-4, "--inner-lr")
+        };
+        let text = serde_json::to_string(&record).unwrap();
+        let back: TuneRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.scores[0], 1.5);
+        assert!(back.scores[1].is_nan(), "{text}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The adaptation methods compared in the language-modelling evaluation.
 
-use burn::module::Module;
+use burn::module::{AutodiffModule, Module};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use std::collections::HashMap;
@@ -13,6 +13,7 @@ use tint_sim::{
 };
 
 use crate::lm::LmMethod;
+use crate::non_finite::{adapted_origin, all_finite, weights_origin, NonFiniteOrigin};
 use crate::perplexity::BlockNll;
 use crate::EvalError;
 
@@ -91,6 +92,10 @@ impl<B: Backend> LmMethod for Vanilla<'_, B> {
             count: block.len() - train_len,
         })
     }
+
+    fn non_finite_origin(&mut self, _block: &[u32], _train_len: usize) -> NonFiniteOrigin {
+        weights_origin(self.model).unwrap_or(NonFiniteOrigin::Forward)
+    }
 }
 
 /// Dynamic evaluation: `steps` SGD steps on the MEAN next-token loss of the training part (all
@@ -138,6 +143,23 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
         Ok(BlockNll {
             sum_nll: outcome.eval_nll[0].iter().sum(),
             count: outcome.eval_nll[0].len(),
+        })
+    }
+
+    /// The weights; else the unadapted model's NLL of the same targets: finite means the SGD
+    /// update made it non-finite.
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        let base = self.model.valid();
+        let device = base.devices()[0].clone();
+        let unadapted = continuation_nll(&base, block_ids(block, &device), train_len)
+            .map(|nll| nll[0].iter().all(|v| v.is_finite()))
+            .unwrap_or(false);
+        adapted_origin(&base, unadapted, || {
+            format!(
+                "dynamic evaluation: lr {:e} on the mean loss, {} step(s)",
+                self.lr_for(train_len),
+                self.steps
+            )
         })
     }
 }
@@ -248,6 +270,10 @@ enum TintEngine<B: Backend> {
 pub struct Tint<B: Backend> {
     engine: TintEngine<B>,
     device: B::Device,
+    /// The auxiliary model (a cheap handle copy), to find a non-finite weight.
+    model: AuxModel<B>,
+    /// Step size and simulated steps, to describe the update.
+    step: (f64, usize),
 }
 
 impl<B: Backend> Tint<B> {
@@ -275,16 +301,22 @@ impl<B: Backend> Tint<B> {
     pub fn simulator(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
         if let AuxModel::Llama(_) = model {
             let device = model.devices()[0].clone();
+            let step = (config.inner_lr, config.n_forward_backward);
             let config = LlamaSimulatorConfig::from_tint(&config);
             return Ok(Self {
                 engine: TintEngine::LlamaSimulator(Box::new(LlamaSimulator::new(model, config)?)),
                 device,
+                model: model.clone(),
+                step,
             });
         }
         let aux = AuxParams::from_aux(model)?;
+        let step = (config.inner_lr, config.n_forward_backward);
         Ok(Self {
             engine: TintEngine::Simulator(Box::new(TintSimulator::new(&aux, config)?)),
             device: aux.device(),
+            model: model.clone(),
+            step,
         })
     }
 
@@ -298,13 +330,18 @@ impl<B: Backend> Tint<B> {
                     LlamaTintConfig::from_tint(&config),
                 )?),
                 device,
+                model: model.clone(),
+                step: (config.inner_lr, config.n_forward_backward),
             });
         }
         let aux = AuxParams::from_aux(model)?;
         let device = aux.device();
+        let step = (config.inner_lr, config.n_forward_backward);
         Ok(Self {
             engine: TintEngine::Reference(FunctionalReference::new(aux, config)?),
             device,
+            model: model.clone(),
+            step,
         })
     }
 
@@ -319,6 +356,24 @@ impl<B: Backend> Tint<B> {
             TintEngine::LlamaSimulator(sim) => of(sim.config().execution),
             TintEngine::Reference(_) | TintEngine::LlamaReference(_) => TintMethod::Reference,
         }
+    }
+
+    /// The auxiliary model it was built from.
+    pub fn model(&self) -> &AuxModel<B> {
+        &self.model
+    }
+
+    /// Where non-finite final logits of `output` came from: a weight; else the first pass (the
+    /// unadapted model), when its logits are already non-finite; else the simulated update.
+    pub fn origin_of(&self, output: &SimOutput<B>) -> NonFiniteOrigin {
+        adapted_origin(&self.model, all_finite(&output.first_logits), || {
+            format!(
+                "{}: inner_lr {:e}, {} simulated step(s)",
+                self.method().name(),
+                self.step.0,
+                self.step.1
+            )
+        })
     }
 
     /// First-pass and final logits of one `[1, T]` block.
@@ -343,6 +398,16 @@ impl<B: Backend> LmMethod for Tint<B> {
         let output = self.run(&input)?;
         eval_part_nll(output.final_logits, ids, train_len)
     }
+
+    /// Runs the block again and looks at its first-pass logits ([`Tint::origin_of`]).
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        let ids = block_ids::<B>(block, &self.device);
+        SimInput::with_train_lengths(ids, &[train_len])
+            .map_err(EvalError::from)
+            .and_then(|input| self.run(&input))
+            .map(|output| self.origin_of(&output))
+            .unwrap_or_else(|_| weights_origin(&self.model).unwrap_or(NonFiniteOrigin::Unknown))
+    }
 }
 
 /// A method under another name, e.g. `dyn-eval eta=1e-4 6x2` for one point of a learning-rate and
@@ -361,6 +426,10 @@ impl<M: LmMethod> LmMethod for Labelled<M> {
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
         self.method.block_nll(block, train_len)
+    }
+
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        self.method.non_finite_origin(block, train_len)
     }
 }
 

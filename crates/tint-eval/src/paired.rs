@@ -25,10 +25,13 @@ pub struct PairedDiff {
     /// The baseline it is compared with.
     pub baseline: String,
     /// Mean over units of `method − baseline`.
+    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
     pub mean: f64,
     /// Lower end of the percentile bootstrap interval of the mean (units resampled in pairs).
+    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
     pub ci_low: f64,
     /// Upper end of the interval.
+    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
     pub ci_high: f64,
     /// Confidence level, e.g. 0.95.
     pub level: f64,

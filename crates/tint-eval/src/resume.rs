@@ -29,8 +29,9 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// The fingerprint of `settings` (the keys `methods`, `out` and `resume` of `settings.args`
-    /// are dropped: cells are keyed by method name, and where they are written does not change them).
+    /// The fingerprint of `settings` (the keys `methods`, `out`, `resume` and `allow_non_finite` of
+    /// `settings.args` are dropped: cells are keyed by method name, where they are written does not
+    /// change them, and a cell holding a non-finite value never validates, so it is recomputed).
     pub fn new(
         settings: &serde_json::Value,
         checkpoint_sha256: impl Into<String>,
@@ -42,7 +43,7 @@ impl Fingerprint {
             .get_mut("args")
             .and_then(serde_json::Value::as_object_mut)
         {
-            for key in ["methods", "out", "resume"] {
+            for key in ["methods", "out", "resume", "allow_non_finite"] {
                 args.remove(key);
             }
         }

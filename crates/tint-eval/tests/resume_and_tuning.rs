@@ -284,7 +284,7 @@ fn the_paper_calibration_prior_is_the_same_for_every_row_and_paired_counts_add_u
         train: examples(12, 0),
         test: examples(6, 50),
     };
-    let prior = calibration_prior(&mut PlainIcl { model: &inference }, &encoder).unwrap();
+    let prior = calibration_prior(&mut PlainIcl { model: &inference }, &encoder, false).unwrap();
     let settings = IclSettings {
         k: 2,
         seeds: vec![0, 1],

@@ -74,14 +74,6 @@ pub enum IclError {
         /// The label word.
         word: String,
     },
-    /// A method produced a non-finite score.
-    #[error("method {method} produced a non-finite score {value}")]
-    NonFinite {
-        /// The method's name.
-        method: String,
-        /// The value.
-        value: f64,
-    },
     /// A report file could not be (de)serialised.
     #[error("report {path}: {source}")]
     Json {
@@ -97,7 +89,8 @@ pub enum IclError {
     /// Error from the auxiliary model crate.
     #[error(transparent)]
     Aux(#[from] tint_aux::AuxError),
-    /// Error from the evaluation crate's shared methods (TinT construction and forward).
+    /// Error from the evaluation crate's shared methods (TinT construction and forward), and
+    /// non-finite scores or training losses ([`crate::EvalError::NonFinite`]).
     #[error(transparent)]
     Eval(#[from] crate::EvalError),
 }

@@ -11,6 +11,7 @@ use tint_aux::{sgd_update, AuxModel, DynEvalConfig, LossMask};
 
 use super::error::IclError;
 use super::prompt::{DemoFormat, TrainingSequences};
+use crate::non_finite::{adapted_origin, weights_origin, NonFiniteOrigin};
 
 /// What a method scores: candidate continuations of a context, and which part of the context is
 /// demonstrations (for methods that train inside the forward pass, like TinT).
@@ -74,6 +75,14 @@ pub trait IclMethod {
     /// Training loss before each step of the last adaptation (empty if none or not reported).
     fn train_losses(&self) -> Vec<f64> {
         Vec::new()
+    }
+
+    /// Where a non-finite score of `request` (or, with `None`, a non-finite training loss of the
+    /// last adaptation) came from; asked only after one, so it may recompute. The default does
+    /// not know.
+    fn non_finite_origin(&mut self, request: Option<&ScoreRequest<'_>>) -> NonFiniteOrigin {
+        let _ = request;
+        NonFiniteOrigin::Unknown
     }
 }
 
@@ -251,6 +260,10 @@ impl<B: Backend> IclMethod for PlainIcl<'_, B> {
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
         candidate_log_probs(self.model, request.context, request.candidates)
     }
+
+    fn non_finite_origin(&mut self, _request: Option<&ScoreRequest<'_>>) -> NonFiniteOrigin {
+        weights_origin(self.model).unwrap_or(NonFiniteOrigin::Forward)
+    }
 }
 
 /// Dynamic evaluation: `config.steps` SGD steps on the training sequences (loss on their target
@@ -315,13 +328,8 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
             loss_mask: LossMask::Targets(targets),
             ..self.config.clone()
         };
+        // Non-finite losses are checked by the runner (which may be told to record them).
         let update = sgd_update(self.model, ids, &config)?;
-        if let Some(&bad) = update.losses.iter().find(|l| !l.is_finite()) {
-            return Err(IclError::NonFinite {
-                method: self.name(),
-                value: bad,
-            });
-        }
         self.last_losses = update.losses;
         self.adapted = Some(update.model.valid());
         Ok(())
@@ -334,5 +342,22 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
 
     fn train_losses(&self) -> Vec<f64> {
         self.last_losses.clone()
+    }
+
+    /// The weights; else the unadapted model: its loss before the first step, or its scores of
+    /// `request`, already non-finite means the forward pass overflowed; otherwise the SGD update.
+    fn non_finite_origin(&mut self, request: Option<&ScoreRequest<'_>>) -> NonFiniteOrigin {
+        let mut unadapted_finite =
+            self.adapted.is_some() && self.last_losses.first().is_none_or(|l| l.is_finite());
+        if let (true, Some(request)) = (unadapted_finite, request) {
+            unadapted_finite = candidate_log_probs(&self.base, request.context, request.candidates)
+                .is_ok_and(|scores| scores.iter().all(|s| s.is_finite()));
+        }
+        adapted_origin(&self.base, unadapted_finite, || {
+            format!(
+                "dynamic evaluation: lr {:e}, {} step(s)",
+                self.config.lr, self.config.steps
+            )
+        })
     }
 }

@@ -41,8 +41,10 @@ pub struct Prediction {
     /// Gold class.
     pub label: usize,
     /// `log P(c | input, prompt)` per class.
+    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
     pub scores: Vec<f64>,
     /// `log P(c | prompt)` per class (the calibration prior).
+    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
     pub prior: Vec<f64>,
     /// Uncalibrated prediction.
     pub predicted: usize,
@@ -62,6 +64,7 @@ pub struct SeedRun {
     /// Accuracy with calibration.
     pub accuracy_calibrated: f64,
     /// Training losses of the (last) adaptation, if the method reports them.
+    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
     pub train_losses: Vec<f64>,
     /// Every prediction.
     pub predictions: Vec<Prediction>,
@@ -112,6 +115,16 @@ pub struct CellResult {
 }
 
 impl CellResult {
+    /// Predictions (over all seeds) made from a non-finite score or prior: recorded only when the
+    /// run allows non-finite values, and counted as class 0 (see [`super::IclSettings`]).
+    pub fn non_finite_predictions(&self) -> usize {
+        self.runs
+            .iter()
+            .flat_map(|r| &r.predictions)
+            .filter(|p| p.scores.iter().chain(&p.prior).any(|s| !s.is_finite()))
+            .count()
+    }
+
     /// Checks that the stored numbers agree with the stored predictions (what `--resume` requires
     /// before it reuses a cell): every seed has `n_test` predictions with labels and predictions
     /// inside the classes and finite scores, its accuracies are the recounted ones, and the means

@@ -7,6 +7,8 @@ use super::prompt::{DemoFormat, InContext, PromptEncoder, TrainLoss, TrainingSeq
 use super::result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
 use super::sampling::sample_demonstrations;
 use super::task::TaskData;
+use crate::non_finite::NonFiniteOrigin;
+use crate::EvalError;
 
 /// Settings of a cell.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +35,10 @@ pub struct IclSettings {
     /// method itself on the calibration prompt with this cell's demonstrations in its context
     /// (and, zero-shot, after training on it).
     pub prior: Option<Vec<f64>>,
+    /// Record non-finite label-word scores and training losses in the cell instead of failing
+    /// with [`EvalError::NonFinite`]; a prediction from non-finite scores is class 0 (and the
+    /// cell then fails [`super::CellResult::validate`], so `--resume` recomputes it).
+    pub allow_non_finite: bool,
 }
 
 /// The paper's calibration prior (appendix L): `log P(c | prompt)` of every label word after the
@@ -41,15 +47,25 @@ pub struct IclSettings {
 ///
 /// # Errors
 ///
-/// Model errors and non-finite scores.
+/// Model errors, and non-finite scores unless `allow_non_finite`.
 pub fn calibration_prior(
     method: &mut dyn IclMethod,
     encoder: &PromptEncoder<'_>,
+    allow_non_finite: bool,
 ) -> Result<Vec<f64>, IclError> {
     method.adapt(&TrainingSequences::default())?;
     let labels = encoder.label_ids().to_vec();
-    let scores = method.score(&ScoreRequest::plain(encoder.calibration_ids(), &labels))?;
-    check_finite(method, &scores)?;
+    let request = ScoreRequest::plain(encoder.calibration_ids(), &labels);
+    let scores = method.score(&request)?;
+    if !allow_non_finite {
+        check_finite(
+            method,
+            &scores,
+            "label-word score",
+            || "the calibration prompt (prompt template alone)".into(),
+            Some(&request),
+        )?;
+    }
     Ok(scores)
 }
 
@@ -64,6 +80,7 @@ impl Default for IclSettings {
             demos_in_context: None,
             method_settings: String::new(),
             prior: None,
+            allow_non_finite: false,
         }
     }
 }
@@ -91,13 +108,32 @@ pub fn cell_key(task: super::TaskKind, method: &dyn IclMethod, settings: &IclSet
     }
 }
 
-fn check_finite(method: &dyn IclMethod, scores: &[f64]) -> Result<(), IclError> {
-    match scores.iter().find(|s| !s.is_finite()) {
-        Some(&value) => Err(IclError::NonFinite {
+/// [`EvalError::NonFinite`] for the first non-finite value of `values` (`quantity` on
+/// `location()`), with the origin the method finds for `request` (`None`: its last adaptation).
+fn check_finite(
+    method: &mut dyn IclMethod,
+    values: &[f64],
+    quantity: &'static str,
+    location: impl FnOnce() -> String,
+    request: Option<&ScoreRequest<'_>>,
+) -> Result<(), IclError> {
+    match values.iter().find(|s| !s.is_finite()) {
+        Some(&value) => Err(IclError::Eval(EvalError::NonFinite {
             method: method.name(),
+            quantity,
+            location: location(),
             value,
-        }),
+            origin: method.non_finite_origin(request),
+        })),
         None => Ok(()),
+    }
+}
+
+/// Whether `error` is a non-finite value ([`EvalError::NonFinite`]), and its origin.
+pub fn non_finite_origin(error: &IclError) -> Option<&NonFiniteOrigin> {
+    match error {
+        IclError::Eval(EvalError::NonFinite { origin, .. }) => Some(origin),
+        _ => None,
     }
 }
 
@@ -175,6 +211,16 @@ pub fn run_icl_cell(
             let (train, kept) = encoder.training(&demos, settings.format, settings.loss);
             demos_used = kept;
             method.adapt(&train)?;
+            if !settings.allow_non_finite {
+                let losses = method.train_losses();
+                check_finite(
+                    method,
+                    &losses,
+                    "training loss",
+                    || format!("the training on the demonstrations of seed {seed}"),
+                    None,
+                )?;
+            }
         } else {
             method.adapt(&TrainingSequences::default())?;
         }
@@ -185,34 +231,57 @@ pub fn run_icl_cell(
                 encoder.in_context(&[], query, settings.loss)
             }
         };
-        let score = |method: &mut dyn IclMethod, ctx: &InContext| {
-            let scores = method.score(&ScoreRequest {
+        let score = |method: &mut dyn IclMethod, ctx: &InContext, place: &dyn Fn() -> String| {
+            let request = ScoreRequest {
                 context: &ctx.ids,
                 demo_len: ctx.demo_len,
                 demo_targets: &ctx.demo_targets,
                 candidates: &labels,
-            })?;
-            check_finite(method, &scores)?;
+            };
+            let scores = method.score(&request)?;
+            if !settings.allow_non_finite {
+                check_finite(method, &scores, "label-word score", place, Some(&request))?;
+            }
             Ok::<_, IclError>(scores)
         };
+        let calibration = || format!("the calibration prompt of seed {seed}");
         let mut prior = settings.prior.clone().unwrap_or_default();
         if !per_query_training && settings.prior.is_none() {
-            prior = score(method, &context_for(encoder.calibration_ids()))?;
+            prior = score(
+                method,
+                &context_for(encoder.calibration_ids()),
+                &calibration,
+            )?;
         }
         let mut predictions = Vec::with_capacity(data.test.len());
         for (index, example) in data.test.iter().enumerate() {
             let query = encoder.query_ids(&example.text)?;
+            let place = || format!("example {index} of the evaluation set (seed {seed})");
             if per_query_training {
                 method.adapt(&encoder.query_training(&query))?;
+                if !settings.allow_non_finite {
+                    let losses = method.train_losses();
+                    check_finite(
+                        method,
+                        &losses,
+                        "training loss",
+                        || format!("the training on example {index} (zero-shot)"),
+                        None,
+                    )?;
+                }
                 if settings.prior.is_none() {
-                    prior = score(method, &context_for(encoder.calibration_ids()))?;
+                    prior = score(
+                        method,
+                        &context_for(encoder.calibration_ids()),
+                        &calibration,
+                    )?;
                 }
             }
             let context = context_for(&query);
             if demos_in_context {
                 demos_used = demos_used.min(context.kept);
             }
-            let scores = score(method, &context)?;
+            let scores = score(method, &context, &place)?;
             predictions.push(Prediction {
                 index,
                 label: example.label,

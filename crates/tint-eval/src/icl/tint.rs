@@ -9,8 +9,8 @@
 //! training part.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Tensor, TensorData};
-use tint_sim::SimInput;
+use burn::tensor::{Bool, Int, Tensor, TensorData};
+use tint_sim::{SimInput, SimOutput};
 
 use super::error::IclError;
 use super::method::{
@@ -19,6 +19,7 @@ use super::method::{
 };
 use super::prompt::{DemoFormat, TrainingSequences};
 use crate::methods::Tint;
+use crate::non_finite::{weights_origin, NonFiniteOrigin};
 
 /// TinT (simulator or functional reference) behind [`IclMethod`].
 pub struct TintIcl<B: Backend> {
@@ -66,6 +67,32 @@ impl<B: Backend> IclMethod for TintIcl<B> {
     }
 
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+        let (output, ids, single_token) = self.forward(request)?;
+        let context = request.context;
+        if single_token {
+            return next_token_log_probs(output.final_logits, context.len(), request.candidates);
+        }
+        sum_candidate_log_probs(output.final_logits, ids, context.len(), request.candidates)
+    }
+
+    /// Runs `request` again and looks at its first-pass logits ([`Tint::origin_of`]).
+    fn non_finite_origin(&mut self, request: Option<&ScoreRequest<'_>>) -> NonFiniteOrigin {
+        let weights = || weights_origin(self.tint.model()).unwrap_or(NonFiniteOrigin::Unknown);
+        match request.map(|r| self.forward(r)) {
+            Some(Ok((output, _, _))) => self.tint.origin_of(&output),
+            _ => weights(),
+        }
+    }
+}
+
+impl<B: Backend> TintIcl<B> {
+    /// The simulator's output for `request`, the ids it ran on, and whether the candidates are all
+    /// single tokens (scored from the context alone).
+    #[allow(clippy::type_complexity)]
+    fn forward(
+        &self,
+        request: &ScoreRequest<'_>,
+    ) -> Result<(SimOutput<B>, Tensor<B, 2, Int>, bool), IclError> {
         let context = request.context;
         // Single-token label words (the usual case) are all scored from the next-token
         // distribution after the context: one sequence instead of one per candidate. The update
@@ -98,9 +125,6 @@ impl<B: Backend> IclMethod for TintIcl<B> {
             .map_err(|e| IclError::Eval(e.into()))?
             .with_gradient_mask(gradient_mask);
         let output = self.tint.run(&input)?;
-        if single_token {
-            return next_token_log_probs(output.final_logits, context.len(), request.candidates);
-        }
-        sum_candidate_log_probs(output.final_logits, ids, context.len(), request.candidates)
+        Ok((output, ids, single_token))
     }
 }

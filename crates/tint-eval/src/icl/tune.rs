@@ -5,7 +5,7 @@ use super::error::IclError;
 use super::method::IclMethod;
 use super::prompt::PromptEncoder;
 use super::result::CellResult;
-use super::runner::{run_icl_cell, IclProgress, IclSettings};
+use super::runner::{non_finite_origin, run_icl_cell, IclProgress, IclSettings};
 use super::task::TaskData;
 use crate::lm_tune::{best_index, TuneRecord};
 
@@ -31,7 +31,9 @@ pub fn dev_label_nll(cell: &CellResult) -> f64 {
 ///
 /// # Errors
 ///
-/// An empty grid, errors of the runs, and a grid on which no value gives a finite objective.
+/// An empty grid, errors of the runs, and a grid on which no value gives a finite objective (the
+/// first [`crate::EvalError::NonFinite`] of the grid when there is one, so the error says where
+/// the non-finite value appeared).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_icl<'a>(
     method: &str,
@@ -53,6 +55,12 @@ pub fn tune_icl<'a>(
     let per_value = settings.seeds.len().max(1) * dev.test.len();
     let total = grid.len() * per_value;
     let mut scores = Vec::with_capacity(grid.len());
+    // Non-finite values are errors here (with their origin), whatever the evaluation records.
+    let settings = &IclSettings {
+        allow_non_finite: false,
+        ..settings.clone()
+    };
+    let mut first_non_finite = None;
     for (g, &value) in grid.iter().enumerate() {
         let mut m = make(value)?;
         let cell = run_icl_cell(m.as_mut(), encoder, dev, settings, &mut |p: IclProgress| {
@@ -61,15 +69,21 @@ pub fn tune_icl<'a>(
         // A diverging step is a grid outcome, not an error.
         let score = match cell {
             Ok(cell) => dev_label_nll(&cell),
-            Err(IclError::NonFinite { .. }) => f64::NAN,
+            Err(e) if non_finite_origin(&e).is_some() => {
+                first_non_finite.get_or_insert(e);
+                f64::NAN
+            }
             Err(e) => return Err(e),
         };
         scores.push(if score.is_finite() { score } else { f64::NAN });
     }
-    let best = best_index(&scores, true).map_err(|_| IclError::InvalidSetting {
-        name: "tune",
-        value: format!("{scores:?}"),
-        rule: "no grid value gave a finite dev objective".into(),
+    let best = best_index(&scores, true).map_err(|_| {
+        // Every value diverged: the first non-finite value says where (e.g. the weights).
+        first_non_finite.unwrap_or_else(|| IclError::InvalidSetting {
+            name: "tune",
+            value: format!("{scores:?}"),
+            rule: "no grid value gave a finite dev objective".into(),
+        })
     })?;
     Ok(TuneRecord {
         method: method.into(),
