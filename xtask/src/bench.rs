@@ -1494,7 +1494,10 @@ pub(crate) fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<()> {
                 .map(|view| (name.clone(), view))
         })
         .collect::<Result<_, _>>()?;
-    safetensors::serialize_to_file(views, None, &dir.join("model.safetensors"))?;
+    tint_eval::write_atomic(
+        dir.join("model.safetensors"),
+        &safetensors::serialize(views, None)?,
+    )?;
     let hf_config = serde_json::json!({
         "model_type": "gpt2",
         "architectures": ["GPT2LMHeadModel"],
@@ -1512,9 +1515,9 @@ pub(crate) fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<()> {
         "bos_token_id": 0,
         "eos_token_id": 0,
     });
-    std::fs::write(
+    tint_eval::write_atomic(
         dir.join("config.json"),
-        serde_json::to_string_pretty(&hf_config)?,
+        serde_json::to_string_pretty(&hf_config)?.as_bytes(),
     )?;
     // The bench's token ids, one sequence, for `cargo xtask logits --tint --timing`.
     let ids: Vec<i64> = ids::<B>(config, 1, config.seq_length)
@@ -1525,9 +1528,11 @@ pub(crate) fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<()> {
     let train_mask: Vec<i64> = (0..config.seq_length)
         .map(|t| i64::from(t < config.train_length))
         .collect();
-    std::fs::write(
+    tint_eval::write_atomic(
         dir.join("ids.json"),
-        serde_json::json!({ "input_ids": [ids], "train_mask": [train_mask] }).to_string(),
+        serde_json::json!({ "input_ids": [ids], "train_mask": [train_mask] })
+            .to_string()
+            .as_bytes(),
     )?;
     Ok(())
 }

@@ -282,13 +282,16 @@ pub(crate) fn run(args: &CgtArgs) -> Result<()> {
         },
         true,
     )?;
-    std::fs::write(args.plots.join(format!("{}-loss.svg", preset.name)), chart)?;
+    tint_eval::write_atomic(
+        args.plots.join(format!("{}-loss.svg", preset.name)),
+        chart.as_bytes(),
+    )?;
     if matches!(preset.data, DataPreset::LinearRegression(_)) {
         let title = format!("{}: held-out error by shown pairs", preset.name);
         let chart = regression_chart(&results, summary.references.as_ref(), &title)?;
-        std::fs::write(
+        tint_eval::write_atomic(
             args.plots.join(format!("{}-by-pair.svg", preset.name)),
-            chart,
+            chart.as_bytes(),
         )?;
     }
     let section = render_section(&preset, &results, &args.plots, &summary);
@@ -475,10 +478,10 @@ fn run_variant(
             if let (Some(map), true) = (&evaluation.dot_products, seed == args.seeds[0]) {
                 let title = format!("{} {}: mean n_s . n_t", preset.name, variant.title());
                 let svg = heat_map_svg(map, evaluation.seq_length, &title)?;
-                std::fs::write(
+                tint_eval::write_atomic(
                     args.plots
                         .join(format!("{}-{}-yy.svg", preset.name, variant.slug())),
-                    svg,
+                    svg.as_bytes(),
                 )?;
             }
             if model.is_guided() {

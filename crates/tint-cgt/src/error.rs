@@ -29,6 +29,9 @@ pub enum CgtError {
         #[source]
         source: std::io::Error,
     },
+    /// Writing a file atomically failed (names the operation and the path).
+    #[error(transparent)]
+    Write(#[from] tint_assets::atomic_write::AtomicWriteError),
     /// A burn recorder (checkpoint) failed.
     #[error("checkpoint error: {0}")]
     Checkpoint(String),

@@ -94,7 +94,10 @@ impl<B: Backend> CgtModel<B> {
             "format".to_string(),
             "tint-cgt plain transformer".to_string(),
         );
-        safetensors::serialize_to_file(views, Some(metadata), path.as_ref())
-            .map_err(|e| CgtError::Safetensors(e.to_string()))
+        let bytes = safetensors::serialize(views, Some(metadata))
+            .map_err(|e| CgtError::Safetensors(e.to_string()))?;
+        // Atomically: a crash leaves the previous file, never a cut one.
+        tint_assets::atomic_write::write_atomic(path, &bytes)?;
+        Ok(())
     }
 }

@@ -252,8 +252,9 @@ fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
         training: Some(CheckpointState::schedule_of(config)?),
         batch_size: Some(batch_size),
     })?;
-    let path = dir.join("state.json");
-    fs::write(&path, state).map_err(|e| CgtError::io(&path, e))
+    // Atomically: a crash leaves the previous state, never a cut one.
+    tint_assets::atomic_write::write_atomic(dir.join("state.json"), state.as_bytes())?;
+    Ok(())
 }
 
 /// Trains `model` on `source` and returns the trained model (see [`train_with_history`]).
@@ -330,7 +331,7 @@ pub fn train_with_history<B: AutodiffBackend>(
                 kept.push_str(&serde_json::to_string(report)?);
                 kept.push('\n');
             }
-            fs::write(path, kept).map_err(|e| CgtError::io(path, e))?;
+            tint_assets::atomic_write::write_atomic(path, kept.as_bytes())?;
             Some(
                 OpenOptions::new()
                     .append(true)

@@ -21,6 +21,9 @@ pub enum SimError {
         #[source]
         source: std::io::Error,
     },
+    /// Writing a file atomically failed (names the operation and the path).
+    #[error(transparent)]
+    Write(#[from] tint_assets::atomic_write::AtomicWriteError),
     /// A saved simulator is malformed (missing tensor, wrong shape, bad JSON).
     #[error("malformed saved simulator: {0}")]
     Format(String),

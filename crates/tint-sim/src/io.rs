@@ -57,10 +57,12 @@ fn tensor_bytes<B: Backend, const D: usize>(t: &Tensor<B, D>) -> Vec<u8> {
 }
 
 impl<B: Backend> TintSimulator<B> {
-    /// Writes the simulator to `dir` (created if missing).
+    /// Writes the simulator to `dir` (created if missing); each file atomically (a crash leaves the
+    /// previous file, never a cut one).
     ///
     /// # Errors
-    /// [`SimError::Io`], [`SimError::Format`].
+    /// [`SimError::Io`], [`SimError::Write`] (naming the operation and the path),
+    /// [`SimError::Format`].
     pub fn save(&self, dir: &Path) -> Result<(), SimError> {
         std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         let parts = self.parts();
@@ -75,7 +77,7 @@ impl<B: Backend> TintSimulator<B> {
         let json =
             serde_json::to_string_pretty(&saved).map_err(|e| SimError::Format(e.to_string()))?;
         let config_path = dir.join(CONFIG_FILE);
-        std::fs::write(&config_path, json).map_err(|e| io_error(&config_path, e))?;
+        tint_assets::atomic_write::write_atomic(&config_path, json.as_bytes())?;
         let dtype = if is_f64 { Dtype::F64 } else { Dtype::F32 };
         let mut entries: Vec<(String, Vec<usize>, Vec<u8>)> = vec![
             (
@@ -111,9 +113,10 @@ impl<B: Backend> TintSimulator<B> {
                     .map_err(|e| SimError::Format(e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let tensors_path = dir.join(TENSORS_FILE);
-        safetensors::serialize_to_file(views, None, &tensors_path)
-            .map_err(|e| SimError::Format(e.to_string()))
+        let bytes =
+            safetensors::serialize(views, None).map_err(|e| SimError::Format(e.to_string()))?;
+        tint_assets::atomic_write::write_atomic(dir.join(TENSORS_FILE), &bytes)?;
+        Ok(())
     }
 
     /// Reads a simulator written by [`Self::save`].
