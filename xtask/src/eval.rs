@@ -1005,7 +1005,7 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
                                 progress.update(done, total, &message);
                             },
                         )
-                        .map_err(non_finite_hint)?;
+                        .map_err(non_finite_hint(TUNING_HINT))?;
                         progress.note(&record.summary());
                         record
                     }
@@ -1047,7 +1047,7 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
             }
         },
     )
-    .map_err(non_finite_hint)?;
+    .map_err(non_finite_hint(RECORD_HINT))?;
     progress.finish();
     for cell in report
         .results
@@ -1116,30 +1116,39 @@ pub(crate) fn run_lm(args: &LmArgs, progress: &Progress) -> Result<LmReport> {
             r.method, r.train_fraction, r.seconds
         );
     }
-    println!(
-        "wrote {}, {}, {} and {}",
-        args.out.display(),
-        md.display(),
-        svg.display(),
-        paired_svg.display()
-    );
+    let mut written = vec![args.out.display().to_string(), md.display().to_string()];
+    if finite {
+        written.push(svg.display().to_string());
+    }
+    if finite && report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
+        written.push(paired_svg.display().to_string());
+    }
+    println!("wrote {}", written.join(", "));
     Ok(report)
 }
 
-/// Adds the `--allow-non-finite` hint to an [`tint_eval::EvalError::NonFinite`] (other errors pass
-/// through as they are).
-pub(crate) fn non_finite_hint<E>(error: E) -> anyhow::Error
+/// The context of a non-finite value in an evaluated cell.
+pub(crate) const RECORD_HINT: &str =
+    "a non-finite value (pass --allow-non-finite to record such values in the report)";
+/// The context of a non-finite value in every value of a tuning grid.
+pub(crate) const TUNING_HINT: &str =
+    "every step size of the tuning grid gave a non-finite value, so none can be chosen (give \
+     --inner-lr / --lr to skip tuning; --allow-non-finite then records non-finite values)";
+
+/// Adds `hint` ([`RECORD_HINT`], [`TUNING_HINT`]) to an error that is, or is caused by, a
+/// [`tint_eval::EvalError::NonFinite`]; other errors pass through as they are.
+pub(crate) fn non_finite_hint<E>(hint: &'static str) -> impl FnOnce(E) -> anyhow::Error
 where
     E: std::error::Error + Send + Sync + 'static,
 {
-    let non_finite = is_non_finite(&error);
-    let error = anyhow::Error::new(error);
-    if non_finite {
-        error.context(
-            "a non-finite value (pass --allow-non-finite to record such values in the report)",
-        )
-    } else {
-        error
+    move |error| {
+        let non_finite = is_non_finite(&error);
+        let error = anyhow::Error::new(error);
+        if non_finite {
+            error.context(hint)
+        } else {
+            error
+        }
     }
 }
 

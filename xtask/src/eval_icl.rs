@@ -618,7 +618,7 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
                     &encoder,
                     args.allow_non_finite,
                 )
-                .map_err(crate::eval::non_finite_hint)?,
+                .map_err(crate::eval::non_finite_hint(crate::eval::RECORD_HINT))?,
             )
         } else {
             None
@@ -691,7 +691,7 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
                                     progress.update(done, total, &format!("tuning {label}"));
                                 },
                             )
-                            .map_err(crate::eval::non_finite_hint)?;
+                            .map_err(crate::eval::non_finite_hint(crate::eval::TUNING_HINT))?;
                             progress.note(&record.summary());
                             record
                         }
@@ -749,7 +749,7 @@ pub(crate) fn run_report(args: &IclArgs, progress: &Progress) -> Result<IclRepor
                         done = before + p.done;
                         progress.update(done, total, &message);
                     })
-                    .map_err(crate::eval::non_finite_hint)
+                    .map_err(crate::eval::non_finite_hint(crate::eval::RECORD_HINT))
                     .with_context(|| message.clone())?;
                     let non_finite = cell.non_finite_predictions();
                     if non_finite > 0 {

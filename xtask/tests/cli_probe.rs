@@ -1,0 +1,489 @@
+//! The command-line cases of issue 20's "Why" list, replayed against the built `xtask` binary on
+//! the committed micro GPT-2 (the loader cases are in `crates/tint-aux/tests/hostile_inputs.rs`):
+//!
+//! - no silent NaN in `eval lm` / `eval icl`: a NaN weight or a step of 1e300 fails with the method,
+//!   the block or example and where the value first appeared; `--allow-non-finite` records it;
+//! - `eval lm --out x.md` is refused before anything is read or written;
+//! - `eval lm --resume --methods vanilla` on a two-method report keeps both methods' cells;
+//! - `logits` fails on non-finite logits naming a NaN weight or the simulated update of
+//!   `--inner-lr 1e300`, and on an all-zero `train_mask`, writing nothing;
+//! - `eval lm --resume` refuses a report made from other checkpoint content, and recomputes a
+//!   hand-edited cell (perplexity −5);
+//! - `logits --out` on a symlink writes its target and keeps the link; `--out /dev/null` leaves the
+//!   device node a character device; new outputs get mode `0666 & !umask` (0644 under umask 022);
+//!   an output path that cannot be created is named in the error.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn micro() -> PathBuf {
+    root().join("fixtures/official-tint/micro-gpt2-random")
+}
+
+fn text() -> PathBuf {
+    root().join("fixtures/text/sotu-1790-washington.txt")
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tint-cli-probe-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `xtask ARGS` under umask 022 (so file modes are known).
+fn xtask(args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg("umask 022; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_xtask"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Asserts the command failed and its stderr holds every one of `needles`.
+fn fails_with(output: &Output, needles: &[&str]) {
+    let err = stderr(output);
+    assert!(!output.status.success(), "must fail; stderr:\n{err}");
+    for needle in needles {
+        assert!(err.contains(needle), "missing {needle:?} in:\n{err}");
+    }
+}
+
+fn succeeds(output: &Output) {
+    assert!(
+        output.status.success(),
+        "must succeed; stderr:\n{}",
+        stderr(output)
+    );
+}
+
+/// A copy of the micro GPT-2 whose `transformer.h.1.mlp.c_fc.weight` starts with a NaN.
+fn poisoned(dir: &Path) -> PathBuf {
+    let model = dir.join("nan-model");
+    std::fs::create_dir_all(&model).unwrap();
+    for file in ["config.json", "tokenizer.json", "vocab.json", "merges.txt"] {
+        std::fs::copy(micro().join(file), model.join(file)).unwrap();
+    }
+    let mut bytes = std::fs::read(micro().join("model.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let offset = header["transformer.h.1.mlp.c_fc.weight"]["data_offsets"][0]
+        .as_u64()
+        .unwrap() as usize;
+    bytes[8 + n + offset..8 + n + offset + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(model.join("model.safetensors"), bytes).unwrap();
+    model
+}
+
+/// `eval lm` on the fixture text with small blocks; `extra` adds or overrides flags.
+fn eval_lm(model: &Path, out: &Path, extra: &[&str]) -> Output {
+    let text = text();
+    let mut args = vec![
+        "eval",
+        "lm",
+        "--model",
+        model.to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+        "--block-size",
+        "32",
+        "--max-blocks",
+        "2",
+        "--train-fraction",
+        "0.5",
+        "--tune-blocks",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    xtask(&args)
+}
+
+fn report(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn eval_lm_names_a_nan_weight_and_records_it_only_when_allowed() {
+    let dir = scratch("lm-nan");
+    let model = poisoned(&dir);
+    let out = dir.join("lm.json");
+    let run = eval_lm(&model, &out, &["--methods", "vanilla"]);
+    fails_with(
+        &run,
+        &[
+            "--allow-non-finite",
+            "method vanilla: non-finite NLL",
+            "evaluation block 0 at train fraction 0.5",
+            "checkpoint weights: weight",
+            "(1 of 4096 values non-finite)",
+        ],
+    );
+    assert!(!out.exists(), "nothing is written for a failed cell");
+    // The adaptive methods are tuned first: every grid value diverges, and the error says why.
+    let run = eval_lm(&model, &out, &["--methods", "vanilla,dyn-eval"]);
+    fails_with(
+        &run,
+        &[
+            "none can be chosen",
+            "(eta = 1e-5, tuning)",
+            "checkpoint weights",
+        ],
+    );
+    // Recorded when allowed: NaN as null, the run finishes.
+    let run = eval_lm(
+        &model,
+        &out,
+        &["--methods", "vanilla", "--allow-non-finite"],
+    );
+    succeeds(&run);
+    let json = report(&out);
+    assert!(
+        json["results"][0]["blocks"][0]["sum_nll"].is_null(),
+        "{json}"
+    );
+    assert!(stderr(&run).contains("non-finite NLL recorded"));
+    assert_eq!(mode(&out), 0o644);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn eval_lm_names_the_update_of_a_1e300_step() {
+    let dir = scratch("lm-step");
+    let run = eval_lm(
+        &micro(),
+        &dir.join("lm.json"),
+        &["--methods", "tint-ref", "--inner-lr", "1e300"],
+    );
+    fails_with(
+        &run,
+        &[
+            "method tint-ref: non-finite NLL",
+            "so it first appears in the update (tint-ref: inner_lr 1e300, 1 simulated step(s))",
+        ],
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn eval_icl_names_a_nan_weight_and_records_it_only_when_allowed() {
+    let dir = scratch("icl-nan");
+    let model = poisoned(&dir);
+    let data = dir.join("mr");
+    std::fs::create_dir_all(&data).unwrap();
+    let lines = |texts: &[(&str, u8)]| {
+        texts
+            .iter()
+            .map(|(t, l)| format!("{}\n", serde_json::json!({"text": t, "label": l})))
+            .collect::<String>()
+    };
+    let pool = [
+        ("a joy", 1),
+        ("so dull", 0),
+        ("great fun", 1),
+        ("a mess", 0),
+        ("moving", 1),
+        ("boring", 0),
+    ];
+    std::fs::write(data.join("train.jsonl"), lines(&pool)).unwrap();
+    std::fs::write(
+        data.join("test.jsonl"),
+        lines(&[("lovely film", 1), ("awful plot", 0)]),
+    )
+    .unwrap();
+    let out = dir.join("icl.json");
+    let icl = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "icl",
+            "--model",
+            model.to_str().unwrap(),
+            "--task",
+            "mr",
+            "--data",
+            data.to_str().unwrap(),
+            "--methods",
+            "icl",
+            "--shots",
+            "0",
+            "--seeds",
+            "0",
+            "--n-test",
+            "2",
+            "--n-dev",
+            "2",
+            "--max-input-tokens",
+            "16",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        xtask(&args)
+    };
+    fails_with(
+        &icl(&[]),
+        &[
+            "--allow-non-finite",
+            "method icl: non-finite label-word score",
+            "the calibration prompt",
+            "checkpoint weights: weight",
+        ],
+    );
+    let run = icl(&["--allow-non-finite"]);
+    succeeds(&run);
+    assert!(stderr(&run).contains("2 prediction(s) from non-finite scores recorded"));
+    let json = report(&out);
+    assert!(
+        json["cells"][0]["runs"][0]["predictions"][0]["scores"][0].is_null(),
+        "{json}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn eval_lm_refuses_a_markdown_out_and_resume_keeps_other_methods() {
+    let dir = scratch("lm-out");
+    let md = dir.join("x.md");
+    std::fs::write(&md, "# notes\n").unwrap();
+    let run = eval_lm(&micro(), &md, &["--methods", "vanilla"]);
+    fails_with(&run, &["--out", "x.md", ".json"]);
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), "# notes\n");
+    assert!(!dir.join("x.json").exists());
+
+    let out = dir.join("lm.json");
+    let first = eval_lm(
+        &micro(),
+        &out,
+        &["--methods", "vanilla,dyn-eval", "--inner-lr", "1e-3"],
+    );
+    succeeds(&first);
+    let before = report(&out);
+    assert_eq!(before["results"].as_array().unwrap().len(), 2);
+    let resumed = eval_lm(
+        &micro(),
+        &out,
+        &["--methods", "vanilla", "--inner-lr", "1e-3", "--resume"],
+    );
+    succeeds(&resumed);
+    let after = report(&out);
+    let methods: Vec<&str> = after["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(methods, ["vanilla", "dyn-eval"], "merge keeps dyn-eval");
+    assert_eq!(
+        after["results"][1], before["results"][1],
+        "the dyn-eval cell is kept as stored"
+    );
+    assert!(stderr(&resumed).contains("resuming: 2 stored cells"));
+    for file in ["lm.json", "lm.md", "lm.svg", "lm-paired.svg"] {
+        assert_eq!(mode(&dir.join(file)), 0o644, "{file}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn logits_out_writes_through_symlinks_and_leaves_dev_null_a_device() {
+    let dir = scratch("logits");
+    let ids = dir.join("ids.json");
+    std::fs::write(&ids, r#"{"input_ids": [[1, 2, 3, 4]]}"#).unwrap();
+    let target = dir.join("real.safetensors");
+    let link = dir.join("link.safetensors");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let logits = |out: &Path| {
+        xtask(&[
+            "logits",
+            "--model",
+            micro().to_str().unwrap(),
+            "--ids",
+            ids.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    succeeds(&logits(&link));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link is kept"
+    );
+    let bytes = std::fs::read(&target).unwrap();
+    assert!(bytes.len() > 4 * 4 * 4096, "the target holds the logits");
+    assert_eq!(mode(&target), 0o644);
+    // Written again through the link: the target is replaced, its mode kept.
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    succeeds(&logits(&link));
+    assert_eq!(mode(&target), 0o600);
+    // A character device is written in place, never replaced by a regular file.
+    succeeds(&logits(Path::new("/dev/null")));
+    let null = std::fs::metadata("/dev/null").unwrap();
+    assert!(
+        null.file_type().is_char_device(),
+        "/dev/null stays a device"
+    );
+    assert!(
+        !std::fs::read_dir("/dev").unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".null.tmp")),
+        "no temporary file left in /dev"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// TinT flags that fit the micro GPT-2 (the official golden's sizes).
+const MICRO_TINT: [&str; 7] = [
+    "--tint",
+    "--tint-hidden-size",
+    "160",
+    "--tint-prefixes",
+    "8",
+    "--tint-heads",
+    "20",
+];
+
+#[test]
+fn logits_fails_on_non_finite_outputs_and_useless_masks_writing_nothing() {
+    let dir = scratch("logits-nan");
+    let model = poisoned(&dir);
+    let ids = dir.join("ids.json");
+    std::fs::write(
+        &ids,
+        r#"{"input_ids": [[1, 2, 3, 4, 5, 6]], "train_mask": [[1, 1, 1, 0, 0, 0]]}"#,
+    )
+    .unwrap();
+    let zero = dir.join("zero.json");
+    std::fs::write(
+        &zero,
+        r#"{"input_ids": [[1, 2, 3, 4, 5, 6]], "train_mask": [[0, 0, 0, 0, 0, 0]]}"#,
+    )
+    .unwrap();
+    let out = dir.join("out.safetensors");
+    let logits = |model: &Path, ids: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "logits",
+            "--model",
+            model.to_str().unwrap(),
+            "--ids",
+            ids.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        xtask(&args)
+    };
+    fails_with(
+        &logits(&model, &ids, &[]),
+        &[
+            "--allow-non-finite",
+            "non-finite values",
+            "in logits: weight",
+            "(1 of 4096 values non-finite)",
+        ],
+    );
+    let mut blow_up = MICRO_TINT.to_vec();
+    blow_up.extend(["--inner-lr", "1e300"]);
+    fails_with(
+        &logits(&micro(), &ids, &blow_up),
+        &[
+            "in final_logits",
+            "first_logits are finite, so the simulated update made them non-finite (inner_lr 1e300",
+        ],
+    );
+    fails_with(
+        &logits(&micro(), &zero, &MICRO_TINT),
+        &["train_mask row 0 has no training token"],
+    );
+    assert!(!out.exists(), "nothing written");
+    blow_up.push("--allow-non-finite");
+    succeeds(&logits(&micro(), &ids, &blow_up));
+    assert!(out.exists(), "written when allowed");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn eval_lm_resume_refuses_changed_weights_and_recomputes_a_tampered_cell() {
+    let dir = scratch("lm-resume");
+    let model = dir.join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    for file in std::fs::read_dir(micro()).unwrap() {
+        let file = file.unwrap().path();
+        std::fs::copy(&file, model.join(file.file_name().unwrap())).unwrap();
+    }
+    let out = dir.join("lm.json");
+    succeeds(&eval_lm(&model, &out, &["--methods", "vanilla"]));
+    let honest = report(&out)["results"][0]["perplexity"]["value"].clone();
+    // A hand-edited perplexity is not reused.
+    let mut tampered = report(&out);
+    tampered["results"][0]["perplexity"]["value"] = serde_json::json!(-5.0);
+    std::fs::write(&out, tampered.to_string()).unwrap();
+    let resumed = eval_lm(&model, &out, &["--methods", "vanilla", "--resume"]);
+    succeeds(&resumed);
+    assert!(
+        stderr(&resumed).contains("stored cell recomputed"),
+        "{}",
+        stderr(&resumed)
+    );
+    assert_eq!(report(&out)["results"][0]["perplexity"]["value"], honest);
+    // The same path with other weights: the fingerprint's content hash differs.
+    let poisoned_model = poisoned(&dir);
+    std::fs::copy(
+        poisoned_model.join("model.safetensors"),
+        model.join("model.safetensors"),
+    )
+    .unwrap();
+    fails_with(
+        &eval_lm(&model, &out, &["--methods", "vanilla", "--resume"]),
+        &["--resume", "checkpoint content (SHA-256)"],
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn an_output_path_that_cannot_be_created_is_named() {
+    let dir = scratch("no-dir");
+    let file = dir.join("plain-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let ids = dir.join("ids.json");
+    std::fs::write(&ids, r#"{"input_ids": [[1, 2, 3]]}"#).unwrap();
+    let out = file.join("out.safetensors");
+    let run = xtask(&[
+        "logits",
+        "--model",
+        micro().to_str().unwrap(),
+        "--ids",
+        ids.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    fails_with(&run, &[file.to_str().unwrap()]);
+    let lm = eval_lm(&micro(), &file.join("lm.json"), &["--methods", "vanilla"]);
+    fails_with(&lm, &[file.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
+    std::fs::remove_dir_all(dir).unwrap();
+}
