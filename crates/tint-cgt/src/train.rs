@@ -229,6 +229,19 @@ impl CheckpointState {
 
 type CheckpointRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
+/// The stem of a checkpoint file (`model`, `optimizer`) of the state at `next_step`: files are
+/// tagged with their step (`model-6.mpk`) and `state.json`, written atomically after them, is the
+/// commit point, so a crash while a checkpoint is being written leaves the previous one whole (its
+/// state still names its own files). Checkpoints written before the tags have plain `model.mpk`.
+fn checkpoint_file(dir: &Path, name: &str, next_step: usize) -> PathBuf {
+    let tagged = dir.join(format!("{name}-{next_step}"));
+    if tagged.with_extension("mpk").exists() {
+        tagged
+    } else {
+        dir.join(name)
+    }
+}
+
 fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     dir: &Path,
     model: &CgtModel<B>,
@@ -241,10 +254,13 @@ fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     let recorder = CheckpointRecorder::new();
     model
         .clone()
-        .save_file(dir.join("model"), &recorder)
+        .save_file(dir.join(format!("model-{next_step}")), &recorder)
         .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
     recorder
-        .record(optimizer.to_record(), dir.join("optimizer"))
+        .record(
+            optimizer.to_record(),
+            dir.join(format!("optimizer-{next_step}")),
+        )
         .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
     let state = serde_json::to_string(&CheckpointState {
         next_step,
@@ -252,8 +268,25 @@ fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
         training: Some(CheckpointState::schedule_of(config)?),
         batch_size: Some(batch_size),
     })?;
-    // Atomically: a crash leaves the previous state, never a cut one.
+    // The commit point, atomically: a crash before it leaves the previous state and its files.
     tint_assets::atomic_write::write_atomic(dir.join("state.json"), state.as_bytes())?;
+    // The files of earlier checkpoints are no longer named by the state.
+    let current = [
+        format!("model-{next_step}.mpk"),
+        format!("optimizer-{next_step}.mpk"),
+    ];
+    for entry in fs::read_dir(dir).map_err(|e| CgtError::io(dir, e))? {
+        let path = entry.map_err(|e| CgtError::io(dir, e))?.path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let ours =
+            (name.starts_with("model") || name.starts_with("optimizer")) && name.ends_with(".mpk");
+        if ours && !current.contains(&name) {
+            fs::remove_file(&path).map_err(|e| CgtError::io(&path, e))?;
+        }
+    }
     Ok(())
 }
 
@@ -310,10 +343,14 @@ pub fn train_with_history<B: AutodiffBackend>(
             }
             let recorder = CheckpointRecorder::new();
             model = model
-                .load_file(dir.join("model"), &recorder, device)
+                .load_file(
+                    checkpoint_file(dir, "model", state.next_step),
+                    &recorder,
+                    device,
+                )
                 .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
             let record = recorder
-                .load(dir.join("optimizer"), device)
+                .load(checkpoint_file(dir, "optimizer", state.next_step), device)
                 .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
             optimizer = optimizer.load_record(record);
             first_step = state.next_step;
@@ -397,14 +434,23 @@ pub fn checkpoint_is_final(dir: &Path, steps: usize) -> Result<bool> {
     Ok(state.next_step == steps && state.steps.is_none_or(|s| s == steps))
 }
 
-/// Loads a model saved by [`train`] (the `model` file of a checkpoint directory) into `model`'s structure.
+/// Loads a model saved by [`train`] (the model file that the checkpoint directory's `state.json`
+/// names, or a plain `model.mpk`) into `model`'s structure.
 pub fn load_checkpoint_model<B: AutodiffBackend>(
     model: CgtModel<B>,
     dir: &Path,
     device: &B::Device,
 ) -> Result<CgtModel<B>> {
+    let path = dir.join("state.json");
+    let file = if path.exists() {
+        let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
+        let state: CheckpointState = serde_json::from_str(&text)?;
+        checkpoint_file(dir, "model", state.next_step)
+    } else {
+        dir.join("model")
+    };
     model
-        .load_file(dir.join("model"), &CheckpointRecorder::new(), device)
+        .load_file(file, &CheckpointRecorder::new(), device)
         .map_err(|e| CgtError::Checkpoint(e.to_string()))
 }
 

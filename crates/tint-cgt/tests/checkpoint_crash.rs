@@ -1,0 +1,110 @@
+//! Crash-safe CGT checkpoints (issue 20): the model and optimiser files of a checkpoint are tagged
+//! with their step and `state.json` (written atomically after them) names the step, so a crash while
+//! the next checkpoint is being written — its files cut or half there — resumes from the previous
+//! checkpoint and reaches the numbers of an uninterrupted run.
+
+use burn::backend::{Autodiff, Flex};
+use burn::tensor::{Distribution, Tensor};
+use tint_cgt::data::LinearRegressionConfig;
+use tint_cgt::objective::ObjectiveConfig;
+use tint_cgt::train::{load_checkpoint_model, train, RunFiles, TrainingConfig};
+use tint_cgt::{CgtConfig, CgtInput, CgtModel, InputKind};
+
+type AB = Autodiff<Flex>;
+
+/// Resumed and uninterrupted runs replay the same f32 steps (same batches, same optimiser state);
+/// the existing resume test bounds their logits by the same value.
+const RESUME_TOLERANCE: f32 = 1e-5;
+
+#[test]
+fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
+    let device = Default::default();
+    let data = LinearRegressionConfig {
+        d_in: 3,
+        d_out: 1,
+        n_pairs: 4,
+        noise: 0.1,
+        batch_size: 2,
+        seed: 1,
+        curriculum: None,
+    };
+    let config = CgtConfig::new(1, 8, 2, 8, 1)
+        .with_input(InputKind::Vectors(4))
+        .with_d_y(4)
+        .with_readout_layer(1)
+        .with_rank(1)
+        .with_n_templates(2);
+    let mut training = TrainingConfig {
+        steps: 6,
+        learning_rate: 3e-3,
+        min_learning_rate: 3e-4,
+        warmup_steps: 2,
+        grad_clip_norm: Some(1.0),
+        objective: ObjectiveConfig::default(),
+        seed: 0,
+        checkpoint_every: 0,
+    };
+    let dir = std::env::temp_dir().join(format!("tint-cgt-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ckpt = dir.join("ckpt");
+    let files = RunFiles {
+        checkpoint_dir: Some(ckpt.clone()),
+        log_path: Some(dir.join("log.jsonl")),
+    };
+    let start = CgtModel::<AB>::new(&config, &device).unwrap();
+    let full = train(
+        start.clone(),
+        &data,
+        &training,
+        &RunFiles::default(),
+        &device,
+        &mut |_| {},
+    )
+    .unwrap();
+    // Checkpoints every 3 steps; stop right after the one at step 3.
+    training.checkpoint_every = 3;
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        train(start.clone(), &data, &training, &files, &device, &mut |r| {
+            if r.step == 3 {
+                panic!("simulated crash after the checkpoint at 3 steps");
+            }
+        })
+    }));
+    assert!(stopped.is_err());
+    let mut names: Vec<String> = std::fs::read_dir(&ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["model-3.mpk", "optimizer-3.mpk", "state.json"]);
+    // The crash while writing the checkpoint at step 6: a cut model file, no optimiser file, the
+    // state not yet replaced.
+    std::fs::write(ckpt.join("model-6.mpk"), b"cut").unwrap();
+    let resumed = train(start, &data, &training, &files, &device, &mut |_| {}).unwrap();
+    let input = CgtInput::Vectors(Tensor::random(
+        [1, 8, 4],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    ));
+    let a = full.forward(&input).unwrap().logits;
+    let b = resumed.forward(&input).unwrap().logits;
+    let diff = (a.clone() - b).abs().max().into_scalar();
+    assert!(diff < RESUME_TOLERANCE, "resume diff {diff}");
+    // The finished run's checkpoint names its own files only, and loads as the trained model.
+    let mut names: Vec<String> = std::fs::read_dir(&ckpt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["model-6.mpk", "optimizer-6.mpk", "state.json"]);
+    let loaded = load_checkpoint_model(
+        CgtModel::<AB>::new(&config, &device).unwrap(),
+        &ckpt,
+        &device,
+    )
+    .unwrap();
+    let c = loaded.forward(&input).unwrap().logits;
+    let diff = (a - c).abs().max().into_scalar();
+    assert!(diff < RESUME_TOLERANCE, "loaded diff {diff}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
