@@ -8,7 +8,7 @@ use tint_aux::layer_norm::LayerNorm;
 use tint_aux::AuxModel;
 
 use crate::error::SimError;
-use crate::params::{Activation, AuxParams, LayerNormParams, LayerParams};
+use crate::params::{Activation, AuxParams, LayerNormParams, LayerParams, NormPlacement};
 
 /// OPT's learned positions start at row 2 of the table.
 const OPT_POSITION_OFFSET: usize = 2;
@@ -60,9 +60,12 @@ impl<B: Backend> AuxParams<B> {
     /// Reads the weights of a loaded auxiliary model.
     ///
     /// # Errors
-    /// [`SimError::UnsupportedModel`] for what TinT cannot simulate (docs/construction.md §12): post-LN OPT,
-    /// OPT with `project_in`/`project_out`, a model without a final LayerNorm, an unknown activation,
-    /// a LLaMA-family model (simulated by [`crate::ModelSimulator`] / [`crate::llama::LlamaSimulator`]).
+    /// [`SimError::UnsupportedModel`] for what this simulator does not cover: a pre-LN OPT without a
+    /// final LayerNorm, OPT with only one of `project_in`/`project_out`, an unknown activation, a
+    /// LLaMA-family model (simulated by [`crate::ModelSimulator`] / [`crate::llama::LlamaSimulator`]).
+    /// Post-LN OPT and OPT's `project_in`/`project_out` are supported (docs/construction.md §16): the
+    /// frozen projections are folded into the frozen input embedding (`wte · P_in`) and LM head
+    /// (`wte · P_outᵀ`).
     pub fn from_aux(model: &AuxModel<B>) -> Result<Self, SimError> {
         let unsupported = |msg: &str| Err(SimError::UnsupportedModel(msg.to_string()));
         let params = match model {
@@ -84,40 +87,55 @@ impl<B: Backend> AuxParams<B> {
                 };
                 AuxParams {
                     token_embedding: m.wte.val(),
+                    lm_head: None,
                     position_embedding: m.wpe.val(),
                     position_offset: 0,
                     layers: m.blocks.iter().map(layer_params).collect(),
-                    ln_f: ln_params(&m.ln_f),
+                    ln_f: Some(ln_params(&m.ln_f)),
+                    norm_placement: NormPlacement::PreLn,
                     n_heads: m.config.n_head,
                     activation,
                 }
             }
             AuxModel::Opt(m) => {
-                if !m.config.do_layer_norm_before {
-                    return unsupported(
-                        "post-LayerNorm OPT (opt-350m) cannot be simulated by TinT",
-                    );
+                let norm_placement = m.norm_placement();
+                if norm_placement == NormPlacement::PreLn && m.ln_f.is_none() {
+                    return unsupported("pre-LN OPT without a final LayerNorm");
                 }
-                if m.project_in.is_some() || m.project_out.is_some() {
-                    return unsupported(
-                        "OPT with project_in/project_out (word_embed_proj_dim != hidden_size)",
-                    );
-                }
-                let Some(ln_f) = &m.ln_f else {
-                    return unsupported("OPT without a final LayerNorm");
-                };
                 if m.config.activation_function != "relu" {
                     return Err(SimError::UnsupportedModel(format!(
                         "OPT activation {:?}",
                         m.config.activation_function
                     )));
                 }
+                // `project_in` / `project_out` are frozen linear maps without bias next to the frozen
+                // tied embedding: folded into it (docs/construction.md §16).
+                let wte = m.wte.val();
+                let (token_embedding, lm_head) = match (&m.project_in, &m.project_out) {
+                    (None, None) => (wte, None),
+                    (Some(project_in), Some(project_out)) => {
+                        if project_in.bias.is_some() || project_out.bias.is_some() {
+                            return unsupported("OPT project_in/project_out with a bias");
+                        }
+                        // [V, E] · [E, D] and [V, E] · [E, D] (`P_out` is stored `[D, E]`).
+                        let input = wte.clone().matmul(project_in.weight.val());
+                        let head = wte.matmul(project_out.weight.val().transpose());
+                        (input, Some(head))
+                    }
+                    _ => {
+                        return unsupported(
+                            "OPT with only one of project_in/project_out (HF has both or neither)",
+                        )
+                    }
+                };
                 AuxParams {
-                    token_embedding: m.wte.val(),
+                    token_embedding,
+                    lm_head,
                     position_embedding: m.wpe.val(),
                     position_offset: OPT_POSITION_OFFSET,
                     layers: m.blocks.iter().map(layer_params).collect(),
-                    ln_f: ln_params(ln_f),
+                    ln_f: m.ln_f.as_ref().map(ln_params),
+                    norm_placement,
                     n_heads: m.config.num_attention_heads,
                     activation: Activation::Relu,
                 }

@@ -62,8 +62,11 @@ impl<B: Backend> TintSimulator<B> {
     ///
     /// # Errors
     /// [`SimError::Io`], [`SimError::Write`] (naming the operation and the path),
-    /// [`SimError::Format`].
+    /// [`SimError::Format`]; [`SimError::UnsupportedModel`] for a post-LN OPT simulator (the saved
+    /// format holds pre-LN models with a tied head).
     pub fn save(&self, dir: &Path) -> Result<(), SimError> {
+        // Post-LN / own-LM-head simulators (OPT-350m layout) are not in the saved format.
+        self.check_saveable()?;
         std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
         let parts = self.parts();
         let is_f64 = parts.token_embedding.dtype() == DType::F64;

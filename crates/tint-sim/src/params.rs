@@ -1,5 +1,6 @@
-//! [`AuxParams`]: the weights of a pre-LayerNorm auxiliary language model (GPT-2, OPT) in the layout the
-//! simulator and the functional reference work with.
+//! [`AuxParams`]: the weights of a GPT-2 / OPT auxiliary language model (pre-LN, or post-LN OPT with
+//! `project_in`/`project_out`, docs/construction.md §16) in the layout the simulator and the functional
+//! reference work with.
 //!
 //! Matrices are `[in, out]` (HF GPT-2 `Conv1D` layout). Every tensor of a layer carries a leading
 //! "copy" dimension of size 1 (weights shared by the batch) or `batch_size` (each sequence carries its
@@ -10,6 +11,8 @@ use burn::tensor::{DType, Distribution, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;
+
+pub use tint_aux::block::NormPlacement;
 
 /// Element-wise non-linearity of the auxiliary MLP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,13 +53,14 @@ pub struct LayerNormParams<B: Backend> {
     pub beta: Tensor<B, 3>,
 }
 
-/// One pre-LN transformer block.
+/// One transformer block: pre-LN `h + attn(LN_1(h))`, `h + mlp(LN_2(h))`, or post-LN
+/// `LN_1(h + attn(h))`, `LN_2(h + mlp(h))` ([`AuxParams::norm_placement`]).
 ///
 /// # Shapes
 /// Matrices `[copies, d_in, d_out]`, biases `[copies, 1, d_out]`; `copies` is 1 or `batch_size`.
 #[derive(Debug, Clone)]
 pub struct LayerParams<B: Backend> {
-    /// LayerNorm before attention.
+    /// LayerNorm before attention (pre-LN) or after the attention residual add (post-LN).
     pub ln_1: LayerNormParams<B>,
     /// Query projection `[copies, D, D]` (frozen by TinT).
     pub w_q: Tensor<B, 3>,
@@ -74,7 +78,7 @@ pub struct LayerParams<B: Backend> {
     pub w_o: Tensor<B, 3>,
     /// Attention output bias.
     pub b_o: Tensor<B, 3>,
-    /// LayerNorm before the MLP.
+    /// LayerNorm before the MLP (pre-LN) or after the MLP residual add (post-LN).
     pub ln_2: LayerNormParams<B>,
     /// MLP input projection `[copies, D, d_inner]`.
     pub w_fc: Tensor<B, 3>,
@@ -89,16 +93,23 @@ pub struct LayerParams<B: Backend> {
 /// The weights of an auxiliary model as the simulator sees them.
 #[derive(Debug, Clone)]
 pub struct AuxParams<B: Backend> {
-    /// Token embeddings `[vocab_size, D]`, tied with the LM head.
+    /// Input token embeddings `[vocab_size, D]`, tied with the LM head unless [`Self::lm_head`] is
+    /// set. For OPT with `project_in` (`word_embed_proj_dim E != D`) this is `wte · P_in`, the
+    /// frozen projection folded into the frozen table (docs/construction.md §16).
     pub token_embedding: Tensor<B, 2>,
+    /// LM head `[vocab_size, D]` when it is not [`Self::token_embedding`]: for OPT with
+    /// `project_out` `wte · P_outᵀ` (logits `h P_out wteᵀ`), frozen (docs/construction.md §16).
+    pub lm_head: Option<Tensor<B, 2>>,
     /// Position embeddings `[n_positions, D]`.
     pub position_embedding: Tensor<B, 2>,
     /// Position `t` reads row `t + position_offset` (0 for GPT-2, 2 for OPT).
     pub position_offset: usize,
     /// Transformer blocks, bottom to top.
     pub layers: Vec<LayerParams<B>>,
-    /// Final LayerNorm.
-    pub ln_f: LayerNormParams<B>,
+    /// Final LayerNorm (none for post-LN OPT, as in HF).
+    pub ln_f: Option<LayerNormParams<B>>,
+    /// Where the block LayerNorms sit.
+    pub norm_placement: NormPlacement,
     /// Attention heads `H`.
     pub n_heads: usize,
     /// MLP activation.
@@ -177,6 +188,11 @@ impl<B: Backend> AuxParams<B> {
         }
     }
 
+    /// The LM head `[vocab_size, D]`: [`Self::lm_head`] or the tied token embedding.
+    pub fn head_matrix(&self) -> &Tensor<B, 2> {
+        self.lm_head.as_ref().unwrap_or(&self.token_embedding)
+    }
+
     /// Float dtype of the weights.
     pub fn dtype(&self) -> DType {
         self.token_embedding.dtype()
@@ -196,6 +212,7 @@ impl<B: Backend> AuxParams<B> {
     pub fn cast(&self, dtype: DType) -> Self {
         Self {
             token_embedding: self.token_embedding.clone().cast(dtype),
+            lm_head: self.lm_head.as_ref().map(|t| t.clone().cast(dtype)),
             position_embedding: self.position_embedding.clone().cast(dtype),
             position_offset: self.position_offset,
             layers: self
@@ -203,7 +220,11 @@ impl<B: Backend> AuxParams<B> {
                 .iter()
                 .map(|l| l.map(|t| t.cast(dtype)))
                 .collect(),
-            ln_f: map_ln(&self.ln_f, &|t: Tensor<B, 3>| t.cast(dtype)),
+            ln_f: self
+                .ln_f
+                .as_ref()
+                .map(|ln| map_ln(ln, &|t: Tensor<B, 3>| t.cast(dtype))),
+            norm_placement: self.norm_placement,
             n_heads: self.n_heads,
             activation: self.activation,
         }
@@ -230,8 +251,19 @@ impl<B: Backend> AuxParams<B> {
                 Ok(())
             }
         };
-        check("ln_f.gamma".into(), &self.ln_f.gamma, [1, d])?;
-        check("ln_f.beta".into(), &self.ln_f.beta, [1, d])?;
+        if let Some(ln_f) = &self.ln_f {
+            check("ln_f.gamma".into(), &ln_f.gamma, [1, d])?;
+            check("ln_f.beta".into(), &ln_f.beta, [1, d])?;
+        }
+        if let Some(head) = &self.lm_head {
+            if head.dims() != [dims.vocab_size, d] {
+                return Err(SimError::UnsupportedModel(format!(
+                    "lm_head has shape {:?}, expected [{}, {d}]",
+                    head.dims(),
+                    dims.vocab_size
+                )));
+            }
+        }
         for (l, layer) in self.layers.iter().enumerate() {
             for (name, t) in layer.named() {
                 let shape = match name {
@@ -287,9 +319,11 @@ impl<B: Backend> AuxParams<B> {
                 Distribution::Normal(0.0, 0.1),
                 device,
             ),
+            lm_head: None,
             position_offset: 0,
             layers,
-            ln_f: ln(),
+            ln_f: Some(ln()),
+            norm_placement: NormPlacement::PreLn,
             n_heads: dims.n_heads,
             activation,
         }

@@ -13,7 +13,7 @@ use crate::error::SimError;
 use crate::input::{Masks, SimInput};
 use crate::loss::{eval_loss, loss_gradient_with_logits, EvalLoss};
 use crate::math::{activate, activation_backward, layer_norm_backward, normalize};
-use crate::params::{AuxParams, LayerNormParams, LayerParams};
+use crate::params::{AuxParams, LayerNormParams, LayerParams, NormPlacement};
 
 /// Logits and evaluation losses before and after the simulated SGD steps.
 #[derive(Debug, Clone)]
@@ -33,20 +33,22 @@ pub struct SimOutput<B: Backend> {
 pub(crate) struct LayerTrace<B: Backend> {
     /// Layer input `[batch_size, seq_length, d_model]`.
     pub h_in: Tensor<B, 3>,
-    /// LayerNorm-1 output.
+    /// Attention input: the LayerNorm-1 output (pre-LN) or the layer input (post-LN).
     pub a: Tensor<B, 3>,
     /// Attention probabilities `[batch_size, n_heads, seq_length, seq_length]` (query, key).
     pub probs: Tensor<B, 4>,
     /// Concatenated head outputs before the output projection.
     pub o: Tensor<B, 3>,
-    /// Residual stream after attention.
+    /// Residual stream after attention (post-LN: the LayerNorm-1 input).
     pub h_mid: Tensor<B, 3>,
-    /// LayerNorm-2 output.
+    /// MLP input: the LayerNorm-2 output (pre-LN) or the LayerNorm-1 output (post-LN).
     pub m: Tensor<B, 3>,
     /// MLP pre-activation `[batch_size, seq_length, d_inner]`.
     pub u: Tensor<B, 3>,
     /// MLP activation.
     pub v: Tensor<B, 3>,
+    /// Residual stream after the MLP: the layer output (pre-LN) or the LayerNorm-2 input (post-LN).
+    pub h_post: Tensor<B, 3>,
 }
 
 fn layer_norm<B: Backend>(x: Tensor<B, 3>, ln: &LayerNormParams<B>, eps: f64) -> Tensor<B, 3> {
@@ -86,7 +88,8 @@ fn descend_bias<B: Backend>(b: &Tensor<B, 3>, dy_train: &Tensor<B, 3>, lr: f64) 
     b.clone() - dy_train.clone().sum_dim(1).mul_scalar(lr)
 }
 
-/// Runs one pre-LN block; returns its output and, if `keep`, its trace.
+/// Runs one block (pre-LN or post-LN, [`AuxParams::norm_placement`]; docs/construction.md §9.1, §16);
+/// returns its output and, if `keep`, its trace.
 ///
 /// # Shapes
 /// `h`: `[batch_size, seq_length, d_model]`; `attention_bias`: `[batch_size, 1, seq_length, seq_length]`.
@@ -99,7 +102,12 @@ pub(crate) fn layer_forward<B: Backend>(
     keep: bool,
 ) -> (Tensor<B, 3>, Option<LayerTrace<B>>) {
     let n_heads = aux.n_heads;
-    let a = layer_norm(h.clone(), &layer.ln_1, eps);
+    let post_ln = aux.norm_placement == NormPlacement::PostLn;
+    let a = if post_ln {
+        h.clone()
+    } else {
+        layer_norm(h.clone(), &layer.ln_1, eps)
+    };
     let q = split_heads(
         a.clone().matmul(layer.w_q.clone()) + layer.b_q.clone(),
         n_heads,
@@ -121,10 +129,24 @@ pub(crate) fn layer_forward<B: Backend>(
     let probs = softmax(scores, 3);
     let o = merge_heads(probs.clone().matmul(v_heads));
     let h_mid = h.clone() + o.clone().matmul(layer.w_o.clone()) + layer.b_o.clone();
-    let m = layer_norm(h_mid.clone(), &layer.ln_2, eps);
+    let m = if post_ln {
+        layer_norm(h_mid.clone(), &layer.ln_1, eps)
+    } else {
+        layer_norm(h_mid.clone(), &layer.ln_2, eps)
+    };
     let u = m.clone().matmul(layer.w_fc.clone()) + layer.b_fc.clone();
     let v = activate(u.clone(), aux.activation);
-    let out = h_mid.clone() + v.clone().matmul(layer.w_proj.clone()) + layer.b_proj.clone();
+    let mlp = v.clone().matmul(layer.w_proj.clone()) + layer.b_proj.clone();
+    let h_post = if post_ln {
+        m.clone() + mlp
+    } else {
+        h_mid.clone() + mlp
+    };
+    let out = if post_ln {
+        layer_norm(h_post.clone(), &layer.ln_2, eps)
+    } else {
+        h_post.clone()
+    };
     let trace = keep.then(|| LayerTrace {
         h_in: h,
         a,
@@ -134,6 +156,7 @@ pub(crate) fn layer_forward<B: Backend>(
         m,
         u,
         v,
+        h_post,
     });
     (out, trace)
 }
@@ -161,15 +184,16 @@ pub(crate) fn embed<B: Backend>(aux: &AuxParams<B>, input: &SimInput<B>) -> Tens
     tokens + positions
 }
 
-/// Logits `LN_f(h) E^T` and the LN_f output.
+/// Logits `LN_f(h) Hᵀ` (`H` the LM head, [`AuxParams::head_matrix`]; no `LN_f` for post-LN OPT) and
+/// the LN_f output.
 fn head<B: Backend>(aux: &AuxParams<B>, h: Tensor<B, 3>, eps: f64) -> (Tensor<B, 3>, Tensor<B, 3>) {
-    let hf = layer_norm(h, &aux.ln_f, eps);
-    let logits = hf.clone().matmul(
-        aux.token_embedding
-            .clone()
-            .transpose()
-            .unsqueeze_dim::<3>(0),
-    );
+    let hf = match &aux.ln_f {
+        Some(ln_f) => layer_norm(h, ln_f, eps),
+        None => h,
+    };
+    let logits = hf
+        .clone()
+        .matmul(aux.head_matrix().clone().transpose().unsqueeze_dim::<3>(0));
     (logits, hf)
 }
 
@@ -332,27 +356,46 @@ impl<B: Backend> FunctionalReference<B> {
         let grad = loss_gradient_with_logits(
             pass.hf.clone(),
             Some(pass.logits.clone()),
-            &params.token_embedding,
+            params.head_matrix(),
             &input.input_ids,
             &masks.next_target,
             cfg.loss_gradient,
         );
-        let mut delta = layer_norm_backward(
-            pass.h_last.clone(),
-            params.ln_f.gamma.clone(),
-            grad.clone(),
-            eps,
-            mode,
-            s,
-        );
-        params.ln_f.beta = descend_bias(&params.ln_f.beta, &(grad * train.clone()), lr);
+        let mut delta = match &mut params.ln_f {
+            Some(ln_f) => {
+                let delta = layer_norm_backward(
+                    pass.h_last.clone(),
+                    ln_f.gamma.clone(),
+                    grad.clone(),
+                    eps,
+                    mode,
+                    s,
+                );
+                ln_f.beta = descend_bias(&ln_f.beta, &(grad * train.clone()), lr);
+                delta
+            }
+            None => grad,
+        };
+        let post_ln = params.norm_placement == NormPlacement::PostLn;
         let d_model = params.dims().d_model;
+        let ln_back = |x: &Tensor<B, 3>, ln: &LayerNormParams<B>, dy: Tensor<B, 3>| {
+            layer_norm_backward(x.clone(), ln.gamma.clone(), dy, eps, mode, s)
+        };
         for (l, trace) in pass.traces.iter().enumerate().rev() {
             let layer = &params.layers[first + l];
             let n_heads = params.n_heads;
+            // Post-LN: the block ends with LN_2 after the MLP residual add (docs/construction.md §16):
+            // its backward comes first and its bias takes the step of the gradient at its output.
+            let delta_mlp = if post_ln {
+                ln_back(&trace.h_post, &layer.ln_2, delta.clone())
+            } else {
+                delta.clone()
+            };
             // MLP (all chunks at once: chunking is element-wise equivalent).
-            let delta_train = delta.clone() * train.clone();
-            let dv = delta.clone().matmul(layer.w_proj.clone().swap_dims(1, 2));
+            let delta_train = delta_mlp.clone() * train.clone();
+            let dv = delta_mlp
+                .clone()
+                .matmul(layer.w_proj.clone().swap_dims(1, 2));
             let du = activation_backward(trace.u.clone(), dv, activation, mode, s);
             let du_train = du.clone() * train.clone();
             let dm = du.matmul(layer.w_fc.clone().swap_dims(1, 2));
@@ -362,15 +405,16 @@ impl<B: Backend> FunctionalReference<B> {
             } else {
                 lr
             };
-            let delta_mid = delta.clone()
-                + layer_norm_backward(
-                    trace.h_mid.clone(),
-                    layer.ln_2.gamma.clone(),
-                    dm.clone(),
-                    eps,
-                    mode,
-                    s,
-                );
+            // `delta_mid`: the gradient at the attention residual sum; `ln_1_grad` / `ln_2_grad`:
+            // the gradients at the LayerNorm outputs (their bias steps).
+            let (delta_mid, ln_1_post_grad, ln_2_grad) = if post_ln {
+                let dm_total = delta_mlp + dm;
+                let delta_mid = ln_back(&trace.h_mid, &layer.ln_1, dm_total.clone());
+                (delta_mid, Some(dm_total), delta.clone())
+            } else {
+                let delta_mid = delta.clone() + ln_back(&trace.h_mid, &layer.ln_2, dm.clone());
+                (delta_mid, None, dm)
+            };
             let delta_mid_train = delta_mid.clone() * train.clone();
             // Attention output projection and value-only attention backward (stop-gradient on scores).
             let d_o = delta_mid.clone().matmul(layer.w_o.clone().swap_dims(1, 2));
@@ -378,19 +422,17 @@ impl<B: Backend> FunctionalReference<B> {
             let dv_att = merge_heads(weights.swap_dims(2, 3).matmul(split_heads(d_o, n_heads)));
             let dv_att_train = dv_att.clone() * train.clone();
             let da = dv_att.matmul(layer.w_v.clone().swap_dims(1, 2));
-            let delta_in = delta_mid.clone()
-                + layer_norm_backward(
-                    trace.h_in.clone(),
-                    layer.ln_1.gamma.clone(),
-                    da.clone(),
-                    eps,
-                    mode,
-                    s,
-                );
+            let (delta_in, ln_1_grad) = match ln_1_post_grad {
+                Some(grad) => (delta_mid.clone() + da, grad),
+                None => (
+                    delta_mid.clone() + ln_back(&trace.h_in, &layer.ln_1, da.clone()),
+                    da,
+                ),
+            };
             let updated = LayerParams {
                 ln_1: LayerNormParams {
                     gamma: layer.ln_1.gamma.clone(),
-                    beta: descend_bias(&layer.ln_1.beta, &(da * train.clone()), lr),
+                    beta: descend_bias(&layer.ln_1.beta, &(ln_1_grad * train.clone()), lr),
                 },
                 w_q: layer.w_q.clone(),
                 b_q: layer.b_q.clone(),
@@ -402,7 +444,7 @@ impl<B: Backend> FunctionalReference<B> {
                 b_o: descend_bias(&layer.b_o, &delta_mid_train, lr),
                 ln_2: LayerNormParams {
                     gamma: layer.ln_2.gamma.clone(),
-                    beta: descend_bias(&layer.ln_2.beta, &(dm * train.clone()), lr),
+                    beta: descend_bias(&layer.ln_2.beta, &(ln_2_grad * train.clone()), lr),
                 },
                 w_fc: descend_weight(&layer.w_fc, &trace.m, &du_train, lr),
                 b_fc: descend_bias(&layer.b_fc, &du_train, lr),

@@ -23,7 +23,7 @@ use crate::config::{DerivativeMode, TintConfig};
 use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::{eval_loss, loss_gradient};
-use crate::params::{Activation, AuxDims, AuxParams};
+use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
 use crate::reference::{embed, eval_targets, SimOutput};
 
 /// Prefix blocks per auxiliary layer with `n_chunks` MLP chunks: ln_1, Q, K, V, attention c_proj,
@@ -136,6 +136,33 @@ pub(crate) struct SimulatorParts<B: Backend> {
     pub ln_f_prefix: Tensor<B, 3>,
 }
 
+/// How the auxiliary model's blocks and head are arranged beyond what [`SimulatorParts`] holds
+/// (docs/construction.md §16): pre-LN with a final LayerNorm and the tied head (GPT-2, pre-LN OPT), or
+/// post-LN OPT without a final LayerNorm and, with `project_out`, its own LM head.
+#[derive(Debug, Clone)]
+pub(crate) struct HeadLayout<B: Backend> {
+    pub norm_placement: NormPlacement,
+    /// Whether the `ln_f` block is applied (and trained).
+    pub final_norm: bool,
+    /// The LM head `[vocab_size, D]` when it is not the token embedding.
+    pub lm_head: Option<Tensor<B, 2>>,
+}
+
+impl<B: Backend> HeadLayout<B> {
+    /// GPT-2 / pre-LN OPT: what a saved simulator holds.
+    fn pre_ln() -> Self {
+        Self {
+            norm_placement: NormPlacement::PreLn,
+            final_norm: true,
+            lm_head: None,
+        }
+    }
+
+    fn is_pre_ln(&self) -> bool {
+        self.norm_placement == NormPlacement::PreLn && self.final_norm && self.lm_head.is_none()
+    }
+}
+
 /// The TinT simulator of an auxiliary model.
 #[derive(Debug)]
 pub struct TintSimulator<B: Backend> {
@@ -150,8 +177,9 @@ pub struct TintSimulator<B: Backend> {
     position_offset: usize,
     /// Initial prefix blocks, `[layer][block]`, each `[1, P, Ds]`.
     prefixes: Vec<Vec<Tensor<B, 3>>>,
-    /// `ln_f` prefix block `[1, P, Ds]`.
+    /// `ln_f` prefix block `[1, P, Ds]` (zeros and never read without a final LayerNorm).
     ln_f_prefix: Tensor<B, 3>,
+    head: HeadLayout<B>,
     forward_block: ForwardBlock<B>,
     backward_block: BackwardBlock<B>,
     gradient: GradientModule<B>,
@@ -235,6 +263,18 @@ impl<B: Backend> TintSimulator<B> {
             }
             prefixes.push(blocks);
         }
+        let ln_f_prefix = match &aux.ln_f {
+            Some(ln_f) => ln_block(ln_f)?,
+            None => Tensor::zeros(
+                [1, config.num_prefixes, config.hidden_size],
+                (&device, aux.dtype()),
+            ),
+        };
+        let head = HeadLayout {
+            norm_placement: aux.norm_placement,
+            final_norm: aux.ln_f.is_some(),
+            lm_head: aux.lm_head.clone(),
+        };
         let parts = SimulatorParts {
             config,
             aux_dims,
@@ -243,13 +283,39 @@ impl<B: Backend> TintSimulator<B> {
             position_embedding: aux.position_embedding.clone(),
             position_offset: aux.position_offset,
             prefixes,
-            ln_f_prefix: ln_block(&aux.ln_f)?,
+            ln_f_prefix,
         };
-        Self::from_parts(parts)
+        Self::from_parts_with(parts, head)
     }
 
-    /// Builds the modules around saved or freshly written prefix blocks.
+    /// Builds the modules around saved prefix blocks of a pre-LN model with a tied head (what
+    /// [`Self::save`] writes; [`Self::check_saveable`]).
     pub(crate) fn from_parts(parts: SimulatorParts<B>) -> Result<Self, SimError> {
+        Self::from_parts_with(parts, HeadLayout::pre_ln())
+    }
+
+    /// Whether [`Self::save`] can write this simulator: the saved format holds pre-LN models with
+    /// a tied head only.
+    ///
+    /// # Errors
+    /// [`SimError::UnsupportedModel`] for a post-LN model, one without a final LayerNorm or one
+    /// with its own LM head (OPT `project_out`).
+    pub(crate) fn check_saveable(&self) -> Result<(), SimError> {
+        if self.head.is_pre_ln() {
+            Ok(())
+        } else {
+            Err(SimError::UnsupportedModel(format!(
+                "saving a simulator of a {:?} model (final LayerNorm: {}, own LM head: {}): the saved \
+                 format holds pre-LN models with a final LayerNorm and a tied head",
+                self.head.norm_placement,
+                self.head.final_norm,
+                self.head.lm_head.is_some()
+            )))
+        }
+    }
+
+    /// Builds the modules around freshly written prefix blocks.
+    fn from_parts_with(parts: SimulatorParts<B>, head: HeadLayout<B>) -> Result<Self, SimError> {
         let SimulatorParts {
             config,
             aux_dims,
@@ -297,7 +363,13 @@ impl<B: Backend> TintSimulator<B> {
             position_offset,
             prefixes,
             ln_f_prefix,
+            head,
         })
+    }
+
+    /// The LM head `[vocab_size, D]`.
+    fn head_matrix(&self) -> &Tensor<B, 2> {
+        self.head.lm_head.as_ref().unwrap_or(&self.token_embedding)
     }
 
     /// The pieces [`Self::from_parts`] needs (also what is saved).
@@ -430,17 +502,22 @@ impl<B: Backend> TintSimulator<B> {
             // ln_f backward + descent.
             let grad = loss_gradient(
                 pass.hf.clone(),
-                &self.token_embedding,
+                self.head_matrix(),
                 &input.input_ids,
                 &masks.next_target,
                 self.config.loss_gradient,
             );
             let signal = Tensor::cat(vec![grad, pass.tokens.clone().narrow(2, d, ds - d)], 2);
-            let (new_ln_f, mut delta) =
-                self.gradient
-                    .backward
-                    .forward_rows(ln_f_prefix.clone(), signal, &ctx);
-            ln_f_prefix = new_ln_f;
+            let mut delta = if self.head.final_norm {
+                let (new_ln_f, delta) =
+                    self.gradient
+                        .backward
+                        .forward_rows(ln_f_prefix.clone(), signal, &ctx);
+                ln_f_prefix = new_ln_f;
+                delta
+            } else {
+                signal
+            };
             for l in (0..prefixes.len()).rev() {
                 let (out, new_blocks) =
                     self.backward_layer(delta, &prefixes[l], &pass.acts[l], &ctx);
@@ -462,20 +539,14 @@ impl<B: Backend> TintSimulator<B> {
 
     /// The embeddings as an [`AuxParams`] without layers (for [`embed`]).
     fn aux_params_view(&self) -> AuxParams<B> {
-        let d = self.aux_dims.d_model;
-        let zeros = Tensor::zeros(
-            [1, 1, d],
-            (&self.token_embedding.device(), self.token_embedding.dtype()),
-        );
         AuxParams {
             token_embedding: self.token_embedding.clone(),
+            lm_head: None,
             position_embedding: self.position_embedding.clone(),
             position_offset: self.position_offset,
             layers: Vec::new(),
-            ln_f: crate::params::LayerNormParams {
-                gamma: zeros.clone(),
-                beta: zeros,
-            },
+            ln_f: None,
+            norm_placement: self.head.norm_placement,
             n_heads: self.aux_dims.n_heads,
             activation: self.activation,
         }
@@ -499,17 +570,17 @@ impl<B: Backend> TintSimulator<B> {
             tokens = out;
         }
         let d = self.dims.d_model();
-        let tokens = self
-            .gradient
-            .forward
-            .forward_rows(ln_f_prefix.clone(), tokens, ctx);
+        let tokens = if self.head.final_norm {
+            self.gradient
+                .forward
+                .forward_rows(ln_f_prefix.clone(), tokens, ctx)
+        } else {
+            tokens
+        };
         let hf = layout::contiguous(tokens.clone().narrow(2, 0, d));
-        let logits = hf.clone().matmul(
-            self.token_embedding
-                .clone()
-                .transpose()
-                .unsqueeze_dim::<3>(0),
-        );
+        let logits = hf
+            .clone()
+            .matmul(self.head_matrix().clone().transpose().unsqueeze_dim::<3>(0));
         TopForward {
             tokens,
             acts,
@@ -518,8 +589,10 @@ impl<B: Backend> TintSimulator<B> {
         }
     }
 
-    /// One simulated layer forward (docs/construction.md §5.2) on the token rows; `keep` stores the 16 token
-    /// activations (their memory regions).
+    /// One simulated layer forward (docs/construction.md §5.2; post-LN §16) on the token rows; `keep`
+    /// stores the 16 token activations (their memory regions), in the order
+    /// `[ln_1, attention, attention c_proj, ln_2, (c_fc, activation, c_proj) per chunk]` whatever the
+    /// norm placement.
     fn forward_layer(
         &self,
         tokens: Tensor<B, 3>,
@@ -530,20 +603,24 @@ impl<B: Backend> TintSimulator<B> {
         let fb = &self.forward_block;
         let p = self.dims.n_prefixes();
         let ds = self.dims.d_sim();
+        let post_ln = self.head.norm_placement == NormPlacement::PostLn;
         let (ln_mem, attn_mem, lin_mem) = (
             self.dims.ln_memory_index(),
             self.dims.attn_memory_index(),
             self.dims.linear_memory_index(),
         );
-        let mut acts = Vec::new();
-        let mut store = |s: &Tensor<B, 3>, mem: usize| {
-            if keep {
-                acts.push(s.clone().narrow(2, mem, ds - mem));
-            }
-        };
+        let stored =
+            |s: &Tensor<B, 3>, mem: usize| keep.then(|| s.clone().narrow(2, mem, ds - mem));
         let residual = tokens.clone();
-        let a1 = fb.ln_1.forward_rows(blocks[0].clone(), tokens, ctx);
-        store(&a1, ln_mem);
+        // Pre-LN: ln_1 before the attention; post-LN: the attention reads the layer input, itself
+        // a LayerNorm output (or the embeddings), of the same `[y, 0…0, memory]` form.
+        let (attention_input, mut ln_1_act) = if post_ln {
+            (tokens, None)
+        } else {
+            let a1 = fb.ln_1.forward_rows(blocks[0].clone(), tokens, ctx);
+            let act = stored(&a1, ln_mem);
+            (a1, act)
+        };
         let qkv = QkvPrefixes {
             query: blocks[1].clone(),
             key: blocks[2].clone(),
@@ -553,36 +630,57 @@ impl<B: Backend> TintSimulator<B> {
         // A contiguous copy: a row range of a batched state is a 3-d strided view, which flex
         // copies element by element wherever it is read later (stored memory, `cat`).
         let at = layout::contiguous(layout::token_rows(
-            fb.attention
-                .forward(layout::join_rows(blocks[1].clone(), a1), &qkv, ctx),
+            fb.attention.forward(
+                layout::join_rows(blocks[1].clone(), attention_input),
+                &qkv,
+                ctx,
+            ),
             p,
         ));
-        store(&at, attn_mem);
+        let at_act = stored(&at, attn_mem);
         let o = fb.attention_proj.forward_rows(blocks[4].clone(), at, ctx);
-        store(&o, lin_mem);
+        let o_act = stored(&o, lin_mem);
         let h2 = o + residual;
-        let m = fb.ln_2.forward_rows(blocks[5].clone(), h2.clone(), ctx);
-        store(&m, ln_mem);
-        let mut out = h2;
+        // The MLP input: ln_2 (pre-LN) or ln_1 (post-LN) of the attention residual sum; the MLP
+        // residual adds to the MLP input (post-LN) or to the sum (pre-LN).
+        let (m, mut out, mut ln_2_act) = if post_ln {
+            let m = fb.ln_1.forward_rows(blocks[0].clone(), h2, ctx);
+            ln_1_act = stored(&m, ln_mem);
+            (m.clone(), m, None)
+        } else {
+            let m = fb.ln_2.forward_rows(blocks[5].clone(), h2.clone(), ctx);
+            let act = stored(&m, ln_mem);
+            (m, h2, act)
+        };
+        let mut chunk_acts = Vec::new();
         for k in 0..self.n_chunks() {
             let u = fb
                 .fc
                 .forward_rows(blocks[6 + 3 * k].clone(), m.clone(), ctx);
-            store(&u, lin_mem);
+            chunk_acts.extend(stored(&u, lin_mem));
             // `u` is a LinearForward output: zero between its signal and its memory.
             let v = fb
                 .activation
                 .forward_rows_zero_padded(blocks[7 + 3 * k].clone(), u, ctx);
-            store(&v, lin_mem);
+            chunk_acts.extend(stored(&v, lin_mem));
             let y = fb.proj.forward_rows(blocks[8 + 3 * k].clone(), v, ctx);
-            store(&y, lin_mem);
+            chunk_acts.extend(stored(&y, lin_mem));
             out = out + y;
         }
+        if post_ln {
+            out = fb.ln_2.forward_rows(blocks[5].clone(), out, ctx);
+            ln_2_act = stored(&out, ln_mem);
+        }
+        let acts = [ln_1_act, at_act, o_act, ln_2_act]
+            .into_iter()
+            .flatten()
+            .chain(chunk_acts)
+            .collect();
         (out, acts)
     }
 
-    /// One simulated layer backward + descent (docs/construction.md §8) on the token rows: returns the
-    /// gradient token rows at the layer input and the updated prefix blocks.
+    /// One simulated layer backward + descent (docs/construction.md §8; post-LN §16) on the token rows:
+    /// returns the gradient token rows at the layer input and the updated prefix blocks.
     fn backward_layer(
         &self,
         delta: Tensor<B, 3>,
@@ -592,6 +690,7 @@ impl<B: Backend> TintSimulator<B> {
     ) -> (Tensor<B, 3>, Vec<Tensor<B, 3>>) {
         let bb = &self.backward_block;
         let p = self.dims.n_prefixes();
+        let post_ln = self.head.norm_placement == NormPlacement::PostLn;
         let (ln_mem, attn_mem, lin_mem) = (
             self.dims.ln_memory_index(),
             self.dims.attn_memory_index(),
@@ -604,6 +703,17 @@ impl<B: Backend> TintSimulator<B> {
         };
         let mut new_blocks = blocks.to_vec();
         let n_chunks = self.n_chunks();
+        // Post-LN: the block ends with ln_2 after the MLP residual add; its backward + bias
+        // descent comes first and gives the gradient at the MLP output and its residual.
+        let delta = if post_ln {
+            let (block, st) =
+                bb.ln_2
+                    .forward_rows(blocks[5].clone(), prepare(delta, ln_mem, &acts[3]), ctx);
+            new_blocks[5] = block;
+            st
+        } else {
+            delta
+        };
         // Activations per layer: [a1, at, o, m, (u_k, v_k, y_k) per chunk].
         let mut dm: Option<Tensor<B, 3>> = None;
         for k in (0..n_chunks).rev() {
@@ -625,11 +735,23 @@ impl<B: Backend> TintSimulator<B> {
             });
         }
         let dm = dm.unwrap_or_else(|| delta.zeros_like());
-        let (block, st) =
-            bb.ln_2
-                .forward_rows(blocks[5].clone(), prepare(dm, ln_mem, &acts[3]), ctx);
-        new_blocks[5] = block;
-        let delta_mid = st + delta;
+        // The gradient at the attention residual sum: through ln_2 (pre-LN) or, post-LN, through
+        // ln_1 of the MLP input's total gradient (MLP path + residual).
+        let delta_mid = if post_ln {
+            let (block, st) = bb.ln_1.forward_rows(
+                blocks[0].clone(),
+                prepare(dm + delta, ln_mem, &acts[0]),
+                ctx,
+            );
+            new_blocks[0] = block;
+            st
+        } else {
+            let (block, st) =
+                bb.ln_2
+                    .forward_rows(blocks[5].clone(), prepare(dm, ln_mem, &acts[3]), ctx);
+            new_blocks[5] = block;
+            st + delta
+        };
         let (block, st) = bb.attention_proj.forward_rows(
             blocks[4].clone(),
             prepare(delta_mid.clone(), lin_mem, &acts[2]),
@@ -643,6 +765,9 @@ impl<B: Backend> TintSimulator<B> {
         );
         new_blocks[3] = layout::prefix_rows(state.clone(), p);
         let st = layout::contiguous(layout::token_rows(state, p));
+        if post_ln {
+            return (st + delta_mid, new_blocks);
+        }
         let (block, st) =
             bb.ln_1
                 .forward_rows(blocks[0].clone(), prepare(st, ln_mem, &acts[0]), ctx);

@@ -132,14 +132,26 @@ fn opt_pre_ln_simulator_matches_reference() {
     assert!(err < 1e-6, "final logits differ by {err}");
 }
 
+/// Post-LN OPT converts (docs/construction.md §16; its numerics: tests/opt_post_ln.rs and
+/// tests/executions.rs); a pre-LN OPT without a final LayerNorm is still refused, by a typed error.
 #[test]
-fn post_ln_opt_is_rejected() {
+fn post_ln_opt_converts_without_a_final_layer_norm() {
     let device = Default::default();
     let model =
         tint_aux::load_model::<TestBackend>(&repo_root().join("fixtures/aux/opt-post-ln"), &device)
             .unwrap();
-    let err = tint_sim::AuxParams::from_aux(&model).unwrap_err();
-    assert!(matches!(err, SimError::UnsupportedModel(_)), "{err}");
+    let aux = tint_sim::AuxParams::from_aux(&model).unwrap();
+    assert_eq!(aux.norm_placement, tint_sim::params::NormPlacement::PostLn);
+    assert!(aux.ln_f.is_none() && aux.lm_head.is_none());
+    let tint_aux::AuxModel::Opt(mut opt) = model else {
+        panic!("an OPT fixture")
+    };
+    opt.config.do_layer_norm_before = true;
+    let err = tint_sim::AuxParams::from_aux(&tint_aux::AuxModel::Opt(opt)).unwrap_err();
+    assert!(
+        matches!(&err, SimError::UnsupportedModel(m) if m.contains("without a final LayerNorm")),
+        "{err}"
+    );
 }
 
 /// Each violated rule gives `InvalidConfig` whose message names the rule and the offending values

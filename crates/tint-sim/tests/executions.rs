@@ -1,6 +1,6 @@
 //! The two executions of the TinT simulators end to end: [`Execution::Constructed`] (every module
 //! from its stored weights) = [`Execution::Structured`] (the shortcut) = the functional reference,
-//! in f64, on GPT-2, pre-LN OPT and LLaMA-GQA fixtures (1 and 3 steps, `n_simulation_layers < L`,
+//! in f64, on GPT-2, pre-LN OPT, post-LN OPT with `project_in`/`project_out` and LLaMA-GQA fixtures (1 and 3 steps, `n_simulation_layers < L`,
 //! reuse on and off); and the constructed execution against the official golden outputs, with
 //! exact gates and with the stored tanh gates at the official gate scale.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
@@ -158,6 +158,42 @@ fn opt_pre_ln_executions_equal_the_reference() {
         };
         gpt2_case(
             &format!("OPT pre-LN, top 1 of 2 layers, {steps} step(s), reuse {reuse}"),
+            &aux,
+            config,
+            &random_input(seed, 2, 10, 512, &[6, 10]),
+        );
+    }
+}
+
+#[test]
+fn opt_post_ln_with_projections_executions_equal_the_reference() {
+    // fixtures/aux/opt-post-ln-proj: HF OPT with do_layer_norm_before = false, D = 32,
+    // word_embed_proj_dim = 16 (project_in / project_out), 2 layers, no final LayerNorm.
+    let model = tint_aux::load_model::<TestBackend>(
+        &repo_root().join("fixtures/aux/opt-post-ln-proj"),
+        &Default::default(),
+    )
+    .expect("post-LN OPT fixture loads");
+    let aux = AuxParams::from_aux(&model).expect("post-LN OPT with projections converts");
+    assert!(aux.ln_f.is_none() && aux.lm_head.is_some());
+    // HF's initialisation (std 0.02) gives logits of order 1e-2 and a post-LN top layer whose
+    // output is renormalised: steps of 20-50 are needed to move the logits by MIN_UPDATE.
+    for (steps, reuse, lr, official_compat, seed) in
+        [(1, false, 50.0, false, 31), (3, true, 20.0, true, 32)]
+    {
+        let config = TintConfig {
+            inner_lr: lr,
+            n_simulation_layers: Some(1),
+            n_forward_backward: steps,
+            reuse_forward_blocks: reuse,
+            reuse_backward_blocks: reuse,
+            official_compat,
+            ..TintConfig::for_model(32, 8, 8)
+        };
+        gpt2_case(
+            &format!(
+                "OPT post-LN + projections, top 1 of 2 layers, {steps} step(s), reuse {reuse}"
+            ),
             &aux,
             config,
             &random_input(seed, 2, 10, 512, &[6, 10]),

@@ -204,10 +204,12 @@ impl SeededRng {
             .collect();
         AuxParams {
             token_embedding: self.tensor([dims.vocab_size, d], 0.0, 0.5),
+            lm_head: None,
             position_embedding: self.tensor([dims.n_positions, d], 0.0, 0.1),
             position_offset: 0,
             layers,
-            ln_f: ln(self),
+            ln_f: Some(ln(self)),
+            norm_placement: tint_sim::params::NormPlacement::PreLn,
             n_heads: dims.n_heads,
             activation,
         }

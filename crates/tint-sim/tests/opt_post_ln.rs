@@ -1,0 +1,286 @@
+//! Post-LN OPT with `project_in` / `project_out` (HF `do_layer_norm_before = false`,
+//! `word_embed_proj_dim < hidden_size`, as facebook/opt-350m) in the TinT simulator
+//! (docs/construction.md §16), on the committed HF fixtures `fixtures/aux/opt-post-ln` (D = 32, no
+//! projections) and `fixtures/aux/opt-post-ln-proj` (D = 32, E = 16): the first pass of the
+//! simulator and of the functional reference equals the tint-aux forward (itself checked against HF
+//! logits in crates/tint-aux/tests/parity.rs), and the reference's exact-derivative step equals SGD by
+//! burn autodiff. Constructed = structured = reference: tests/executions.rs.
+
+#![allow(clippy::print_stderr)] // measured values are reported on the terminal
+
+mod common;
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::Param;
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{DType, Int, Tensor, TensorData};
+use common::{repo_root, train_lengths_input};
+use tint_aux::loss::lm_loss;
+use tint_aux::{AuxModel, LossMask, LossReduction, ParamInfo, ParamMapper};
+use tint_sim::params::NormPlacement;
+use tint_sim::{
+    AuxParams, DerivativeMode, Execution, FunctionalReference, SimError, TintConfig, TintSimulator,
+};
+
+type Ad = Autodiff<Flex>;
+
+/// f32, tint-aux forward vs the simulator's first pass: the same function by two code paths (the
+/// projections folded into the embedding tables, the constructed modules' summation orders) on
+/// logits up to 0.42 (0.025 with the projections): a few f32 ulps (6e-8 relative) of the hidden
+/// states, amplified by the LayerNorms (measured 9e-8); 1e-6 leaves margin while a misplaced
+/// LayerNorm or projection moves the logits by their own size.
+const F32_FIRST_PASS_TOL: f64 = 1e-6;
+/// f64, the same comparison: round-off ~1e-16 relative through a few hundred accumulations
+/// (measured 2e-16); 1e-12 leaves ample margin.
+const F64_FIRST_PASS_TOL: f64 = 1e-12;
+/// f64 exact-derivative reference step vs burn-autodiff SGD: the same derivatives in other summation
+/// orders (~1e-15 relative on logits and weights of order 1 and steps of 30); 1e-9 leaves ample
+/// margin while a missing or wrong term (the update moves the logits by > 1e-2) fails.
+const F64_EXACT_TOL: f64 = 1e-9;
+
+fn load<B: Backend>(name: &str) -> AuxModel<B> {
+    tint_aux::load_model::<B>(
+        &repo_root().join("fixtures/aux").join(name),
+        &Default::default(),
+    )
+    .expect("OPT fixture loads")
+}
+
+/// Casts every parameter to float64 (detached).
+struct CastF64;
+
+impl<B: Backend> ParamMapper<B> for CastF64 {
+    fn map<const D: usize>(
+        &mut self,
+        _: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        param.map(|t| t.cast(DType::F64))
+    }
+}
+
+/// Deterministic token ids in `0..512` (the fixtures' vocabulary).
+fn ids<B: Backend>(batch_size: usize, seq_length: usize, seed: usize) -> Tensor<B, 2, Int> {
+    let ids: Vec<i64> = (0..batch_size * seq_length)
+        .map(|k| ((k * 97 + seed * 31 + 7 + k / seq_length * 13) % 512) as i64)
+        .collect();
+    Tensor::from_data(
+        TensorData::new(ids, [batch_size, seq_length]),
+        &Default::default(),
+    )
+}
+
+fn values<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
+    t.into_data().convert::<f64>().to_vec().unwrap()
+}
+
+fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+fn config(execution: Execution) -> TintConfig {
+    TintConfig {
+        inner_lr: 1.0,
+        n_simulation_layers: Some(1),
+        execution,
+        ..TintConfig::for_model(32, 8, 8)
+    }
+}
+
+fn check_first_pass<B: Backend>(name: &str, model: &AuxModel<B>, tol: f64) {
+    let input_ids = ids::<B>(2, 12, 3);
+    let expected = values(model.forward(input_ids.clone()).unwrap());
+    let scale = expected.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let aux = AuxParams::from_aux(model).unwrap();
+    assert_eq!(aux.norm_placement, NormPlacement::PostLn);
+    assert!(
+        aux.ln_f.is_none(),
+        "post-LN OPT has no final LayerNorm (HF)"
+    );
+    let input = train_lengths_input(input_ids, &[6, 9]);
+    for execution in [Execution::Constructed, Execution::Structured] {
+        let out = TintSimulator::new(&aux, config(execution))
+            .unwrap()
+            .forward(&input)
+            .unwrap();
+        let err = max_abs_diff(&values(out.first_logits), &expected);
+        eprintln!("{name}, {execution:?}: first pass vs tint-aux {err:e} (logits up to {scale:e})");
+        assert!(
+            err < tol,
+            "{name} {execution:?}: first pass differs by {err}"
+        );
+    }
+    let reference = FunctionalReference::new(aux, config(Execution::Constructed))
+        .unwrap()
+        .forward(&input)
+        .unwrap();
+    let err = max_abs_diff(&values(reference.first_logits), &expected);
+    assert!(err < tol, "{name} reference: first pass differs by {err}");
+}
+
+#[test]
+fn first_pass_equals_the_aux_forward_in_f32_and_f64() {
+    for name in ["opt-post-ln", "opt-post-ln-proj"] {
+        let model = load::<Flex>(name);
+        if name == "opt-post-ln-proj" {
+            let AuxModel::Opt(opt) = &model else {
+                panic!("an OPT fixture")
+            };
+            assert!(opt.project_in.is_some() && opt.project_out.is_some());
+            assert!(opt.config.d_embed() < opt.config.hidden_size);
+        }
+        check_first_pass(&format!("{name} f32"), &model, F32_FIRST_PASS_TOL);
+        let model = model.map_named_params(&mut CastF64);
+        check_first_pass(&format!("{name} f64"), &model, F64_FIRST_PASS_TOL);
+    }
+}
+
+/// What the reference updates in the top layer of a post-LN block: `W_V, b_V, W_O, b_O`, the MLP,
+/// and the LayerNorm biases (gains frozen, docs/construction.md §6.7). None of their exact
+/// gradients passes through the top layer's attention scores (its queries and keys read the layer
+/// input), so with exact derivatives the reference step is exactly SGD on the summed training loss.
+fn trained(info: &ParamInfo, top: usize) -> bool {
+    let prefix = format!("blocks.{top}.");
+    let Some(leaf) = info.name.strip_prefix(&prefix) else {
+        return false;
+    };
+    leaf.starts_with("attn.value.")
+        || leaf.starts_with("attn.output.")
+        || leaf.starts_with("fc.")
+        || leaf.starts_with("proj.")
+        || leaf == "ln1.beta"
+        || leaf == "ln2.beta"
+}
+
+struct MarkTrainable(usize);
+
+impl<B: AutodiffBackend> ParamMapper<B> for MarkTrainable {
+    fn map<const D: usize>(
+        &mut self,
+        info: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        let train = trained(info, self.0);
+        param.map(|t| t.detach().set_require_grad(train))
+    }
+}
+
+struct SgdStep<'a, B: AutodiffBackend> {
+    grads: &'a B::Gradients,
+    lr: f64,
+    top: usize,
+    seen: usize,
+}
+
+impl<B: AutodiffBackend> ParamMapper<B> for SgdStep<'_, B> {
+    fn map<const D: usize>(
+        &mut self,
+        info: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        if !trained(info, self.top) {
+            return param;
+        }
+        self.seen += 1;
+        let (grads, lr) = (self.grads, self.lr);
+        param.map(|t| {
+            let grad = t.grad(grads).expect("a trained parameter has a gradient");
+            Tensor::from_inner(t.inner() - grad * lr).require_grad()
+        })
+    }
+}
+
+#[test]
+fn exact_reference_step_equals_autodiff_sgd_in_f64() {
+    for name in ["opt-post-ln", "opt-post-ln-proj"] {
+        let model = load::<Ad>(name).map_named_params(&mut CastF64);
+        let top = 1;
+        let (seq_length, train_length) = (14, 8);
+        for (seed, steps, lr) in [(1, 1, 30.0), (2, 2, 20.0)] {
+            let input_ids = ids::<Ad>(1, seq_length, seed);
+            let reference = FunctionalReference::new(
+                AuxParams::from_aux(&model).unwrap(),
+                TintConfig {
+                    inner_lr: lr,
+                    n_forward_backward: steps,
+                    derivatives: DerivativeMode::Exact,
+                    ..config(Execution::Structured)
+                },
+            )
+            .unwrap();
+            let input = train_lengths_input(input_ids.clone(), &[train_length]);
+            let (out, updated) = reference.forward_with_params(&input).unwrap();
+
+            // SGD on the summed next-token loss of the training tokens, top layer only.
+            let train_ids = input_ids.clone().slice([0..1, 0..train_length]);
+            let mut current = model.clone().map_named_params(&mut MarkTrainable(top));
+            for _ in 0..steps {
+                let loss = lm_loss(
+                    &current,
+                    train_ids.clone(),
+                    &LossMask::AllTokens,
+                    LossReduction::Sum,
+                )
+                .unwrap();
+                let grads = loss.backward();
+                let mut step = SgdStep {
+                    grads: &grads,
+                    lr,
+                    top,
+                    seen: 0,
+                };
+                current = current.map_named_params(&mut step);
+                assert_eq!(step.seen, 10, "W_V, b_V, W_O, b_O, fc, proj, ln biases");
+            }
+            let expected = values(current.forward(input_ids.clone()).unwrap());
+            let first = values(out.first_logits);
+            let last = values(out.final_logits);
+            let moved = max_abs_diff(&first, &last);
+            assert!(
+                moved > 1e-2,
+                "{name}: the update must move the logits (moved {moved})"
+            );
+            let err = max_abs_diff(&last, &expected);
+            eprintln!(
+                "{name}, {steps} step(s): reference vs autodiff SGD {err:e}, update {moved:e}"
+            );
+            assert!(
+                err < F64_EXACT_TOL,
+                "{name} steps {steps}: final logits differ by {err}"
+            );
+
+            // The updated weights themselves, and the frozen ones.
+            let sgd = AuxParams::from_aux(&current).unwrap();
+            let (ours, theirs) = (&updated.layers[top], &sgd.layers[top]);
+            for ((what, a), (_, b)) in ours.named().into_iter().zip(theirs.named()) {
+                let err = max_abs_diff(&values(a.clone()), &values(b.clone()));
+                assert!(
+                    err < F64_EXACT_TOL,
+                    "{name} {what}: weights differ by {err}"
+                );
+            }
+            let below = max_abs_diff(
+                &values(updated.layers[0].w_v.clone()),
+                &values(reference.aux().layers[0].w_v.clone()),
+            );
+            assert_eq!(below, 0.0, "layer 0 is not simulated");
+        }
+    }
+}
+
+#[test]
+fn a_post_ln_simulator_is_not_saved_in_the_pre_ln_format() {
+    let aux = AuxParams::from_aux(&load::<Flex>("opt-post-ln-proj")).unwrap();
+    let sim = TintSimulator::new(&aux, config(Execution::Constructed)).unwrap();
+    let dir = std::env::temp_dir().join(format!("tint-post-ln-save-{}", std::process::id()));
+    let err = sim.save(&dir).unwrap_err();
+    assert!(
+        matches!(&err, SimError::UnsupportedModel(m) if m.contains("PostLn")),
+        "{err}"
+    );
+    assert!(!dir.exists(), "nothing written");
+}
