@@ -435,20 +435,30 @@ impl<B: Backend> TintSimulator<B> {
     }
 
     /// Number of stored values the [`tint_ops::Execution::Constructed`] execution actually reads:
-    /// the token and position embeddings, every prefix block (`ln_f`'s included) and ONE copy of each
-    /// constructed module kind (forward block, backward block, `ln_f` gradient module) — a
+    /// the token and position embeddings, the LM head when it is not the token embedding (OPT
+    /// `project_out`, docs/construction.md §16), every prefix block (`ln_f`'s included when the model has
+    /// a final LayerNorm) and ONE copy of each constructed module kind (forward block, backward
+    /// block, `ln_f` gradient module when there is a final LayerNorm) — a
     /// module's weights depend only on the TinT sizes and options, so one instance serves every
     /// layer and step, while [`Self::num_params`] counts a copy per layer and step as the official
     /// code allocates them.
     pub fn num_params_read(&self) -> usize {
         let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
-        let blocks = self.aux_dims.n_layers * blocks_per_layer(self.n_chunks()) + 1;
+        // Without a final LayerNorm (post-LN OPT, docs/construction.md §16) neither the `ln_f` block
+        // nor the gradient module is read; a separate LM head (OPT `project_out`) is.
+        let final_norm = usize::from(self.head.final_norm);
+        let blocks = self.aux_dims.n_layers * blocks_per_layer(self.n_chunks()) + final_norm;
         self.token_embedding.dims().iter().product::<usize>()
             + self.position_embedding.dims().iter().product::<usize>()
+            + self
+                .head
+                .lm_head
+                .as_ref()
+                .map_or(0, |h| h.dims().iter().product::<usize>())
             + blocks * p * ds
             + self.forward_block.num_params()
             + self.backward_block.num_params()
-            + self.gradient.num_params()
+            + final_norm * self.gradient.num_params()
     }
 
     /// Runs the simulator.
