@@ -178,12 +178,16 @@ fn opt_post_ln_with_projections_executions_equal_the_reference() {
     assert!(aux.ln_f.is_none() && aux.lm_head.is_some());
     // HF's initialisation (std 0.02) gives logits of order 1e-2 and a post-LN top layer whose
     // output is renormalised: steps of 20-50 are needed to move the logits by MIN_UPDATE.
-    for (steps, reuse, lr, official_compat, seed) in
-        [(1, false, 50.0, false, 31), (3, true, 20.0, true, 32)]
-    {
+    // The last case simulates both layers: the gradient then leaves the top post-LN block
+    // (`δ_in = da + δ_mid`, docs/construction.md §16) into the lower one.
+    for (steps, reuse, lr, official_compat, seed, n_sim) in [
+        (1, false, 50.0, false, 31, 1),
+        (3, true, 20.0, true, 32, 1),
+        (1, false, 30.0, false, 33, 2),
+    ] {
         let config = TintConfig {
             inner_lr: lr,
-            n_simulation_layers: Some(1),
+            n_simulation_layers: Some(n_sim),
             n_forward_backward: steps,
             reuse_forward_blocks: reuse,
             reuse_backward_blocks: reuse,
@@ -192,7 +196,7 @@ fn opt_post_ln_with_projections_executions_equal_the_reference() {
         };
         gpt2_case(
             &format!(
-                "OPT post-LN + projections, top 1 of 2 layers, {steps} step(s), reuse {reuse}"
+                "OPT post-LN + projections, top {n_sim} of 2 layers, {steps} step(s), reuse {reuse}"
             ),
             &aux,
             config,

@@ -4,7 +4,8 @@
 //! projections) and `fixtures/aux/opt-post-ln-proj` (D = 32, E = 16): the first pass of the
 //! simulator and of the functional reference equals the tint-aux forward (itself checked against HF
 //! logits in crates/tint-aux/tests/parity.rs), and the reference's exact-derivative step equals SGD by
-//! burn autodiff. Constructed = structured = reference: tests/executions.rs.
+//! burn autodiff (top layer; both layers with a uniform-attention top layer). Constructed =
+//! structured = reference: tests/executions.rs.
 
 #![allow(clippy::print_stderr)] // measured values are reported on the terminal
 
@@ -143,9 +144,15 @@ fn first_pass_equals_the_aux_forward_in_f32_and_f64() {
 /// and the LayerNorm biases (gains frozen, docs/construction.md §6.7). None of their exact
 /// gradients passes through the top layer's attention scores (its queries and keys read the layer
 /// input), so with exact derivatives the reference step is exactly SGD on the summed training loss.
-fn trained(info: &ParamInfo, top: usize) -> bool {
-    let prefix = format!("blocks.{top}.");
-    let Some(leaf) = info.name.strip_prefix(&prefix) else {
+fn trained(info: &ParamInfo, first: usize) -> bool {
+    if info.layer.is_none_or(|l| l < first) {
+        return false;
+    }
+    let Some((_, leaf)) = info
+        .name
+        .strip_prefix("blocks.")
+        .and_then(|rest| rest.split_once('.'))
+    else {
         return false;
     };
     leaf.starts_with("attn.value.")
@@ -172,7 +179,7 @@ impl<B: AutodiffBackend> ParamMapper<B> for MarkTrainable {
 struct SgdStep<'a, B: AutodiffBackend> {
     grads: &'a B::Gradients,
     lr: f64,
-    top: usize,
+    first: usize,
     seen: usize,
 }
 
@@ -182,7 +189,7 @@ impl<B: AutodiffBackend> ParamMapper<B> for SgdStep<'_, B> {
         info: &ParamInfo,
         param: Param<Tensor<B, D>>,
     ) -> Param<Tensor<B, D>> {
-        if !trained(info, self.top) {
+        if !trained(info, self.first) {
             return param;
         }
         self.seen += 1;
@@ -194,81 +201,125 @@ impl<B: AutodiffBackend> ParamMapper<B> for SgdStep<'_, B> {
     }
 }
 
-#[test]
-fn exact_reference_step_equals_autodiff_sgd_in_f64() {
-    for name in ["opt-post-ln", "opt-post-ln-proj"] {
-        let model = load::<Ad>(name).map_named_params(&mut CastF64);
-        let top = 1;
-        let (seq_length, train_length) = (14, 8);
-        for (seed, steps, lr) in [(1, 1, 30.0), (2, 2, 20.0)] {
-            let input_ids = ids::<Ad>(1, seq_length, seed);
-            let reference = FunctionalReference::new(
-                AuxParams::from_aux(&model).unwrap(),
-                TintConfig {
-                    inner_lr: lr,
-                    n_forward_backward: steps,
-                    derivatives: DerivativeMode::Exact,
-                    ..config(Execution::Structured)
-                },
+/// Zeroes the query map of layer `layer`: its attention is uniform over the causal window, so no
+/// gradient passes through its scores and the reference's stop-gradient on them (paper §2.2 item 5)
+/// is exact.
+struct UniformAttention(usize);
+
+impl<B: Backend> ParamMapper<B> for UniformAttention {
+    fn map<const D: usize>(
+        &mut self,
+        info: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        if info
+            .name
+            .starts_with(&format!("blocks.{}.attn.query.", self.0))
+        {
+            param.map(|t| t.zeros_like())
+        } else {
+            param
+        }
+    }
+}
+
+/// The reference step with exact derivatives on the top `n_sim` layers against burn-autodiff SGD
+/// of the same parameters on the summed next-token loss of the training tokens.
+fn check_against_autodiff(name: &str, model: &AuxModel<Ad>, n_sim: usize) {
+    let n_layers = 2;
+    let first = n_layers - n_sim;
+    let (seq_length, train_length) = (14, 8);
+    for (seed, steps, lr) in [(1, 1, 30.0), (2, 2, 20.0)] {
+        let input_ids = ids::<Ad>(1, seq_length, seed);
+        let reference = FunctionalReference::new(
+            AuxParams::from_aux(model).unwrap(),
+            TintConfig {
+                inner_lr: lr,
+                n_forward_backward: steps,
+                n_simulation_layers: Some(n_sim),
+                derivatives: DerivativeMode::Exact,
+                ..config(Execution::Structured)
+            },
+        )
+        .unwrap();
+        let input = train_lengths_input(input_ids.clone(), &[train_length]);
+        let (out, updated) = reference.forward_with_params(&input).unwrap();
+
+        let train_ids = input_ids.clone().slice([0..1, 0..train_length]);
+        let mut current = model.clone().map_named_params(&mut MarkTrainable(first));
+        for _ in 0..steps {
+            let loss = lm_loss(
+                &current,
+                train_ids.clone(),
+                &LossMask::AllTokens,
+                LossReduction::Sum,
             )
             .unwrap();
-            let input = train_lengths_input(input_ids.clone(), &[train_length]);
-            let (out, updated) = reference.forward_with_params(&input).unwrap();
+            let grads = loss.backward();
+            let mut step = SgdStep {
+                grads: &grads,
+                lr,
+                first,
+                seen: 0,
+            };
+            current = current.map_named_params(&mut step);
+            assert_eq!(
+                step.seen,
+                10 * n_sim,
+                "W_V, b_V, W_O, b_O, fc, proj, ln biases per layer"
+            );
+        }
+        let expected = values(current.forward(input_ids.clone()).unwrap());
+        let first_logits = values(out.first_logits);
+        let last = values(out.final_logits);
+        let moved = max_abs_diff(&first_logits, &last);
+        assert!(
+            moved > 1e-2,
+            "{name}: the update must move the logits (moved {moved})"
+        );
+        let err = max_abs_diff(&last, &expected);
+        eprintln!(
+            "{name}, top {n_sim}, {steps} step(s): reference vs autodiff SGD {err:e}, update {moved:e}"
+        );
+        assert!(
+            err < F64_EXACT_TOL,
+            "{name} top {n_sim} steps {steps}: final logits differ by {err}"
+        );
 
-            // SGD on the summed next-token loss of the training tokens, top layer only.
-            let train_ids = input_ids.clone().slice([0..1, 0..train_length]);
-            let mut current = model.clone().map_named_params(&mut MarkTrainable(top));
-            for _ in 0..steps {
-                let loss = lm_loss(
-                    &current,
-                    train_ids.clone(),
-                    &LossMask::AllTokens,
-                    LossReduction::Sum,
-                )
-                .unwrap();
-                let grads = loss.backward();
-                let mut step = SgdStep {
-                    grads: &grads,
-                    lr,
-                    top,
-                    seen: 0,
-                };
-                current = current.map_named_params(&mut step);
-                assert_eq!(step.seen, 10, "W_V, b_V, W_O, b_O, fc, proj, ln biases");
-            }
-            let expected = values(current.forward(input_ids.clone()).unwrap());
-            let first = values(out.first_logits);
-            let last = values(out.final_logits);
-            let moved = max_abs_diff(&first, &last);
-            assert!(
-                moved > 1e-2,
-                "{name}: the update must move the logits (moved {moved})"
-            );
-            let err = max_abs_diff(&last, &expected);
-            eprintln!(
-                "{name}, {steps} step(s): reference vs autodiff SGD {err:e}, update {moved:e}"
-            );
-            assert!(
-                err < F64_EXACT_TOL,
-                "{name} steps {steps}: final logits differ by {err}"
-            );
-
-            // The updated weights themselves, and the frozen ones.
-            let sgd = AuxParams::from_aux(&current).unwrap();
-            let (ours, theirs) = (&updated.layers[top], &sgd.layers[top]);
+        // The updated weights themselves, and the frozen ones.
+        let sgd = AuxParams::from_aux(&current).unwrap();
+        for l in 0..n_layers {
+            let (ours, theirs) = (&updated.layers[l], &sgd.layers[l]);
             for ((what, a), (_, b)) in ours.named().into_iter().zip(theirs.named()) {
                 let err = max_abs_diff(&values(a.clone()), &values(b.clone()));
                 assert!(
                     err < F64_EXACT_TOL,
-                    "{name} {what}: weights differ by {err}"
+                    "{name} layer {l} {what}: weights differ by {err}"
                 );
             }
-            let below = max_abs_diff(
-                &values(updated.layers[0].w_v.clone()),
-                &values(reference.aux().layers[0].w_v.clone()),
-            );
-            assert_eq!(below, 0.0, "layer 0 is not simulated");
         }
+    }
+}
+
+#[test]
+fn exact_reference_step_equals_autodiff_sgd_in_f64() {
+    for name in ["opt-post-ln", "opt-post-ln-proj"] {
+        let model = load::<Ad>(name).map_named_params(&mut CastF64);
+        check_against_autodiff(name, &model, 1);
+    }
+}
+
+/// Both layers simulated: the gradient leaves the top post-LN block (`δ_in = da + δ_mid`,
+/// docs/construction.md §16) into the lower one. Exact when the top layer's scores carry no
+/// gradient: its query map is zeroed (uniform causal attention). The value-path mask (§12
+/// difference 4) drops nothing here: every gradient is zero from position `Ltr - 1` on.
+#[test]
+fn exact_two_layer_step_equals_autodiff_sgd_with_uniform_top_attention() {
+    for name in ["opt-post-ln", "opt-post-ln-proj"] {
+        let model = load::<Ad>(name)
+            .map_named_params(&mut CastF64)
+            .map_named_params(&mut UniformAttention(1));
+        check_against_autodiff(&format!("{name}, uniform top attention"), &model, 2);
     }
 }
 
