@@ -24,6 +24,6 @@ pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
 pub use perplexity::{BlockNll, Perplexity};
 pub use report::{LmReport, MethodResult};
 
+pub use error::EvalError;
 pub use tint_assets::atomic_write;
 pub use tint_assets::atomic_write::{write_atomic, write_atomic_with, AtomicWriteError};
-pub use error::EvalError;
