@@ -7,17 +7,17 @@
 #[cfg(feature = "cuda")]
 mod chosen {
     /// Inference backend.
-    pub type Inner = burn::backend::Cuda;
+    pub(super) type Inner = burn::backend::Cuda;
     /// Name printed in reports.
-    pub const NAME: &str = "cuda";
+    pub(super) const NAME: &str = "cuda";
 }
 
 #[cfg(all(feature = "wgpu", not(feature = "cuda")))]
 mod chosen {
     /// Inference backend.
-    pub type Inner = burn::backend::Wgpu;
+    pub(super) type Inner = burn::backend::Wgpu;
     /// Name printed in reports.
-    pub const NAME: &str = "wgpu";
+    pub(super) const NAME: &str = "wgpu";
 }
 
 #[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda"))))]
