@@ -18,10 +18,10 @@ use crate::{
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
+    group_norm::constructed_norm_difference,
     hsplit::{DimWise, DimWiseBuilder},
     linear::{LinearBackward, LinearForward},
     options::{Derivative, TintOptions},
-    precision::in_float64,
 };
 
 /// `w x / sqrt(eps + w mean(x²))` over the last dim (`w = 1`: plain RMSNorm without gain).
@@ -199,27 +199,17 @@ impl<B: Backend> RmsNormBackward<B> {
                 dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
             }
             Derivative::FiniteDifference { .. } => {
-                // Constructed execution: shift map, group norm, shift map, with float64
-                // arithmetic on float32 states (crate::precision). As in the paper (App. F, the
-                // LayerNorm backpropagation module), the group norm computes both
-                // `f(x + dz/s)` and `f(x)` (from the stored `x`), the latter into the `zhat` slot
-                // that the output shift map reads: the stored `zhat` was rounded to the state's
-                // precision, and `s` would multiply that rounding (docs/tint-llama.md).
-                in_float64(dz, |dz| {
-                    let zhat = dz.clone().narrow(2, self.memory_index, d);
-                    let shifted = self.shift_in.forward(dz);
-                    let [batch_size, n_rows, _] = shifted.dims();
-                    let (mem, eps, gate) = (self.memory_index, self.epsilon, self.gate_value);
-                    let f_x =
-                        group_rms_norm_first(shifted.clone().narrow(2, mem + d, d), d, eps, gate);
-                    let shifted =
-                        shifted.slice_assign([0..batch_size, 0..n_rows, mem..mem + d], f_x);
-                    let normed = group_rms_norm_first(shifted, d, eps, gate);
-                    // The stored `zhat` passes through, as the rest of the memory.
-                    self.shift_out
-                        .forward(normed)
-                        .slice_assign([0..batch_size, 0..n_rows, mem..mem + d], zhat)
-                })
+                // Constructed execution: shift map, group norm of `dz/s + x` and of `x`, shift
+                // map, in float64 arithmetic (docs/construction.md §6.6).
+                let (eps, gate) = (self.epsilon, self.gate_value);
+                constructed_norm_difference(
+                    dz,
+                    &self.shift_in,
+                    &self.shift_out,
+                    d,
+                    self.memory_index,
+                    |t| group_rms_norm_first(t, d, eps, gate),
+                )
             }
             Derivative::Exact => {
                 let x = dz.clone().narrow(2, self.memory_index + d, d);

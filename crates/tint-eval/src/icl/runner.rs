@@ -207,20 +207,21 @@ pub fn run_icl_cell(
         };
         let per_query_training = trains && settings.k == 0;
         let mut demos_used = demos.len();
+        // The training losses of the last `adapt`, checked unless non-finite values are allowed.
+        let check_training = |method: &mut dyn IclMethod, place: &dyn Fn() -> String| {
+            if settings.allow_non_finite {
+                return Ok(());
+            }
+            let losses = method.train_losses();
+            check_finite(method, &losses, "training loss", place, None)
+        };
         if trains && settings.k > 0 {
             let (train, kept) = encoder.training(&demos, settings.format, settings.loss);
             demos_used = kept;
             method.adapt(&train)?;
-            if !settings.allow_non_finite {
-                let losses = method.train_losses();
-                check_finite(
-                    method,
-                    &losses,
-                    "training loss",
-                    || format!("the training on the demonstrations of seed {seed}"),
-                    None,
-                )?;
-            }
+            check_training(method, &|| {
+                format!("the training on the demonstrations of seed {seed}")
+            })?;
         } else {
             method.adapt(&TrainingSequences::default())?;
         }
@@ -259,16 +260,9 @@ pub fn run_icl_cell(
             let place = || format!("example {index} of the evaluation set (seed {seed})");
             if per_query_training {
                 method.adapt(&encoder.query_training(&query))?;
-                if !settings.allow_non_finite {
-                    let losses = method.train_losses();
-                    check_finite(
-                        method,
-                        &losses,
-                        "training loss",
-                        || format!("the training on example {index} (zero-shot)"),
-                        None,
-                    )?;
-                }
+                check_training(method, &|| {
+                    format!("the training on example {index} (zero-shot)")
+                })?;
                 if settings.prior.is_none() {
                     prior = score(
                         method,
