@@ -5,6 +5,7 @@
 //! The command line (`cargo xtask eval …`) lives in `xtask`; this crate does not print. Long runs report
 //! progress through a callback.
 
+pub mod bench;
 pub mod blocks;
 pub mod error;
 pub mod icl;

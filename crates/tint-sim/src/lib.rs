@@ -13,6 +13,7 @@
 //! | [`mod@reference`] | [`FunctionalReference`]: the §9 update with plain tensor ops (oracle and fast path) |
 //! | [`simulator`] | [`TintSimulator`]: the constructed TinT network built from tint-ops modules |
 //! | [`param_count`] | official (§11) and paper (Table 3) parameter counts without building |
+//! | [`flops`] | analytic FLOP counts of a step, dynamic evaluation and a forward |
 //! | [`io`] | save / load a simulator (`tint_config.json` + `tint.safetensors`) |
 //! | [`error`] | [`SimError`] |
 //!
@@ -42,6 +43,7 @@
 pub mod any_model;
 pub mod config;
 pub mod error;
+pub mod flops;
 mod from_aux;
 pub mod input;
 pub mod io;

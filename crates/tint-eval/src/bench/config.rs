@@ -1,0 +1,201 @@
+//! The benchmark's model sizes (the tiny GPT-2 of issue #9 and a micro one), the TinT and LLaMA
+//! step settings it times, and the shapes (B, T, simulated layers) of the scaling table.
+
+use serde::Serialize;
+use tint_sim::llama::{LlamaSimulatorConfig, LlamaTintConfig};
+use tint_sim::{AuxDims, Execution, TintConfig};
+
+/// Inner learning rate of the timed step (any finite value times the same work).
+pub const INNER_LR: f64 = 1e-3;
+
+/// Sequence length of the SmolLM2 measurements.
+pub const SMOLLM2_SEQ_LENGTH: usize = 256;
+
+/// Sizes of a benchmark configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BenchConfig {
+    /// Name in the report (`tiny`, `micro`).
+    pub name: &'static str,
+    /// `D`.
+    pub d_model: usize,
+    /// Auxiliary layers (all simulated).
+    pub n_layers: usize,
+    /// Auxiliary heads.
+    pub n_heads: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// `T` (also `n_positions`).
+    pub seq_length: usize,
+    /// Training tokens per sequence.
+    pub train_length: usize,
+    /// TinT prefixes `P`.
+    pub n_prefixes: usize,
+    /// TinT softmax head size (`Hs = Ds / head_size`).
+    pub sim_head_size: usize,
+}
+
+impl BenchConfig {
+    /// The tiny GPT-2 of issue #9: D = 128, 4 layers, 4 heads, vocabulary 4096, T = 256 (128 train);
+    /// TinT Ds = 640, P = 32, Hs = 20.
+    pub const TINY: Self = Self {
+        name: "tiny",
+        d_model: 128,
+        n_layers: 4,
+        n_heads: 4,
+        vocab_size: 4096,
+        seq_length: 256,
+        train_length: 128,
+        n_prefixes: 32,
+        sim_head_size: 32,
+    };
+    /// A micro GPT-2 for smoke tests: D = 32, 2 layers, T = 64; Ds = 160, P = 8, Hs = 20.
+    pub const MICRO: Self = Self {
+        name: "micro",
+        d_model: 32,
+        n_layers: 2,
+        n_heads: 4,
+        vocab_size: 512,
+        seq_length: 64,
+        train_length: 32,
+        n_prefixes: 8,
+        sim_head_size: 8,
+    };
+
+    /// The micro config for a smoke run (`quick`), else the tiny one.
+    pub fn for_quick(quick: bool) -> Self {
+        if quick {
+            Self::MICRO
+        } else {
+            Self::TINY
+        }
+    }
+
+    /// The auxiliary model's sizes (GPT-2: MLP inner size `4 D`).
+    pub fn aux_dims(&self) -> AuxDims {
+        AuxDims {
+            d_model: self.d_model,
+            n_heads: self.n_heads,
+            n_layers: self.n_layers,
+            d_inner: 4 * self.d_model,
+            vocab_size: self.vocab_size,
+            n_positions: self.seq_length,
+        }
+    }
+
+    /// The TinT configuration of the step (one step, reuse on), in `execution`, with the top
+    /// `sim_layers` layers simulated (`None`: all).
+    pub fn tint_config(&self, execution: Execution, sim_layers: Option<usize>) -> TintConfig {
+        TintConfig {
+            inner_lr: INNER_LR,
+            restrict_prefixes: true,
+            reuse_forward_blocks: true,
+            reuse_backward_blocks: true,
+            n_simulation_layers: sim_layers,
+            execution,
+            ..TintConfig::for_model(self.d_model, self.n_prefixes, self.sim_head_size)
+        }
+    }
+}
+
+/// The LLaMA step of the SmolLM2 simulator and reference rows: top `layers` layers, one step.
+pub fn smollm2_step_config(layers: usize) -> LlamaTintConfig {
+    LlamaTintConfig {
+        n_simulation_layers: Some(layers),
+        inner_lr: INNER_LR,
+        ..Default::default()
+    }
+}
+
+/// The SmolLM2 simulator's sizes: the README setting of [`LlamaSimulatorConfig::for_model`] (the
+/// same `Ds`, `P`, `Hs` as `Tint::simulator` through `default_tint_config`), `Tmax` from the model.
+pub fn smollm2_sim_config(
+    d_model: usize,
+    n_heads: usize,
+    step: LlamaTintConfig,
+) -> LlamaSimulatorConfig {
+    LlamaSimulatorConfig::for_model(d_model, n_heads, step)
+}
+
+/// Sequence length and simulated layers of one child measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChildShape {
+    /// Tokens per sequence (the first half trains).
+    pub seq_length: usize,
+    /// Simulated top layers (`None`: all).
+    pub sim_layers: Option<usize>,
+}
+
+/// The points of the scaling table: `(B, shape)` for B = 1, 2, 4 at the config's T with every
+/// layer; T = T/4, T/2 at B = 1; and 1, 2 simulated top layers at B = 1 (duplicates dropped).
+pub fn scaling_points(config: &BenchConfig) -> Vec<(usize, ChildShape)> {
+    let full = ChildShape {
+        seq_length: config.seq_length,
+        sim_layers: None,
+    };
+    let mut points: Vec<(usize, ChildShape)> = [1, 2, 4].map(|b| (b, full)).to_vec();
+    for t in [config.seq_length / 4, config.seq_length / 2] {
+        points.push((
+            1,
+            ChildShape {
+                seq_length: t,
+                sim_layers: None,
+            },
+        ));
+    }
+    for layers in [1, 2] {
+        if layers < config.n_layers {
+            points.push((
+                1,
+                ChildShape {
+                    seq_length: config.seq_length,
+                    sim_layers: Some(layers),
+                },
+            ));
+        }
+    }
+    points
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaling_points_cover_batch_length_and_layers() {
+        let points = scaling_points(&BenchConfig::TINY);
+        let full = |b| {
+            (
+                b,
+                ChildShape {
+                    seq_length: 256,
+                    sim_layers: None,
+                },
+            )
+        };
+        assert_eq!(&points[..3], &[full(1), full(2), full(4)]);
+        assert!(points.contains(&(
+            1,
+            ChildShape {
+                seq_length: 64,
+                sim_layers: None
+            }
+        )));
+        assert!(points.contains(&(
+            1,
+            ChildShape {
+                seq_length: 256,
+                sim_layers: Some(2)
+            }
+        )));
+        assert_eq!(points.len(), 7);
+        // The micro config has 2 layers: "2 simulated layers" is the full row, not repeated.
+        assert_eq!(scaling_points(&BenchConfig::MICRO).len(), 6);
+    }
+
+    #[test]
+    fn aux_dims_are_gpt2_sizes() {
+        let dims = BenchConfig::TINY.aux_dims();
+        assert_eq!((dims.d_model, dims.d_inner, dims.n_layers), (128, 512, 4));
+        assert_eq!(BenchConfig::for_quick(true), BenchConfig::MICRO);
+    }
+}

@@ -1,0 +1,42 @@
+//! The performance benchmark behind `cargo xtask bench` (docs/performance.md): one simulated TinT
+//! step in both executions (constructed: every module from its stored weights; structured: the
+//! proven-equal shortcut) against the functional reference, dynamic evaluation, a plain auxiliary
+//! forward and the machine's sgemm rate, each against the authors' figures measured side by side
+//! (issue 17); optionally the step time against B, T and the number of simulated layers, and the
+//! same measurements on SmolLM2-135M.
+//!
+//! [`run_bench`] writes a seeded random GPT-2 checkpoint (the tiny model of issue #9, or a micro
+//! one with `quick`) and asks its [`BenchHost`] to run every measurement in a child process (so
+//! each measurement's peak RSS is its own); the child calls [`run_measurement`]. Sections go back
+//! to the host as markdown. This module does not print.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`config`] | [`BenchConfig`] (tiny, micro), the timed TinT / LLaMA steps, scaling points |
+//! | [`mode`] | measurement names, labels and their model FLOPs ([`tint_sim::flops`]) |
+//! | [`checkpoint`] | the seeded checkpoint and token ids |
+//! | [`measure`] | [`Measurement`], [`ChildRequest`], [`run_measurement`] |
+//! | [`official`] | the authors' figures and issue 17's goals |
+//! | [`machine`] | [`ReportContext`]: machine, GPU, build, date |
+//! | [`report`] | the markdown sections |
+//! | [`run`] | [`BenchSettings`], [`run_bench`], [`BenchHost`] |
+//! | [`error`] | [`BenchError`] |
+
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod machine;
+pub mod measure;
+pub mod mode;
+pub mod official;
+pub mod report;
+pub mod run;
+
+pub use checkpoint::{checkpoint_dir, write_checkpoint};
+pub use config::{BenchConfig, ChildShape};
+pub use error::BenchError;
+pub use machine::ReportContext;
+pub use measure::{run_measurement, ChildRequest, Measurement};
+pub use mode::{SGEMM_SIZE_CPU, SGEMM_SIZE_GPU};
+pub use report::REPORT_HEADER;
+pub use run::{run_bench, BenchHost, BenchSettings, ReportSection};
