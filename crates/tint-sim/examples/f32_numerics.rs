@@ -13,15 +13,22 @@
 //!
 //! Output: one line per intermediate, `name  max|f32 - f64|  max|f64|  ratio`, then the local errors
 //! and the evaluation NLL of both runs (docs/tint-llama.md, "Float32 numerics").
+//!
+//! Last, the *conditioning* of the step: a third float64 run whose weights are each multiplied by
+//! `1 + u`, `u` uniform in `[-2⁻²⁴, 2⁻²⁴]` (the relative rounding error of float32), against the
+//! first float64 run. No float32 arithmetic is involved, so what that perturbation moves in the final
+//! logits is what any float32 evaluation of this step must be expected to move them by, whatever the
+//! formulas: a floor for the float32 error, not an error of the code.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use burn::tensor::{DType, Int, Tensor, TensorData};
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
 use tint_aux::AuxModel;
 use tint_sim::llama::math::{rms_norm_backward, swiglu_backward};
-use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig};
+use tint_sim::llama::{LlamaLayerParams, LlamaParams, LlamaReference, LlamaTintConfig};
 use tint_sim::{DerivativeMode, SimInput};
 
 type B = burn::backend::Flex;
@@ -40,6 +47,54 @@ fn max_abs(t: Tensor<B, 2>) -> f64 {
 /// `max |a - b|` in float64.
 fn diff(a: &Tensor<B, 2>, b: &Tensor<B, 2>) -> f64 {
     max_abs(a.clone().cast(DType::F64) - b.clone().cast(DType::F64))
+}
+
+/// Unit roundoff of float32, `2⁻²⁴`.
+const F32_UNIT_ROUNDOFF: f64 = 5.960_464_477_539_063e-8;
+
+/// Every weight multiplied by `1 + u`, `u` uniform in `[-2⁻²⁴, 2⁻²⁴]` (seeded): the size of the
+/// relative error one float32 rounding makes.
+fn perturbed(params: &LlamaParams<B>) -> LlamaParams<B> {
+    B::seed(&Default::default(), 2024);
+    let p1 = |t: &Tensor<B, 1>| {
+        let u = Tensor::<B, 1>::random(
+            t.shape(),
+            Distribution::Uniform(-F32_UNIT_ROUNDOFF, F32_UNIT_ROUNDOFF),
+            &t.device(),
+        )
+        .cast(t.dtype());
+        t.clone() * (u + 1.0)
+    };
+    let p2 = |t: &Tensor<B, 2>| {
+        let u = Tensor::<B, 2>::random(
+            t.shape(),
+            Distribution::Uniform(-F32_UNIT_ROUNDOFF, F32_UNIT_ROUNDOFF),
+            &t.device(),
+        )
+        .cast(t.dtype());
+        t.clone() * (u + 1.0)
+    };
+    LlamaParams {
+        embedding: p2(&params.embedding),
+        layers: params
+            .layers
+            .iter()
+            .map(|l| LlamaLayerParams {
+                attn_norm: p1(&l.attn_norm),
+                w_q: p2(&l.w_q),
+                w_k: p2(&l.w_k),
+                w_v: p2(&l.w_v),
+                w_o: p2(&l.w_o),
+                mlp_norm: p1(&l.mlp_norm),
+                w_gate: p2(&l.w_gate),
+                w_up: p2(&l.w_up),
+                w_down: p2(&l.w_down),
+            })
+            .collect(),
+        final_norm: p1(&params.final_norm),
+        lm_head: params.lm_head.as_ref().map(p2),
+        ..params.clone()
+    }
 }
 
 fn main() {
@@ -82,6 +137,8 @@ fn main() {
     let params32 = LlamaParams::from_aux(&model).expect("LLaMA weights");
     let params64 = params32.cast(DType::F64);
     let ref64 = LlamaReference::from_params(params64.clone(), config.clone()).expect("config");
+    let ref64_perturbed =
+        LlamaReference::from_params(perturbed(&params64), config.clone()).expect("config");
     let ref32 = LlamaReference::from_params(params32, config.clone()).expect("config");
     println!(
         "# SmolLM2 block {block}, T = {SEQ_LENGTH}, train {train_length}, n_sim {n_sim}, lr {lr:e}, {mode:?}"
@@ -192,7 +249,28 @@ fn main() {
         out32.final_loss.mean(),
         (out64.final_loss.mean() - out32.final_loss.mean()).abs(),
         max_abs(
-            (out32.final_logits.cast(DType::F64) - out64.final_logits).squeeze_dim::<2>(0)
+            (out32.final_logits.cast(DType::F64) - out64.final_logits.clone()).squeeze_dim::<2>(0)
         ),
+    );
+    let flat = |t: Tensor<B, 3>| t.squeeze_dim::<2>(0);
+    let start = std::time::Instant::now();
+    let (perturbed64, _) = ref64_perturbed
+        .forward_observed(&input, &mut |_, _| {})
+        .expect("perturbed f64 run");
+    println!(
+        "# conditioning ({:.1} s): f64 with every weight x (1 + u), |u| <= 2^-24, against f64: \
+         first-pass logits max|diff| {:.3e}, final logits max|diff| {:.3e}, eval NLL |diff| {:.2e}; \
+         the step moves the f64 logits by up to {:.3e}",
+        start.elapsed().as_secs_f64(),
+        diff(
+            &flat(perturbed64.first_logits.clone()),
+            &flat(out64.first_logits.clone())
+        ),
+        diff(
+            &flat(perturbed64.final_logits.clone()),
+            &flat(out64.final_logits.clone())
+        ),
+        (perturbed64.final_loss.mean() - out64.final_loss.mean()).abs(),
+        diff(&flat(out64.final_logits.clone()), &flat(out64.first_logits.clone())),
     );
 }
