@@ -63,6 +63,35 @@ pub enum EvalError {
     /// A chart could not be drawn.
     #[error("cannot draw the chart: {0}")]
     Plot(String),
+    /// A stored report cannot be read or does not belong to this run (`--resume`).
+    #[error("{path}: {reason}")]
+    Report {
+        /// The report file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An offline asset (model, text, data set) could not be obtained.
+    #[error("asset {name}: {reason}")]
+    Asset {
+        /// The asset's name in the manifest.
+        name: String,
+        /// Why it could not be obtained.
+        reason: String,
+    },
+    /// An in-context classification error.
+    #[error(transparent)]
+    Icl(Box<crate::icl::IclError>),
+    /// An error with what was being done when it happened (the task loaded, the hint on
+    /// `--allow-non-finite`).
+    #[error("{context}")]
+    Context {
+        /// What was being done.
+        context: String,
+        /// The error.
+        #[source]
+        source: Box<EvalError>,
+    },
     /// Writing a report failed.
     #[error("cannot write {path}: {source}")]
     Io {
@@ -72,4 +101,31 @@ pub enum EvalError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<crate::icl::IclError> for EvalError {
+    fn from(error: crate::icl::IclError) -> Self {
+        EvalError::Icl(Box::new(error))
+    }
+}
+
+impl EvalError {
+    /// This error with `context` in front (the error stays its source).
+    pub fn context(self, context: impl Into<String>) -> Self {
+        EvalError::Context {
+            context: context.into(),
+            source: Box::new(self),
+        }
+    }
+
+    /// Whether this error, or one it wraps, is a non-finite value ([`EvalError::NonFinite`], or
+    /// its in-context classification form).
+    pub fn is_non_finite(&self) -> bool {
+        match self {
+            EvalError::NonFinite { .. } => true,
+            EvalError::Icl(icl) => crate::icl::runner::non_finite_origin(icl).is_some(),
+            EvalError::Context { source, .. } => source.is_non_finite(),
+            _ => false,
+        }
+    }
 }

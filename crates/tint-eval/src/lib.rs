@@ -7,20 +7,31 @@
 
 pub mod bench;
 pub mod blocks;
+pub mod documents;
 pub mod error;
 pub mod icl;
 pub mod lm;
 pub mod lm_grid;
 pub mod lm_plot;
+pub mod lm_rows;
+pub mod lm_run;
+pub mod lm_settings;
 pub mod lm_split;
 pub mod lm_tune;
+pub mod method;
 pub mod methods;
+pub mod model_source;
 pub mod non_finite;
 pub mod paired;
 pub mod perplexity;
 pub mod report;
+pub mod results_doc;
 pub mod resume;
+pub mod run_env;
+pub mod run_event;
+pub mod run_settings;
 
+pub use method::Method;
 pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
 pub use perplexity::{BlockNll, Perplexity};
 pub use report::{LmReport, MethodResult};

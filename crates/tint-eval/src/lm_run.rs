@@ -1,0 +1,558 @@
+//! A whole language-modelling run (`cargo xtask eval lm`): step sizes chosen on tuning blocks cut
+//! from documents that are never evaluated ([`crate::lm_split`]), every method evaluated on the same
+//! evaluation blocks, perplexities and paired per-block differences from vanilla and dynamic
+//! evaluation ([`crate::paired`]). Reports are written atomically after every cell; `resume` reuses
+//! only cells whose fingerprint (settings, checkpoint and text SHA-256, code version) matches and
+//! whose numbers validate ([`crate::resume`]).
+
+use std::path::{Path, PathBuf};
+
+use burn::module::AutodiffModule;
+use burn::tensor::backend::AutodiffBackend;
+use tint_aux::AuxModel;
+
+use crate::documents::{file_label, load_documents, sha256_documents, sha256_files};
+use crate::lm_grid::{build_lm_method, LmMethodSpec};
+use crate::lm_rows::{pending_rows, StepSource};
+use crate::lm_settings::LmRunSettings;
+use crate::lm_split::{Document, LmSplit, SplitSpec};
+use crate::lm_tune::{tune_lm, TuneRecord};
+use crate::results_doc::write_file;
+use crate::resume::{merge, Fingerprint};
+use crate::run_env::RunEnv;
+use crate::run_event::{OnEvent, RunEvent};
+use crate::run_settings::check_out_extension;
+use crate::{run_lm_eval, EvalError, LmEvalConfig, LmReport, MethodResult};
+
+/// The asset that holds the State of the Union addresses (the default corpus).
+pub const SOTU_ASSET: &str = "sotu";
+
+/// The context of a non-finite value in an evaluated cell.
+pub const RECORD_HINT: &str =
+    "a non-finite value (pass --allow-non-finite to record such values in the report)";
+/// The context of a non-finite value in every value of a tuning grid.
+pub const TUNING_HINT: &str =
+    "every step size of the tuning grid gave a non-finite value, so none can be chosen (give \
+     --inner-lr / --lr to skip tuning; --allow-non-finite then records non-finite values)";
+
+/// Puts `hint` ([`RECORD_HINT`], [`TUNING_HINT`]) in front of an error that is, or wraps, a
+/// non-finite value; other errors pass through as they are.
+pub fn non_finite_hint<E: Into<EvalError>>(hint: &'static str) -> impl FnOnce(E) -> EvalError {
+    move |error| {
+        let error = error.into();
+        if error.is_non_finite() {
+            error.context(hint)
+        } else {
+            error
+        }
+    }
+}
+
+/// What a run wrote.
+#[derive(Debug, Clone)]
+pub struct LmOutcome {
+    /// The final report (also written as JSON).
+    pub report: LmReport,
+    /// The files written: the JSON, the markdown and (when every perplexity is finite) the charts.
+    pub written: Vec<PathBuf>,
+}
+
+/// `OUT-paired.svg` next to `OUT.json`.
+pub fn paired_svg_path(out: &Path) -> PathBuf {
+    let stem = out.with_extension("");
+    PathBuf::from(format!("{}-paired.svg", stem.display()))
+}
+
+/// Runs a language-modelling run and writes `<out>.json`, `<out>.md`, `<out>.svg` and
+/// `<out>-paired.svg`; `on_event` receives the progress (tuning, then evaluation, with the totals
+/// for an ETA) and notes.
+///
+/// # Errors
+///
+/// Invalid settings (before anything is read or written), assets, checkpoints or texts that cannot
+/// be read, a stored report that does not belong to this run (`resume`), non-finite values (with
+/// [`RECORD_HINT`] or [`TUNING_HINT`] in front) and failed writes.
+pub fn run_lm<AB: AutodiffBackend>(
+    args: &LmRunSettings,
+    env: &RunEnv<'_, AB>,
+    on_event: OnEvent<'_>,
+) -> Result<LmOutcome, EvalError> {
+    check_out_extension(&args.out, "json")?;
+    let rows = pending_rows(args)?;
+    let tuning_needed = rows
+        .iter()
+        .any(|r| matches!(r.step, StepSource::Tune { .. }));
+    let text_path = match &args.text {
+        Some(path) => path.clone(),
+        None => env.assets.asset(SOTU_ASSET)?,
+    };
+    let raw_docs = load_documents(&text_path)?;
+    let tokenizer = args.model.tokenizer(env.assets)?;
+    let documents: Vec<Document> = raw_docs
+        .iter()
+        .map(|doc| {
+            Ok(Document {
+                name: doc.name.clone(),
+                tokens: tokenizer.encode(&doc.content)?,
+            })
+        })
+        .collect::<Result<_, EvalError>>()?;
+    let split = LmSplit::new(
+        &documents,
+        SplitSpec {
+            block_size: args.block_size,
+            eval_blocks: args.max_blocks,
+            tune_blocks: if tuning_needed { args.tune_blocks } else { 0 },
+            tune_every: args.tune_every,
+        },
+    )?;
+    let (eval_docs, tune_docs) = split.used_documents();
+    on_event(RunEvent::Note(format!(
+        "model {} | text {} ({} documents) | backend {} | {} evaluation blocks, {} tuning blocks \
+         ({})",
+        args.model,
+        text_path.display(),
+        documents.len(),
+        env.backend,
+        split.eval.len(),
+        split.tune.len(),
+        split.rule
+    )));
+    let model: AuxModel<AB> = args.model.load::<AB>(env.assets, &env.device)?;
+    if args.block_size > model.max_positions() {
+        return Err(EvalError::InvalidSetting {
+            name: "--block-size",
+            value: format!(
+                "{} (the model's position table holds {})",
+                args.block_size,
+                model.max_positions()
+            ),
+            rule: "a block must fit the model's position table",
+        });
+    }
+    let inference: AuxModel<AB::InnerBackend> = model.valid();
+    let tint_config = args.tint.config(&inference, 0.0, args.steps)?;
+    let config = LmEvalConfig {
+        block_size: args.block_size,
+        train_fractions: args.train_fraction.clone(),
+        allow_non_finite: args.allow_non_finite,
+        ..Default::default()
+    };
+    let settings = serde_json::json!({
+        "args": args,
+        "text": text_path,
+        "documents": documents.len(),
+        "text_tokens": documents.iter().map(|d| d.tokens.len()).sum::<usize>(),
+        "backend": env.backend,
+        "lr_rule": "dyn-eval lr = --lr if given, else its tuned lr, else eta * (train tokens - 1) \
+                    (matched step) with eta given or tuned",
+        "split": {
+            "rule": split.rule,
+            "tune_fraction": args.tune_fraction,
+            "eval_documents_used": eval_docs,
+            "tune_documents_used": tune_docs,
+            "eval_blocks": split.eval.len(),
+            "tune_blocks": split.tune.len(),
+        },
+    });
+    let fingerprint = Fingerprint::new(
+        &settings,
+        sha256_files(&args.model.checkpoint_files(env.assets)?)?,
+        sha256_documents(&raw_docs),
+        env.code_version.clone(),
+    );
+    let stored = if args.resume {
+        previous_report(&args.out, &fingerprint)?
+    } else {
+        None
+    };
+    let stored_cells = stored
+        .as_ref()
+        .map(|r| r.results.clone())
+        .unwrap_or_default();
+    let stored_tuning = stored
+        .as_ref()
+        .map(|r| r.tuning.clone())
+        .unwrap_or_default();
+    if !stored_cells.is_empty() {
+        on_event(RunEvent::Note(format!(
+            "resuming: {} stored cells in {}",
+            stored_cells.len(),
+            args.out.display()
+        )));
+    }
+    let write_partial = |results: Vec<MethodResult>, tuning: &[TuneRecord]| {
+        LmReport {
+            settings: serde_json::json!({
+                "eval": &config, "run": &settings, "partial": true, "fingerprint": &fingerprint,
+            }),
+            results: merge(results, &stored_cells),
+            paired: Vec::new(),
+            tuning: tuning.to_vec(),
+        }
+        .write_json(&args.out)
+    };
+
+    // Units for the ETA: tuning blocks, then evaluated blocks.
+    let tune_units: usize = rows
+        .iter()
+        .map(|r| match &r.step {
+            StepSource::Tune { grid, .. } => grid.len() * split.tune.len(),
+            _ => 0,
+        })
+        .sum();
+    let eval_units = rows.len() * args.train_fraction.len() * split.eval.len();
+    let total = tune_units + eval_units;
+    let mut tuning: Vec<TuneRecord> = Vec::new();
+    let mut specs: Vec<LmMethodSpec> = Vec::new();
+    let tune_tokens = split.tune_tokens();
+    let tune_split = format!("documents {}", tune_docs.join(", "));
+    let mut done = 0;
+    // Rows that share another row's choice go last, once it is known.
+    let (shared_rows, own_rows): (Vec<_>, Vec<_>) = rows
+        .into_iter()
+        .partition(|r| matches!(r.step, StepSource::Shared(_)));
+    let mut shared_specs = Vec::new();
+    for row in own_rows.into_iter().chain(shared_rows) {
+        let mut spec = row.spec;
+        match row.step {
+            StepSource::None => {}
+            StepSource::Shared(from) => {
+                let source = tuning.iter().find(|t| t.method == from).ok_or_else(|| {
+                    EvalError::InvalidSetting {
+                        name: "--tune-tint-via-ref",
+                        value: format!("{} from {from}", spec.label),
+                        rule: "the row whose step is shared must run",
+                    }
+                })?;
+                let mut record = source.clone();
+                record.method = spec.label.clone();
+                record.source = format!(
+                    "the choice of `{from}` (same update; the executions are tested equal), \
+                     which was tuned on {}",
+                    source.source
+                );
+                spec.eta = record.choice;
+                tuning.push(record);
+                shared_specs.push(spec);
+                continue;
+            }
+            StepSource::Given(record) => tuning.push(record),
+            StepSource::Tune { parameter, grid } => {
+                let reused = stored_tuning.iter().find(|t| {
+                    t.tuned && t.method == spec.label && t.parameter == parameter && t.grid == grid
+                });
+                let record = match reused {
+                    Some(r) => {
+                        done += grid.len() * tune_tokens.len();
+                        on_event(RunEvent::Note(format!(
+                            "{}: stored tuning reused",
+                            spec.label
+                        )));
+                        r.clone()
+                    }
+                    None => {
+                        let before = done;
+                        let record = tune_lm(
+                            &spec.label,
+                            parameter,
+                            &grid,
+                            &tune_tokens,
+                            args.tune_fraction,
+                            &tune_split,
+                            &mut |value| {
+                                let mut s = spec.clone();
+                                if parameter == "lr" {
+                                    s.lr = Some(value);
+                                } else {
+                                    s.eta = value;
+                                }
+                                build_lm_method(&s, &model, &inference, &tint_config)
+                            },
+                            &mut |d, _, message| {
+                                done = before + d;
+                                on_event(RunEvent::Progress {
+                                    done,
+                                    total,
+                                    message,
+                                });
+                            },
+                        )
+                        .map_err(non_finite_hint(TUNING_HINT))?;
+                        on_event(RunEvent::Note(record.summary()));
+                        record
+                    }
+                };
+                if parameter == "lr" {
+                    spec.lr = Some(record.choice);
+                } else {
+                    spec.eta = record.choice;
+                }
+                tuning.push(record);
+                write_partial(Vec::new(), &tuning)?;
+            }
+        }
+        specs.push(spec);
+    }
+    specs.extend(shared_specs);
+    // Report order: the order of the methods in the settings.
+    specs.sort_by_key(|s| args.methods.iter().position(|m| m.name() == s.method));
+    let mut methods = specs
+        .iter()
+        .map(|s| build_lm_method(s, &model, &inference, &tint_config))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut finished: Vec<MethodResult> = Vec::new();
+    let mut checkpoint_error = None;
+    let tune_done = done;
+    let mut report = run_lm_eval(
+        &split.eval_tokens(),
+        &config,
+        &mut methods,
+        settings.clone(),
+        &stored_cells,
+        &mut |p| {
+            on_event(RunEvent::Progress {
+                done: tune_done + p.done,
+                total,
+                message: p.message,
+            });
+            if let Some(cell) = p.cell {
+                finished.push(cell);
+                if let Err(e) = write_partial(finished.clone(), &tuning) {
+                    checkpoint_error.get_or_insert(e);
+                }
+            }
+        },
+    )
+    .map_err(non_finite_hint(RECORD_HINT))?;
+    for cell in report
+        .results
+        .iter()
+        .filter(|c| !c.perplexity.value.is_finite())
+    {
+        let bad = cell
+            .blocks
+            .iter()
+            .filter(|b| !b.sum_nll.is_finite())
+            .count();
+        on_event(RunEvent::Note(format!(
+            "{} f={}: {bad} block(s) with a non-finite NLL recorded (--allow-non-finite)",
+            cell.method, cell.train_fraction
+        )));
+    }
+    if let Some(e) = checkpoint_error {
+        return Err(e.context("writing the partial report"));
+    }
+    report.results = merge(report.results, &stored_cells);
+    report.tuning = tuning;
+    report.settings["fingerprint"] =
+        serde_json::to_value(&fingerprint).expect("a fingerprint always serialises");
+    report.compute_paired(&crate::paired::PairedSettings {
+        level: config.ci_level,
+        seed: config.seed,
+        ..Default::default()
+    });
+    let written = write_lm_outputs(&report, args, &text_path, on_event)?;
+    Ok(LmOutcome { report, written })
+}
+
+/// Writes the final report: the JSON, the markdown (tables and step sizes), and the perplexity and
+/// paired-difference charts when every perplexity is finite. Returns the files written.
+fn write_lm_outputs(
+    report: &LmReport,
+    args: &LmRunSettings,
+    text_path: &Path,
+    on_event: OnEvent<'_>,
+) -> Result<Vec<PathBuf>, EvalError> {
+    report.write_json(&args.out)?;
+    let table = report.markdown_table() + &report.paired_markdown();
+    let md = args.out.with_extension("md");
+    write_file(
+        &md,
+        format!(
+            "{table}\nStep sizes:\n\n{}\nSettings: see {}\n",
+            report.tuning_markdown(),
+            args.out.display()
+        )
+        .as_bytes(),
+    )?;
+    let mut written = vec![args.out.clone(), md];
+    let title = format!("{} on {}", args.model, file_label(text_path));
+    let finite = report
+        .results
+        .iter()
+        .all(|c| c.perplexity.value.is_finite());
+    if !finite {
+        on_event(RunEvent::Note(
+            "charts not drawn: the report holds non-finite perplexities".into(),
+        ));
+        return Ok(written);
+    }
+    let svg = args.out.with_extension("svg");
+    write_file(
+        &svg,
+        crate::lm_plot::perplexity_svg(report, &title)?.as_bytes(),
+    )?;
+    written.push(svg);
+    if report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
+        let paired_svg = paired_svg_path(&args.out);
+        write_file(
+            &paired_svg,
+            crate::lm_plot::difference_svg(report, "vanilla", &title)?.as_bytes(),
+        )?;
+        written.push(paired_svg);
+    }
+    Ok(written)
+}
+
+/// The stored report at `out` when it was made with the same fingerprint (settings, checkpoint,
+/// text, code). No file: nothing to resume.
+///
+/// # Errors
+///
+/// [`EvalError::Report`] for a file that is not a report, has no fingerprint, or was made with
+/// another fingerprint (naming the parts that differ).
+pub fn previous_report(
+    out: &Path,
+    fingerprint: &Fingerprint,
+) -> Result<Option<LmReport>, EvalError> {
+    if !out.exists() {
+        return Ok(None);
+    }
+    let report_error = |reason: String| EvalError::Report {
+        path: out.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(out).map_err(|source| EvalError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let previous: LmReport = serde_json::from_str(&text)
+        .map_err(|e| report_error(format!("not an `eval lm` report ({e})")))?;
+    let theirs: Fingerprint = serde_json::from_value(previous.settings["fingerprint"].clone())
+        .map_err(|_| {
+            report_error(
+                "--resume: the report has no fingerprint (made by an older version); use another \
+                 --out or drop --resume"
+                    .into(),
+            )
+        })?;
+    let differences = theirs.differences(fingerprint);
+    if !differences.is_empty() {
+        return Err(report_error(format!(
+            "--resume: the report was made with another {}; use another --out or drop --resume",
+            differences.join(", ")
+        )));
+    }
+    Ok(Some(previous))
+}
+
+/// The paragraph under an LM table: blocks, split, step sizes, methods, JSON.
+pub fn lm_description(args: &LmRunSettings, report: &LmReport, json_name: &str) -> String {
+    let split = &report.settings["run"]["split"];
+    let layers = match args.budget.first().map(|b| b.layers) {
+        Some(Some(l)) => format!("the top {l} of the model's layers"),
+        Some(None) => "all layers".into(),
+        None => match args.tint.sim_layer_count() {
+            Ok(Some(l)) => format!("the top {l} of the model's layers"),
+            _ => "all layers".into(),
+        },
+    };
+    format!(
+        "Perplexity of the evaluated part of {} blocks of {} tokens (95 % bootstrap intervals over \
+         blocks), and the paired difference of every method from `vanilla` and from `dyn-eval` per \
+         block (mean NLL per evaluated token; 95 % paired bootstrap interval; wins = blocks where \
+         the method is lower). Evaluation and tuning blocks come from disjoint documents: {}; \
+         evaluation blocks from {} documents, tuning blocks from {}. One step on the training part: \
+         `tint` is the constructed LLaMA simulator (Execution::Constructed), `tint-structured` the \
+         same simulator in its structured execution, `tint-ref` the functional reference, all \
+         updating {layers} with eta on the SUMMED loss; `dyn-eval` is plain SGD on the MEAN loss of \
+         all parameters with the matched lr = eta x (train tokens - 1). Step sizes:\n\n{}\n\
+         JSON with every setting, the split, the tuning grid and per-block losses: \
+         `docs/data/{json_name}`.",
+        report.settings["blocks"],
+        args.block_size,
+        split["rule"].as_str().unwrap_or("?"),
+        split["eval_documents_used"]
+            .as_array()
+            .map_or(0, Vec::len),
+        list_names(&split["tune_documents_used"]),
+        report.tuning_markdown(),
+    )
+}
+
+/// `a, b and c` from a JSON array of strings.
+fn list_names(value: &serde_json::Value) -> String {
+    let names: Vec<&str> = value
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    if names.is_empty() {
+        "none (nothing tuned)".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_with_another_fingerprint_is_refused() {
+        let dir = std::env::temp_dir().join(format!("tint-resume-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("lm.json");
+        let fp = Fingerprint::new(
+            &serde_json::json!({"args": {"max_blocks": 8}}),
+            "a",
+            "t",
+            "v",
+        );
+        assert!(previous_report(&out, &fp).unwrap().is_none());
+        LmReport {
+            settings: serde_json::json!({ "fingerprint": fp }),
+            results: vec![],
+            paired: vec![],
+            tuning: vec![],
+        }
+        .write_json(&out)
+        .unwrap();
+        assert!(previous_report(&out, &fp).unwrap().is_some());
+        let mut other = fp.clone();
+        other.checkpoint_sha256 = "b".into();
+        let err = previous_report(&out, &other).unwrap_err().to_string();
+        assert!(
+            err.contains("checkpoint content") && err.contains("lm.json"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn hints_go_in_front_of_non_finite_errors_only() {
+        let non_finite = EvalError::NonFinite {
+            method: "vanilla".into(),
+            quantity: "NLL",
+            location: "block 0".into(),
+            value: f64::NAN,
+            origin: crate::non_finite::NonFiniteOrigin::Forward,
+        };
+        let hinted = non_finite_hint::<EvalError>(RECORD_HINT)(non_finite);
+        assert_eq!(hinted.to_string(), RECORD_HINT);
+        assert!(hinted.is_non_finite());
+        let other = EvalError::Plot("x".into());
+        assert_eq!(
+            non_finite_hint::<EvalError>(RECORD_HINT)(other).to_string(),
+            "cannot draw the chart: x"
+        );
+    }
+
+    #[test]
+    fn the_paired_chart_sits_next_to_the_report() {
+        assert_eq!(
+            paired_svg_path(Path::new("r/lm.json")),
+            PathBuf::from("r/lm-paired.svg")
+        );
+    }
+}

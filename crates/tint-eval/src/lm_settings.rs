@@ -1,0 +1,232 @@
+//! The settings of a language-modelling run (`cargo xtask eval lm`), with the default suite's and
+//! the smoke suite's values. With the `clap` feature they are the command's flags; their
+//! documentation is the help text. Serialised into the report (`settings.run.args`) and, without
+//! `methods`, `out`, `resume` and `allow_non_finite`, into its resume fingerprint.
+
+use std::path::{Path, PathBuf};
+
+#[cfg(feature = "clap")]
+use crate::lm_grid::parse_budget;
+use crate::lm_grid::Budget;
+use crate::method::Method;
+use crate::model_source::ModelSource;
+#[cfg(feature = "clap")]
+use crate::run_settings::parse_tune;
+use crate::run_settings::{TintFlags, TuneGrid};
+
+/// The default step-size grid (`eta` on the summed loss).
+pub const DEFAULT_ETA_GRID: [f64; 4] = [1e-5, 3e-5, 1e-4, 3e-4];
+/// Evaluation blocks of the default suite's language-modelling run (every method sees the same
+/// blocks; chosen so that the suite fits its 20 minutes on 2 cores, see docs/results.md).
+pub const DEFAULT_SUITE_BLOCKS: usize = 8;
+/// Train fractions of the default suite's language-modelling run.
+pub const DEFAULT_SUITE_FRACTIONS: [f64; 1] = [0.5];
+/// Top layers simulated by `tint` / `tint-structured` / `tint-ref` in the default suite.
+pub const DEFAULT_SUITE_SIM_LAYERS: usize = 2;
+
+/// Settings of a language-modelling run.
+#[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct LmRunSettings {
+    /// Auxiliary model: a directory, a .gguf file or `smollm2` (fetched on demand).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "smollm2"))]
+    pub model: ModelSource,
+    /// Text corpus: a file (one document, cut into `--tune-every` parts for the split) or a
+    /// directory of `.txt` documents; default: the State of the Union addresses, one document each
+    /// (fetched on demand).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub text: Option<PathBuf>,
+    /// Tokens per block.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 256))]
+    pub block_size: usize,
+    /// Fractions of each block used for training, comma-separated.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', default_value = "0.3,0.5,0.7,0.9")
+    )]
+    pub train_fraction: Vec<f64>,
+    /// At most this many evaluation blocks, evenly spaced over the evaluation documents.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 8))]
+    pub max_blocks: usize,
+    /// Methods, comma-separated: vanilla, dyn-eval, tint (the constructed simulator),
+    /// tint-structured (its structured execution), tint-ref (the functional reference).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', default_value = "vanilla,dyn-eval")
+    )]
+    pub methods: Vec<Method>,
+    /// Dynamic-evaluation learning rate on the MEAN loss (not tuned). Default: tuned (see `--tune`),
+    /// or matched to `--inner-lr`: `inner_lr × (train tokens − 1)` (TinT's step is on the summed
+    /// loss).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub lr: Option<f64>,
+    /// TinT inner learning rate `eta` on the SUMMED loss, not tuned; a comma-separated list is a grid
+    /// (every adaptive method runs once per value, named `<method> eta=<value>`). Default: tuned.
+    #[cfg_attr(feature = "clap", arg(long, value_delimiter = ','))]
+    pub inner_lr: Option<Vec<f64>>,
+    /// Step-size grids chosen on the tuning split, per method: `eta=1e-5,3e-5,1e-4,3e-4` (TinT's
+    /// step, and dynamic evaluation's matched step; this grid is the default) and optionally `lr=…`
+    /// (dynamic evaluation's own step on the mean loss). Repeat the flag for both. Not used for what
+    /// `--inner-lr` / `--lr` give.
+    #[cfg_attr(feature = "clap", arg(long = "tune", value_parser = parse_tune))]
+    pub tune: Vec<TuneGrid>,
+    /// Tuning blocks (cut from the tuning documents, never evaluated).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 2))]
+    pub tune_blocks: usize,
+    /// Train fraction at which step sizes are tuned.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.5))]
+    pub tune_fraction: f64,
+    /// Every k-th document is a tuning document; the others are evaluated.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 4))]
+    pub tune_every: usize,
+    /// `tint` and `tint-structured` take the step tuned for `tint-ref` (which computes the same
+    /// update with plain tensor ops; the three are tested equal in tint-sim) instead of being tuned
+    /// themselves: the constructed execution is the slowest method by far on a CPU. Needs
+    /// `tint-ref` among the methods; recorded as such in the report.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tune_tint_via_ref: bool,
+    /// SGD steps of dynamic evaluation (and simulated steps of TinT).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub steps: usize,
+    /// Compute budgets `LAYERSxSTEPS`, comma-separated (the paper's `12x1,6x2,3x4`; `allx1`): the top
+    /// LAYERS blocks are updated (TinT's n_simulation_layers; dynamic evaluation trains only those
+    /// blocks and the final norm) for STEPS steps. Replaces `--sim-layers`/`--steps` for the adaptive
+    /// methods; several budgets name the methods `<method> <budget>`.
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', value_parser = parse_budget)
+    )]
+    pub budget: Vec<Budget>,
+    /// Keep the finished (method, train fraction) cells of an existing `--out` made with the same
+    /// settings, checkpoint, text and code, and compute only the missing or invalid ones (the JSON is
+    /// rewritten atomically after every cell; cells of methods not requested are kept).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub resume: bool,
+    /// Record a non-finite block NLL in the report (the cell's perplexity is then NaN, `null` in
+    /// the JSON, and `--resume` recomputes it) instead of failing; the failure names the method,
+    /// the block and where the value first appeared (a weight, the forward pass, the update).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub allow_non_finite: bool,
+    /// TinT hyper-parameters (`--tint-hidden-size`, `--tint-prefixes`, `--tint-heads`, `--sim-layers`, …).
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub tint: TintFlags,
+    /// Output JSON file (must end in `.json`; the markdown table, the `.svg` perplexity chart and
+    /// the `-paired.svg` difference chart are written next to it).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "results/lm.json"))]
+    pub out: PathBuf,
+}
+
+impl LmRunSettings {
+    /// The `tune` grid of `parameter` (`eta` defaults to [`DEFAULT_ETA_GRID`]).
+    pub fn grid(&self, parameter: &str) -> Option<Vec<f64>> {
+        TuneGrid::find(&self.tune, parameter)
+            .or_else(|| (parameter == "eta").then(|| DEFAULT_ETA_GRID.to_vec()))
+    }
+
+    /// The default suite's run: SmolLM2-135M on [`DEFAULT_SUITE_BLOCKS`] SOTU blocks, every method
+    /// (TinT on the top [`DEFAULT_SUITE_SIM_LAYERS`] layers, tuned via `tint-ref`), written to
+    /// `out_dir/lm-smollm2-sotu.json`.
+    pub fn default_suite(out_dir: &Path, resume: bool) -> Self {
+        Self {
+            model: ModelSource::SmolLm2,
+            text: None,
+            block_size: 256,
+            train_fraction: DEFAULT_SUITE_FRACTIONS.to_vec(),
+            max_blocks: DEFAULT_SUITE_BLOCKS,
+            methods: Method::ALL.to_vec(),
+            lr: None,
+            inner_lr: None,
+            tune: vec![TuneGrid::new("eta", &DEFAULT_ETA_GRID)],
+            tune_blocks: 2,
+            tune_fraction: 0.5,
+            tune_every: 4,
+            tune_tint_via_ref: true,
+            steps: 1,
+            budget: Vec::new(),
+            resume,
+            allow_non_finite: false,
+            tint: TintFlags {
+                sim_layers: DEFAULT_SUITE_SIM_LAYERS.to_string(),
+                ..TintFlags::default()
+            },
+            out: out_dir.join("lm-smollm2-sotu.json"),
+        }
+    }
+
+    /// The smoke suite's run: the committed micro GPT-2 (under `root`) on a committed
+    /// public-domain text, written to `out_dir/lm-quick.json`.
+    pub fn quick(root: &Path, out_dir: &Path) -> Self {
+        Self {
+            model: ModelSource::Dir(root.join("fixtures/official-tint/micro-gpt2-random")),
+            text: Some(root.join("fixtures/text/sotu-1790-washington.txt")),
+            block_size: 64,
+            train_fraction: vec![0.5],
+            max_blocks: 4,
+            tune: vec![TuneGrid::new("eta", &[1e-3, 1e-2])],
+            tune_blocks: 1,
+            tune_tint_via_ref: false,
+            resume: false,
+            tint: TintFlags::default(),
+            out: out_dir.join("lm-quick.json"),
+            ..Self::default_suite(out_dir, false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_eta_grid_has_a_default_and_lr_does_not() {
+        let mut s = LmRunSettings::default_suite(Path::new("r"), false);
+        s.tune.clear();
+        assert_eq!(s.grid("eta"), Some(DEFAULT_ETA_GRID.to_vec()));
+        assert_eq!(s.grid("lr"), None);
+        s.tune.push(TuneGrid::new("lr", &[1e-3]));
+        assert_eq!(s.grid("lr"), Some(vec![1e-3]));
+    }
+
+    /// The serialised settings are the fingerprint's `args`: the field names of the committed
+    /// reports (docs/data/lm-smollm2-sotu.json) must not change.
+    #[test]
+    fn serialised_settings_keep_the_committed_field_names() {
+        let s = LmRunSettings::default_suite(Path::new("r"), false);
+        let value = serde_json::to_value(&s).unwrap();
+        let mut keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "allow_non_finite",
+                "block_size",
+                "budget",
+                "inner_lr",
+                "lr",
+                "max_blocks",
+                "methods",
+                "model",
+                "out",
+                "resume",
+                "steps",
+                "text",
+                "tint",
+                "train_fraction",
+                "tune",
+                "tune_blocks",
+                "tune_every",
+                "tune_fraction",
+                "tune_tint_via_ref"
+            ]
+        );
+        assert_eq!(value["model"], "smollm2");
+        assert_eq!(value["methods"][1], "dyn-eval");
+        assert_eq!(value["tint"]["sim_layers"], "2");
+        assert_eq!(value["tune"][0]["parameter"], "eta");
+    }
+}

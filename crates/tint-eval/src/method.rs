@@ -1,0 +1,106 @@
+//! The methods the evaluations compare, by name: `vanilla` (the unadapted model; `icl` in the
+//! in-context classification reports), `dyn-eval` (dynamic evaluation) and the TinT methods of
+//! [`TintMethod`] (`tint`, `tint-structured`, `tint-ref`).
+
+use crate::methods::TintMethod;
+use crate::EvalError;
+
+/// An evaluated method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// The unadapted model (`vanilla`; `icl` is accepted as a name and used in ICL reports).
+    Vanilla,
+    /// Dynamic evaluation: SGD on the training part (`dyn-eval`).
+    DynEval,
+    /// A TinT method (`tint`, `tint-structured`, `tint-ref`).
+    Tint(TintMethod),
+}
+
+impl Method {
+    /// Every method, in the default order of `eval lm`.
+    pub const ALL: [Method; 5] = [
+        Method::Vanilla,
+        Method::DynEval,
+        Method::Tint(TintMethod::Constructed),
+        Method::Tint(TintMethod::Structured),
+        Method::Tint(TintMethod::Reference),
+    ];
+
+    /// The method's name in language-modelling reports and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Vanilla => "vanilla",
+            Method::DynEval => "dyn-eval",
+            Method::Tint(tint) => tint.name(),
+        }
+    }
+
+    /// The method's name in in-context classification reports (`icl` for the plain model).
+    pub fn icl_name(self) -> &'static str {
+        match self {
+            Method::Vanilla => "icl",
+            other => other.name(),
+        }
+    }
+
+    /// Whether the method adapts to the training part (everything but `vanilla`).
+    pub fn adapts(self) -> bool {
+        self != Method::Vanilla
+    }
+
+    /// Whether the method is one of the TinT methods.
+    pub fn is_tint(self) -> bool {
+        matches!(self, Method::Tint(_))
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Method {
+    type Err = EvalError;
+
+    fn from_str(name: &str) -> Result<Self, EvalError> {
+        match name {
+            "vanilla" | "icl" => Ok(Method::Vanilla),
+            "dyn-eval" => Ok(Method::DynEval),
+            _ => TintMethod::parse(name)
+                .map(Method::Tint)
+                .map_err(|_| EvalError::UnknownMethod {
+                    name: name.to_string(),
+                    known: "vanilla (or icl), dyn-eval, tint, tint-structured, tint-ref".into(),
+                }),
+        }
+    }
+}
+
+impl serde::Serialize for Method {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for method in Method::ALL {
+            assert_eq!(method.to_string().parse::<Method>().unwrap(), method);
+        }
+        assert_eq!("icl".parse::<Method>().unwrap(), Method::Vanilla);
+        assert_eq!(Method::Vanilla.icl_name(), "icl");
+        assert_eq!(Method::DynEval.icl_name(), "dyn-eval");
+        let err = "gpt4".parse::<Method>().unwrap_err().to_string();
+        assert!(err.contains("gpt4") && err.contains("tint-ref"), "{err}");
+        assert!(!Method::Vanilla.adapts() && Method::ALL[1..].iter().all(|m| m.adapts()));
+        assert_eq!(
+            serde_json::to_value(Method::Tint(TintMethod::Structured)).unwrap(),
+            "tint-structured"
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! Settings shared by the language-modelling and in-context classification runs: the TinT
+//! hyper-parameters ([`TintFlags`]) and the step-size grids tuned on held-out data ([`TuneGrid`]).
+//!
+//! With the `clap` feature both are command-line arguments (`cargo xtask eval lm`, `eval icl`,
+//! `logits --tint`); their documentation is the help text.
+
+use burn::tensor::backend::Backend;
+use tint_aux::AuxModel;
+use tint_sim::TintConfig;
+
+use crate::methods::default_tint_config;
+use crate::EvalError;
+
+/// TinT hyper-parameters (the name and fields are recorded in resume fingerprints: keep them).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct TintFlags {
+    /// TinT width `Ds`. Default: `D (S + 1)` with `S = D / P`.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tint_hidden_size: Option<usize>,
+    /// Number of prefix tokens `P`. Default: `D / 4` (or `D / 3`).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tint_prefixes: Option<usize>,
+    /// Number of TinT softmax heads `Hs`. Default: `Ds / (D / H)`.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tint_heads: Option<usize>,
+    /// Number of top auxiliary layers that TinT updates: a number or `all`.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "all"))]
+    pub sim_layers: String,
+    /// Reproduce the official code's quirks (MLP output-bias step ×4, unmasked last position).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub official_compat: bool,
+    /// Exact LayerNorm/activation derivatives instead of finite differences (tint-ref only).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub exact_derivatives: bool,
+    /// Build separate modules for the final forward pass and for every step (the official
+    /// `reuse_*_blocks False`): more parameters, same result.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub no_reuse: bool,
+}
+
+impl Default for TintFlags {
+    fn default() -> Self {
+        Self {
+            tint_hidden_size: None,
+            tint_prefixes: None,
+            tint_heads: None,
+            sim_layers: "all".into(),
+            official_compat: false,
+            exact_derivatives: false,
+            no_reuse: false,
+        }
+    }
+}
+
+/// Parses a layer count: a number, or `all` (`None`).
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] naming `flag` and the text.
+pub fn parse_layers(flag: &'static str, text: &str) -> Result<Option<usize>, EvalError> {
+    match text {
+        "all" => Ok(None),
+        n => n.parse().map(Some).map_err(|_| EvalError::InvalidSetting {
+            name: flag,
+            value: n.to_string(),
+            rule: "expected a number or `all`",
+        }),
+    }
+}
+
+impl TintFlags {
+    /// `sim_layers` as a count (`None` = all).
+    ///
+    /// # Errors
+    ///
+    /// [`EvalError::InvalidSetting`] when it is neither a number nor `all`.
+    pub fn sim_layer_count(&self) -> Result<Option<usize>, EvalError> {
+        parse_layers("--sim-layers", &self.sim_layers)
+    }
+
+    /// The simulator configuration for `model` with step `inner_lr` and `steps` simulated steps.
+    ///
+    /// # Errors
+    ///
+    /// A bad `sim_layers`, and a model the simulator does not support.
+    pub fn config<B: Backend>(
+        &self,
+        model: &AuxModel<B>,
+        inner_lr: f64,
+        steps: usize,
+    ) -> Result<TintConfig, EvalError> {
+        let n_heads = match model {
+            // The LLaMA reference does not use the simulator widths; the head count only sizes them.
+            AuxModel::Llama(llama) => llama.blocks[0].attention.n_heads,
+            _ => tint_sim::AuxParams::from_aux(model)?.dims().n_heads,
+        };
+        let mut config = default_tint_config(
+            model.hidden_size(),
+            n_heads,
+            self.tint_hidden_size,
+            self.tint_prefixes,
+            self.tint_heads,
+        );
+        config.inner_lr = inner_lr;
+        config.n_forward_backward = steps;
+        config.official_compat = self.official_compat;
+        config.reuse_forward_blocks = !self.no_reuse;
+        config.reuse_backward_blocks = !self.no_reuse;
+        config.restrict_prefixes = true;
+        config.n_simulation_layers = self.sim_layer_count()?;
+        if self.exact_derivatives {
+            config.derivatives = tint_sim::DerivativeMode::Exact;
+        }
+        Ok(config)
+    }
+}
+
+/// A step-size grid tuned on held-out data, `NAME=V1,V2,…` on the command line (the name and
+/// fields are recorded in resume fingerprints: keep them).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TuneGrid {
+    /// `eta` (TinT's step on the summed loss) or `lr` (dynamic evaluation's on the mean loss).
+    pub parameter: String,
+    /// The values.
+    pub values: Vec<f64>,
+}
+
+impl TuneGrid {
+    /// The grid of `parameter` over `values`.
+    pub fn new(parameter: &str, values: &[f64]) -> Self {
+        Self {
+            parameter: parameter.into(),
+            values: values.to_vec(),
+        }
+    }
+
+    /// The last grid of `parameter` in `grids` (a later flag overrides an earlier one).
+    pub fn find(grids: &[TuneGrid], parameter: &str) -> Option<Vec<f64>> {
+        grids
+            .iter()
+            .rev()
+            .find(|g| g.parameter == parameter)
+            .map(|g| g.values.clone())
+    }
+}
+
+/// Parses `eta=1e-5,3e-5` or `lr=1e-3,1e-2`.
+///
+/// # Errors
+///
+/// A message naming the text, the rule and an example.
+pub fn parse_tune(text: &str) -> Result<TuneGrid, String> {
+    let bad = |why: &str| format!("--tune {text:?}: {why}; expected e.g. eta=1e-5,3e-5,1e-4,3e-4");
+    let (name, list) = text.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let parameter = name.trim().to_string();
+    if parameter != "eta" && parameter != "lr" {
+        return Err(bad("the parameter is `eta` or `lr`"));
+    }
+    let values = list
+        .split(',')
+        .map(|v| v.trim().parse::<f64>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| bad("a value is not a number"))?;
+    if values.is_empty() || values.iter().any(|v| !v.is_finite() || *v <= 0.0) {
+        return Err(bad("give positive, finite values"));
+    }
+    Ok(TuneGrid { parameter, values })
+}
+
+/// Checks that `values` (of `flag`) are finite and non-negative step sizes.
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] naming the flag and the values.
+pub fn check_steps(flag: &'static str, values: &[f64]) -> Result<(), EvalError> {
+    if values.is_empty() || values.iter().any(|v| !v.is_finite() || *v < 0.0) {
+        return Err(EvalError::InvalidSetting {
+            name: flag,
+            value: format!("{values:?}"),
+            rule: "give one or more finite, non-negative learning rates",
+        });
+    }
+    Ok(())
+}
+
+/// Checks that a report path ends in `.ext` (so `--out x.md` never receives JSON and a markdown
+/// file is never overwritten by a report).
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] naming `--out` and the path.
+pub fn check_out_extension(out: &std::path::Path, ext: &str) -> Result<(), EvalError> {
+    if out.extension().and_then(|e| e.to_str()) != Some(ext) {
+        return Err(EvalError::InvalidSetting {
+            name: "--out",
+            value: out.display().to_string(),
+            rule: if ext == "json" {
+                "the report is written as .json (markdown and charts go next to it); give a path \
+                 ending in .json"
+            } else {
+                "give a path with the report's extension"
+            },
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tune_grids_parse() {
+        assert_eq!(
+            parse_tune("eta=1e-5,3e-5").unwrap(),
+            TuneGrid::new("eta", &[1e-5, 3e-5])
+        );
+        for bad in ["eta", "mu=1", "eta=", "eta=a", "lr=-1", "eta=1,inf"] {
+            assert!(parse_tune(bad).is_err(), "{bad:?} must be refused");
+        }
+        let grids = [TuneGrid::new("lr", &[1.0]), TuneGrid::new("lr", &[2.0])];
+        assert_eq!(TuneGrid::find(&grids, "lr"), Some(vec![2.0]));
+        assert_eq!(TuneGrid::find(&grids, "eta"), None);
+    }
+
+    #[test]
+    fn layers_steps_and_out_paths_are_checked() {
+        assert_eq!(parse_layers("--sim-layers", "all").unwrap(), None);
+        assert_eq!(parse_layers("--sim-layers", "2").unwrap(), Some(2));
+        let err = parse_layers("--sim-layers", "two").unwrap_err().to_string();
+        assert!(err.contains("--sim-layers") && err.contains("two"), "{err}");
+        assert!(check_steps("--lr", &[0.0, 1e-3]).is_ok());
+        for bad in [&[][..], &[-1.0], &[f64::NAN]] {
+            assert!(check_steps("--lr", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_out_extension(std::path::Path::new("r/lm.json"), "json").is_ok());
+        for bad in ["x.md", "x", "x.json.md", "x.svg"] {
+            let err = check_out_extension(std::path::Path::new(bad), "json")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("--out") && err.contains(bad) && err.contains(".json"),
+                "{err}"
+            );
+        }
+    }
+}
