@@ -47,6 +47,22 @@ pub enum CgtError {
     /// A JSON (de)serialisation failed.
     #[error("json error: {0}")]
     Json(#[from] serde_json::Error),
+    /// Data-parallel training splits every batch into equal row shards, one per device.
+    #[error(
+        "data-parallel training: batch of {batch_size} sequences (step {step}) is not divisible by \
+         {devices} devices; choose a batch size that is a multiple of the device count"
+    )]
+    BatchNotDivisible {
+        /// Sequences in the batch.
+        batch_size: usize,
+        /// Number of devices (peers).
+        devices: usize,
+        /// The step whose batch was drawn.
+        step: usize,
+    },
+    /// burn-collective (registration, all-reduce, finish) failed, or a peer thread ended abnormally.
+    #[error("collective error: {0}")]
+    Collective(String),
     /// A numerical routine failed (for example a singular matrix in a least-squares fit).
     #[error("numerical error: {0}")]
     Numerical(String),

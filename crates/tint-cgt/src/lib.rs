@@ -14,7 +14,9 @@
 //! - Losses: [`loss`] (cross-entropy, L2, auxiliary), [`regularisers`] (continuity, orthogonality),
 //!   [`vae`] (Gaussian-process prior KL).
 //! - [`data`]: seeded streaming generators (arithmetic ICL, linear regression, text mixture).
-//! - [`train`]: Adam + warm-up/cosine schedule + clipping, checkpoints, JSONL log.
+//! - [`train`]: Adam + warm-up/cosine schedule + clipping, checkpoints, JSONL log;
+//!   [`data_parallel`]: the same training over several devices (burn-collective all-reduce), with the
+//!   step's random draws split by rows ([`draws`]).
 //! - [`metrics`]: answer accuracy (dynamic / specialised), representation variation, linear fit, y·y map;
 //!   [`plot`]: SVG heat maps and curves (plotters).
 //!
@@ -24,6 +26,8 @@ pub mod attention;
 pub mod block;
 pub mod config;
 pub mod data;
+pub mod data_parallel;
+pub mod draws;
 pub mod embedding;
 pub mod error;
 pub mod export;
@@ -41,6 +45,7 @@ pub mod train;
 pub mod vae;
 
 pub use config::{CgtConfig, InputKind, Mixing};
+pub use data_parallel::train_data_parallel;
 pub use embedding::CgtInput;
 pub use error::{CgtError, Result};
 pub use model::{CgtModel, CgtOutput, ContextSummary};

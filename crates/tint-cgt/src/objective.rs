@@ -8,7 +8,8 @@ use burn::tensor::{Int, Tensor, TensorData};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::data::{standard_normal, HostBatch};
+use crate::data::HostBatch;
+use crate::draws::{auxiliary_mask, StepDraws};
 use crate::error::{CgtError, Result};
 use crate::loss::{task_loss, TargetTensor};
 use crate::model::CgtModel;
@@ -138,31 +139,32 @@ pub struct LossTerms {
     pub distribution: Option<f64>,
 }
 
-/// The auxiliary loss: for each sample pick `s` in `[2, n - 1 - Delta]`, freeze `y_hat = y^l_{s-1}` from
-/// the full sequence, run the `x` path on `t_s..` only (earlier keys hidden, original positions) and score
-/// the positions `s..=s + Delta`.
+/// The auxiliary loss: for each sample, with its start `s` in `[2, n - 1 - Delta]` (drawn by
+/// [`StepDraws::draw`]), freeze `y_hat = y^l_{s-1}` from the full sequence, run the `x` path on `t_s..`
+/// only (earlier keys hidden, original positions) and score the positions `s..=s + Delta`.
 ///
 /// # Shapes
 /// - `context`: `[batch_size, seq_length, d_y]` (the `y` used for the dynamic loss)
+/// - `starts`: `batch_size` positions
 /// - output: `[1]`
 pub fn auxiliary_loss<B: Backend>(
     model: &CgtModel<B>,
     batch: &HostBatch,
     context: Tensor<B, 3>,
     horizon: Option<usize>,
-    rng: &mut impl Rng,
+    starts: &[usize],
     device: &B::Device,
 ) -> Result<Tensor<B, 1>> {
     let (batch_size, seq_length) = (batch.batch_size, batch.seq_length);
     let span = horizon.unwrap_or(0);
-    if seq_length < 4 + span {
+    let valid = 2..=seq_length.saturating_sub(1 + span);
+    if starts.len() != batch_size || starts.iter().any(|s| !valid.contains(s)) {
         return Err(CgtError::Shape(format!(
-            "sequence of {seq_length} too short for the auxiliary loss with horizon {span}"
+            "auxiliary starts {starts:?} for {batch_size} sequences of {seq_length} with horizon \
+             {span}: one start in [2, {}] per sequence is needed",
+            valid.end()
         )));
     }
-    let starts: Vec<usize> = (0..batch_size)
-        .map(|_| rng.random_range(2..=seq_length - 1 - span))
-        .collect();
     let d_y = context.dims()[2];
     let index: Vec<i64> = starts
         .iter()
@@ -173,16 +175,8 @@ pub fn auxiliary_loss<B: Backend>(
     // [batch_size, 1, d_y]
     let frozen = context.gather(1, index);
     let input = batch.input_tensor::<B>(device);
-    let outputs = model.forward_x_path(&input, Some(frozen), Some(&starts))?;
-    let mut mask = batch.loss_mask.clone();
-    for (b, &s) in starts.iter().enumerate() {
-        let last = horizon.map_or(seq_length - 1, |h| (s + h).min(seq_length - 1));
-        for i in 0..seq_length {
-            if i < s || i > last {
-                mask[b * seq_length + i] = 0.0;
-            }
-        }
-    }
+    let outputs = model.forward_x_path(&input, Some(frozen), Some(starts))?;
+    let mask = auxiliary_mask(batch, starts, horizon);
     let mask = Tensor::from_data(TensorData::new(mask, [batch_size, seq_length]), device);
     Ok(task_loss(
         outputs,
@@ -191,7 +185,8 @@ pub fn auxiliary_loss<B: Backend>(
     ))
 }
 
-/// The joint loss of one batch and its terms.
+/// The joint loss of one batch and its terms, with the step's random values drawn from `rng`
+/// ([`StepDraws::draw`]).
 pub fn joint_loss<B: Backend>(
     model: &CgtModel<B>,
     batch: &HostBatch,
@@ -201,12 +196,35 @@ pub fn joint_loss<B: Backend>(
 ) -> Result<(Tensor<B, 1>, LossTerms)> {
     config.validate()?;
     batch.validate()?;
+    let draws = StepDraws::draw(model, batch, config, rng)?;
+    joint_loss_with_draws(model, batch, config, &draws, device)
+}
+
+/// The joint loss of one batch with given random values (a whole batch's, or a row shard's from
+/// [`StepDraws::shard`], whose masked-mean scales it applies to the task and auxiliary losses).
+pub fn joint_loss_with_draws<B: Backend>(
+    model: &CgtModel<B>,
+    batch: &HostBatch,
+    config: &ObjectiveConfig,
+    draws: &StepDraws,
+    device: &B::Device,
+) -> Result<(Tensor<B, 1>, LossTerms)> {
+    config.validate()?;
+    batch.validate()?;
+    let scaled = |loss: Tensor<B, 1>, scale: f64| {
+        // A whole batch keeps the unscaled graph (bit-identical to the loss before shards existed).
+        if scale == 1.0 {
+            loss
+        } else {
+            loss.mul_scalar(scale)
+        }
+    };
     let input = batch.input_tensor::<B>(device);
     let targets = TargetTensor::from_batch(batch, device);
     let mask = batch.mask_tensor::<B>(device);
     if !model.is_guided() {
         let outputs = model.forward(&input)?.logits;
-        let loss = task_loss(outputs, &targets, mask);
+        let loss = scaled(task_loss(outputs, &targets, mask), draws.task_scale);
         let value = scalar(&loss);
         return Ok((
             loss,
@@ -222,17 +240,23 @@ pub fn joint_loss<B: Backend>(
     let used = match (&context.log_var, config.vae_beta > 0.0) {
         (Some(log_var), true) => {
             let [b, t, d_y] = context.mean.dims();
-            // Drawn from the step's generator (not the backend's), so resumed runs repeat it exactly.
-            let values: Vec<f32> = (0..b * t * d_y)
-                .map(|_| standard_normal(rng) as f32)
-                .collect();
+            let values = draws
+                .noise
+                .clone()
+                .filter(|v| v.len() == b * t * d_y)
+                .ok_or_else(|| {
+                    CgtError::Shape(format!(
+                        "VAE noise of {:?} values given for y of shape [{b}, {t}, {d_y}]",
+                        draws.noise.as_ref().map(Vec::len)
+                    ))
+                })?;
             let noise = Tensor::from_data(TensorData::new(values, [b, t, d_y]), device);
             context.mean.clone() + log_var.clone().mul_scalar(0.5).exp() * noise
         }
         _ => context.mean.clone(),
     };
     let logits = model.forward_x_path(&input, Some(used.clone()), None)?;
-    let task = task_loss(logits, &targets, mask);
+    let task = scaled(task_loss(logits, &targets, mask), draws.task_scale);
     let mut terms = LossTerms {
         task: scalar(&task),
         ..LossTerms::default()
@@ -243,7 +267,16 @@ pub fn joint_loss<B: Backend>(
             AuxContext::Sample => used,
             AuxContext::Mean => context.mean.clone(),
         };
-        let aux = auxiliary_loss(model, batch, frozen_from, config.aux_horizon, rng, device)?;
+        let starts = draws.aux_starts.as_deref().unwrap_or_default();
+        let aux = auxiliary_loss(
+            model,
+            batch,
+            frozen_from,
+            config.aux_horizon,
+            starts,
+            device,
+        )?;
+        let aux = scaled(aux, draws.aux_scale);
         terms.aux = Some(scalar(&aux));
         total = total + aux.mul_scalar(1.0 - config.eta);
     }
@@ -310,7 +343,7 @@ fn scalar<B: Backend>(tensor: &Tensor<B, 1>) -> f64 {
 mod tests {
     use super::*;
     use crate::config::{CgtConfig, InputKind};
-    use crate::data::step_rng;
+    use crate::data::{standard_normal, step_rng};
     use crate::data::{BatchSource, LinearRegressionConfig};
     use crate::tests::TestBackend;
 
@@ -360,7 +393,8 @@ mod tests {
         } else {
             context.mean
         };
-        scalar(&auxiliary_loss(model, batch, frozen_from, None, &mut rng, &device).unwrap())
+        let starts: Vec<usize> = (0..b).map(|_| rng.random_range(2..=t - 1)).collect();
+        scalar(&auxiliary_loss(model, batch, frozen_from, None, &starts, &device).unwrap())
     }
 
     #[test]

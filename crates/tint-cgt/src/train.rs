@@ -242,7 +242,7 @@ fn checkpoint_file(dir: &Path, name: &str, next_step: usize) -> PathBuf {
     }
 }
 
-fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
+pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     dir: &Path,
     model: &CgtModel<B>,
     optimizer: &O,
@@ -320,12 +320,94 @@ pub fn train_with_history<B: AutodiffBackend>(
 ) -> Result<TrainOutcome<B>> {
     config.validate()?;
     let batch_size = source.batch(0).batch_size;
-    let mut adam = AdamConfig::new();
-    if let Some(norm) = config.grad_clip_norm {
-        adam = adam.with_grad_clipping(Some(GradientClippingConfig::Norm(norm)));
+    let optimizer = optimizer_config(config).init::<B, CgtModel<B>>();
+    let (mut model, mut optimizer, first_step) =
+        restore_checkpoint(model, optimizer, files, config, batch_size, device)?;
+    let (mut history, mut log) = open_log(files, first_step)?;
+    let start = Instant::now();
+    for step in first_step..config.steps {
+        let step_start = Instant::now();
+        let batch = source.batch(step as u64);
+        let mut rng = step_rng(config.seed ^ AUX_STREAM, step as u64);
+        let (loss, terms) = joint_loss(&model, &batch, &config.objective, &mut rng, device)?;
+        check_finite(&terms, step)?;
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let learning_rate = config.learning_rate_at(step);
+        model = optimizer.step(learning_rate, model, grads);
+        let report = StepReport {
+            step,
+            total_steps: config.steps,
+            learning_rate,
+            terms,
+            elapsed_s: start.elapsed().as_secs_f64(),
+            step_s: step_start.elapsed().as_secs_f64(),
+        };
+        log_step(&mut log, files, &report)?;
+        progress(&report);
+        history.push(report);
+        let done = step + 1;
+        if let Some(dir) = &files.checkpoint_dir {
+            let periodic = config.checkpoint_every > 0 && done % config.checkpoint_every == 0;
+            if periodic || done == config.steps {
+                save_checkpoint(dir, &model, &optimizer, done, config, batch_size)?;
+            }
+        }
     }
-    let mut optimizer = adam.init::<B, CgtModel<B>>();
-    let mut model = model;
+    Ok(TrainOutcome {
+        model,
+        history,
+        resumed_at: first_step,
+    })
+}
+
+/// Mixed into [`TrainingConfig::seed`] for the step generators of the auxiliary positions and VAE noise.
+pub(crate) const AUX_STREAM: u64 = 0xA11C_E5ED;
+
+/// Adam with the run's gradient-norm clipping.
+pub(crate) fn optimizer_config(config: &TrainingConfig) -> AdamConfig {
+    let adam = AdamConfig::new();
+    match config.grad_clip_norm {
+        Some(norm) => adam.with_grad_clipping(Some(GradientClippingConfig::Norm(norm))),
+        None => adam,
+    }
+}
+
+/// Errors when a step's loss is not finite.
+pub(crate) fn check_finite(terms: &LossTerms, step: usize) -> Result<()> {
+    if terms.total.is_finite() {
+        Ok(())
+    } else {
+        Err(CgtError::Numerical(format!(
+            "loss became {} at step {step}",
+            terms.total
+        )))
+    }
+}
+
+/// Appends one report to the open log.
+pub(crate) fn log_step(
+    log: &mut Option<File>,
+    files: &RunFiles,
+    report: &StepReport,
+) -> Result<()> {
+    if let (Some(file), Some(path)) = (log.as_mut(), &files.log_path) {
+        let line = serde_json::to_string(report)?;
+        writeln!(file, "{line}").map_err(|e| CgtError::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// Restores the model, optimiser state and next step from `files.checkpoint_dir` when it holds a
+/// checkpoint compatible with `config` and `batch_size`; otherwise returns them unchanged at step 0.
+pub(crate) fn restore_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
+    model: CgtModel<B>,
+    optimizer: O,
+    files: &RunFiles,
+    config: &TrainingConfig,
+    batch_size: usize,
+    device: &B::Device,
+) -> Result<(CgtModel<B>, O, usize)> {
+    let (mut model, mut optimizer) = (model, optimizer);
     let mut first_step = 0;
     if let Some(dir) = &files.checkpoint_dir {
         let state_path = dir.join("state.json");
@@ -356,8 +438,17 @@ pub fn train_with_history<B: AutodiffBackend>(
             first_step = state.next_step;
         }
     }
-    let mut history = Vec::with_capacity(config.steps);
-    let mut log: Option<File> = match &files.log_path {
+    Ok((model, optimizer, first_step))
+}
+
+/// The history of the steps before `first_step` read back from `files.log_path`, and the log rewritten
+/// to hold exactly those steps, open for appending.
+pub(crate) fn open_log(
+    files: &RunFiles,
+    first_step: usize,
+) -> Result<(Vec<StepReport>, Option<File>)> {
+    let mut history = Vec::new();
+    let log: Option<File> = match &files.log_path {
         Some(path) => {
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent).map_err(|e| CgtError::io(parent, e))?;
@@ -378,48 +469,7 @@ pub fn train_with_history<B: AutodiffBackend>(
         }
         None => None,
     };
-    let start = Instant::now();
-    for step in first_step..config.steps {
-        let step_start = Instant::now();
-        let batch = source.batch(step as u64);
-        let mut rng = step_rng(config.seed ^ 0xA11C_E5ED, step as u64);
-        let (loss, terms) = joint_loss(&model, &batch, &config.objective, &mut rng, device)?;
-        if !terms.total.is_finite() {
-            return Err(CgtError::Numerical(format!(
-                "loss became {} at step {step}",
-                terms.total
-            )));
-        }
-        let grads = GradientsParams::from_grads(loss.backward(), &model);
-        let learning_rate = config.learning_rate_at(step);
-        model = optimizer.step(learning_rate, model, grads);
-        let report = StepReport {
-            step,
-            total_steps: config.steps,
-            learning_rate,
-            terms,
-            elapsed_s: start.elapsed().as_secs_f64(),
-            step_s: step_start.elapsed().as_secs_f64(),
-        };
-        if let (Some(file), Some(path)) = (log.as_mut(), &files.log_path) {
-            let line = serde_json::to_string(&report)?;
-            writeln!(file, "{line}").map_err(|e| CgtError::io(path, e))?;
-        }
-        progress(&report);
-        history.push(report);
-        let done = step + 1;
-        if let Some(dir) = &files.checkpoint_dir {
-            let periodic = config.checkpoint_every > 0 && done % config.checkpoint_every == 0;
-            if periodic || done == config.steps {
-                save_checkpoint(dir, &model, &optimizer, done, config, batch_size)?;
-            }
-        }
-    }
-    Ok(TrainOutcome {
-        model,
-        history,
-        resumed_at: first_step,
-    })
+    Ok((history, log))
 }
 
 /// True when `dir` holds the final checkpoint of a `steps`-step run (training it again would only

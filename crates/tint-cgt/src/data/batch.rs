@@ -70,6 +70,40 @@ impl HostBatch {
         Ok(())
     }
 
+    /// The sequences `rows` of this batch, in order (a data-parallel shard).
+    pub fn rows(&self, rows: std::ops::Range<usize>) -> Result<Self> {
+        self.validate()?;
+        if rows.start > rows.end || rows.end > self.batch_size {
+            return Err(CgtError::Shape(format!(
+                "rows {rows:?} of a batch of {} sequences",
+                self.batch_size
+            )));
+        }
+        let n = self.seq_length;
+        let cut =
+            |values: &[f32], dim: usize| values[rows.start * n * dim..rows.end * n * dim].to_vec();
+        let cut_ids = |ids: &[i64]| ids[rows.start * n..rows.end * n].to_vec();
+        Ok(Self {
+            batch_size: rows.len(),
+            seq_length: n,
+            input: match &self.input {
+                HostInput::Tokens(ids) => HostInput::Tokens(cut_ids(ids)),
+                HostInput::Vectors { values, dim } => HostInput::Vectors {
+                    values: cut(values, *dim),
+                    dim: *dim,
+                },
+            },
+            targets: match &self.targets {
+                HostTargets::Tokens(ids) => HostTargets::Tokens(cut_ids(ids)),
+                HostTargets::Vectors { values, dim } => HostTargets::Vectors {
+                    values: cut(values, *dim),
+                    dim: *dim,
+                },
+            },
+            loss_mask: cut(&self.loss_mask, 1),
+        })
+    }
+
     /// The model input as a tensor.
     ///
     /// # Shapes
