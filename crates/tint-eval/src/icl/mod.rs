@@ -18,6 +18,8 @@ pub mod prompt;
 pub use tint_assets::r_data;
 pub mod report;
 pub mod result;
+pub mod run;
+pub mod run_settings;
 pub mod runner;
 pub mod sampling;
 pub mod task;

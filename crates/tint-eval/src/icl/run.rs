@@ -1,0 +1,739 @@
+//! A whole in-context classification run (`cargo xtask eval icl`; paper Table 1, appendix L):
+//! tasks × methods × shots × formats × losses, seeds per cell, with and without calibration, step
+//! sizes tuned on dev examples carved from the demonstration pool. Writes `OUT.json` (every
+//! setting, seed and prediction; `resume` skips its finished cells), `OUT.md` (the paper's layout)
+//! and `OUT-accuracy.svg` / `OUT-accuracy-calibrated.svg`, atomically after every cell.
+
+use std::path::{Path, PathBuf};
+
+use burn::module::AutodiffModule;
+use burn::tensor::backend::AutodiffBackend;
+use sha2::{Digest, Sha256};
+use tint_aux::{AuxModel, DynEvalConfig, ParamSelection};
+
+use super::loaders::{load_offline_task, load_task_dir};
+use super::run_settings::IclRunSettings;
+use super::{
+    accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, DemoFormat, DynEvalIcl,
+    IclError, IclMethod, IclReport, IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind,
+    Template, TintIcl, TrainLoss,
+};
+use crate::documents::sha256_files;
+use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
+use crate::lm_tune::TuneRecord;
+use crate::method::Method;
+use crate::methods::Tint;
+use crate::model_source::Assets;
+use crate::paired::PairedSettings;
+use crate::results_doc::write_file;
+use crate::run_env::RunEnv;
+use crate::run_event::{OnEvent, RunEvent};
+use crate::run_settings::{check_out_extension, check_steps, parse_layers};
+use crate::EvalError;
+
+/// Parses a training format: `single` or `multi`.
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] naming `--formats` and the text.
+pub fn parse_format(name: &str) -> Result<DemoFormat, EvalError> {
+    match name {
+        "single" => Ok(DemoFormat::Single),
+        "multi" => Ok(DemoFormat::Multi),
+        _ => Err(EvalError::InvalidSetting {
+            name: "--formats",
+            value: name.into(),
+            rule: "expected single or multi",
+        }),
+    }
+}
+
+/// Parses a training loss: `label` (`label-only`) or `full-context` (`full`).
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] naming `--losses` and the text.
+pub fn parse_loss(name: &str) -> Result<TrainLoss, EvalError> {
+    match name {
+        "label" | "label-only" => Ok(TrainLoss::LabelOnly),
+        "full" | "full-context" => Ok(TrainLoss::FullContext),
+        _ => Err(EvalError::InvalidSetting {
+            name: "--losses",
+            value: name.into(),
+            rule: "expected label or full-context",
+        }),
+    }
+}
+
+/// The offline tasks and the asset (and the file in it) that holds each.
+fn offline_asset(task: TaskKind) -> Option<(&'static str, Option<&'static str>)> {
+    match task {
+        TaskKind::MrSnippets => Some((
+            "sentiment-snippets",
+            Some("movieReviewSnippets_GroundTruth.txt"),
+        )),
+        TaskKind::CrSnippets => Some((
+            "sentiment-snippets",
+            Some("amazonReviewSnippets_GroundTruth.txt"),
+        )),
+        TaskKind::BbcTopics => Some(("bbc-topics", None)),
+        TaskKind::AmazonFineFood => Some(("amazon-fine-food", None)),
+        _ => None,
+    }
+}
+
+/// Loads a task from `data` or, for the offline tasks, from their asset.
+fn load_task(
+    task: TaskKind,
+    data: Option<&Path>,
+    args: &IclRunSettings,
+    assets: &dyn Assets,
+) -> Result<TaskData, EvalError> {
+    let offline = offline_asset(task);
+    let path = match (data, offline) {
+        (Some(path), _) => path.to_path_buf(),
+        (None, Some((asset, file))) => {
+            let dir = assets.asset(asset)?;
+            file.map_or(dir.clone(), |f| dir.join(f))
+        }
+        (None, None) => {
+            return Err(EvalError::InvalidSetting {
+                name: "--data",
+                value: format!("none for task {task}"),
+                rule: "a standard task needs its directory or file",
+            })
+        }
+    };
+    let mut data = if offline.is_some() {
+        load_offline_task(task, &path, args.n_test, args.split_seed)?
+    } else {
+        load_task_dir(task, &path)?
+    };
+    data.subsample_test(args.n_test, args.split_seed);
+    Ok(data)
+}
+
+/// Where a method's step size comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Given in the settings.
+    Given(f64),
+    /// Tuned on the dev set over this grid.
+    Tune(Vec<f64>),
+}
+
+/// One method row (before tuning).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MethodSpec {
+    /// The method.
+    pub method: Method,
+    /// Its step (`None` for plain ICL).
+    pub step: Option<Step>,
+}
+
+impl MethodSpec {
+    /// The row's method name (`icl` for the plain model).
+    pub fn name(&self) -> &'static str {
+        self.method.icl_name()
+    }
+
+    /// The tuned parameter: `lr` for dynamic evaluation, `eta` otherwise.
+    pub fn parameter(&self) -> &'static str {
+        if self.method == Method::DynEval {
+            "lr"
+        } else {
+            "eta"
+        }
+    }
+}
+
+/// The method rows of `args`: one per method, one per given dynamic-evaluation lr.
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] for negative or non-finite step sizes.
+pub fn method_specs(args: &IclRunSettings) -> Result<Vec<MethodSpec>, EvalError> {
+    let mut specs = Vec::new();
+    for &method in &args.methods {
+        let spec = |step| MethodSpec { method, step };
+        match method {
+            Method::Vanilla => specs.push(spec(None)),
+            Method::DynEval => match &args.lr {
+                Some(lrs) => {
+                    check_steps("--lr", lrs)?;
+                    specs.extend(lrs.iter().map(|&lr| spec(Some(Step::Given(lr)))))
+                }
+                None => specs.push(spec(Some(Step::Tune(args.grid("lr"))))),
+            },
+            Method::Tint(_) => {
+                let step = match args.inner_lr {
+                    Some(eta) => {
+                        check_steps("--inner-lr", &[eta])?;
+                        Step::Given(eta)
+                    }
+                    None => Step::Tune(args.grid("eta")),
+                };
+                specs.push(spec(Some(step)));
+            }
+        }
+    }
+    Ok(specs)
+}
+
+/// Writes the report: JSON, markdown and the two accuracy charts.
+fn write_outputs(report: &IclReport, out: &Path) -> Result<(), EvalError> {
+    report.write_json(out)?;
+    write_file(&out.with_extension("md"), report.markdown().as_bytes())?;
+    for (calibrated, suffix) in [(false, "accuracy"), (true, "accuracy-calibrated")] {
+        write_file(
+            &accuracy_svg_path(out, suffix),
+            accuracy_bars_svg(report, calibrated)?.as_bytes(),
+        )?;
+    }
+    Ok(())
+}
+
+/// `OUT-{suffix}.svg` next to `OUT.json` (`accuracy`, `accuracy-calibrated`).
+pub fn accuracy_svg_path(out: &Path, suffix: &str) -> PathBuf {
+    PathBuf::from(format!("{}-{suffix}.svg", out.with_extension("").display()))
+}
+
+/// The requested formats `method` trains in. A format it cannot train in is skipped with a note;
+/// if that leaves none (TinT asked for the default `single`), the formats it supports are used
+/// instead, so `tint` alone still runs its k-shot cells.
+pub fn training_formats(
+    method: &dyn IclMethod,
+    requested: &[DemoFormat],
+    note: &mut dyn FnMut(String),
+) -> Vec<DemoFormat> {
+    let supported: Vec<DemoFormat> = requested
+        .iter()
+        .copied()
+        .filter(|&f| method.supports(f))
+        .collect();
+    for format in requested.iter().filter(|&&f| !method.supports(f)) {
+        note(format!(
+            "{} does not train in the {} format: skipped",
+            method.name(),
+            format.name()
+        ));
+    }
+    if !supported.is_empty() {
+        return supported;
+    }
+    let fallback: Vec<DemoFormat> = [DemoFormat::Single, DemoFormat::Multi]
+        .into_iter()
+        .filter(|&f| method.supports(f))
+        .collect();
+    let names: Vec<&str> = fallback.iter().map(|f| f.name()).collect();
+    note(format!(
+        "{}: none of the requested formats applies; using {}",
+        method.name(),
+        names.join(", ")
+    ));
+    fallback
+}
+
+/// The (format, loss) variants a method runs at `k` shots.
+fn variants(
+    method: &dyn IclMethod,
+    k: usize,
+    formats: &[DemoFormat],
+    losses: &[TrainLoss],
+    note: &mut dyn FnMut(String),
+) -> Vec<(DemoFormat, TrainLoss)> {
+    // Formats and losses matter only when the method trains on demonstrations.
+    if method.trains() && k > 0 {
+        training_formats(method, formats, note)
+            .into_iter()
+            .flat_map(|f| losses.iter().map(move |&l| (f, l)))
+            .collect()
+    } else {
+        vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
+    }
+}
+
+/// SHA-256 of a task's examples (pool and test, texts and labels), for the resume fingerprint.
+fn sha256_task(data: &TaskData) -> String {
+    let mut hasher = Sha256::new();
+    for e in data.train.iter().chain(&data.test) {
+        hasher.update((e.text.len() as u64).to_le_bytes());
+        hasher.update(e.text.as_bytes());
+        hasher.update((e.label as u64).to_le_bytes());
+    }
+    format!("{:x}", hasher.finalize())
+}
+
+/// The models a run's methods are built from.
+struct Models<'a, AB: AutodiffBackend> {
+    model: &'a AuxModel<AB>,
+    inference: &'a AuxModel<AB::InnerBackend>,
+    device: &'a AB::Device,
+}
+
+/// Builds the method of `spec` with step `value` (ignored for `icl`); returns it and its settings
+/// string.
+fn build_method<'a, AB: AutodiffBackend>(
+    spec: &MethodSpec,
+    value: f64,
+    args: &IclRunSettings,
+    models: &Models<'a, AB>,
+) -> Result<(Box<dyn IclMethod + 'a>, String), EvalError> {
+    Ok(match spec.method {
+        Method::Vanilla => (
+            Box::new(PlainIcl {
+                model: models.inference,
+            }),
+            String::new(),
+        ),
+        Method::DynEval => {
+            let config = DynEvalConfig {
+                lr: value,
+                steps: args.steps,
+                params: match parse_layers("--train-layers", &args.train_layers)? {
+                    None => ParamSelection::all(),
+                    Some(n) => ParamSelection::top_layers(n),
+                },
+                ..Default::default()
+            };
+            let settings = format!("{config:?}");
+            (Box::new(DynEvalIcl::new(models.model, config)), settings)
+        }
+        Method::Tint(method) => {
+            let config = args.tint.config(models.inference, value, args.steps)?;
+            let settings = format!("{config:?} {}", method.name());
+            let tint = Tint::for_method(models.inference, config, method)?;
+            let label = format!("{}(eta={value:e},steps={})", method.name(), args.steps);
+            (Box::new(TintIcl::new(tint, label, models.device)), settings)
+        }
+    })
+}
+
+/// Checks the settings before anything is read: the output path, tasks, data paths, calibration,
+/// formats, losses and step sizes.
+fn check(
+    args: &IclRunSettings,
+) -> Result<
+    (
+        Vec<TaskKind>,
+        Vec<DemoFormat>,
+        Vec<TrainLoss>,
+        Vec<MethodSpec>,
+    ),
+    EvalError,
+> {
+    check_out_extension(&args.out, "json")?;
+    let tasks: Vec<TaskKind> = args
+        .task
+        .iter()
+        .map(|t| TaskKind::parse(t))
+        .collect::<Result<_, _>>()?;
+    if !args.data.is_empty() && args.data.len() != tasks.len() {
+        return Err(EvalError::InvalidSetting {
+            name: "--data",
+            value: format!("{} paths for {} tasks", args.data.len(), tasks.len()),
+            rule: "one path per task",
+        });
+    }
+    if args.calibration != "prompt" && args.calibration != "demos" {
+        return Err(EvalError::InvalidSetting {
+            name: "--calibration",
+            value: args.calibration.clone(),
+            rule: "expected prompt (the paper's) or demos",
+        });
+    }
+    let formats = args
+        .formats
+        .iter()
+        .map(|f| parse_format(f))
+        .collect::<Result<_, _>>()?;
+    let losses = args
+        .losses
+        .iter()
+        .map(|l| parse_loss(l))
+        .collect::<Result<_, _>>()?;
+    Ok((tasks, formats, losses, method_specs(args)?))
+}
+
+/// Runs an in-context classification run and returns the report it wrote; `on_event` receives the
+/// progress (dev examples per grid value, then test examples per cell and seed) and notes.
+///
+/// # Errors
+///
+/// Invalid settings (before anything is read), assets, checkpoints or data that cannot be read, a
+/// stored report that does not belong to this run (`resume`), non-finite values (with
+/// [`RECORD_HINT`] or [`TUNING_HINT`] in front) and failed writes.
+pub fn run_icl<AB: AutodiffBackend>(
+    args: &IclRunSettings,
+    env: &RunEnv<'_, AB>,
+    on_event: OnEvent<'_>,
+) -> Result<IclReport, EvalError> {
+    let (tasks, formats, losses, specs) = check(args)?;
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    let tokenizer = args.model.tokenizer(env.assets)?;
+    let model: AuxModel<AB> = args.model.load(env.assets, &env.device)?;
+    let inference = model.valid();
+    let models = Models {
+        model: &model,
+        inference: &inference,
+        device: &env.device,
+    };
+
+    // Load every task first: the fingerprint covers their examples.
+    let mut loaded = Vec::new();
+    for (t, &task) in tasks.iter().enumerate() {
+        let data = load_task(
+            task,
+            args.data.get(t).map(PathBuf::as_path),
+            args,
+            env.assets,
+        )
+        .map_err(|e| e.context(format!("loading task {task}")))?;
+        let (eval, dev) = data
+            .carve_dev(args.n_dev, args.split_seed)
+            .map_err(|e| EvalError::from(e).context(format!("carving the dev set of {task}")))?;
+        loaded.push((task, eval, dev));
+    }
+    let fingerprint = serde_json::json!({
+        "settings": args.fingerprint_text(),
+        "checkpoint_sha256": sha256_files(&args.model.checkpoint_files(env.assets)?)?,
+        "data_sha256": loaded.iter().map(|(t, e, _)| format!("{t}: {}", sha256_task(e))).collect::<Vec<_>>(),
+        "code_version": env.code_version,
+    });
+    let mut report = if args.resume && args.out.is_file() {
+        let report = IclReport::read_json(&args.out)?;
+        if report.fingerprint.as_ref() != Some(&fingerprint) {
+            return Err(EvalError::Report {
+                path: args.out.clone(),
+                reason: "--resume: made with other settings, checkpoint, data or code (or by an \
+                         older version without a fingerprint); use another --out or drop --resume"
+                    .into(),
+            });
+        }
+        report
+    } else {
+        IclReport::new(args.model.to_string(), env.backend)
+    };
+    report.fingerprint = Some(fingerprint);
+    let stored_tuning = std::mem::take(&mut report.tuning);
+
+    // Units for the ETA: dev examples per grid value, then test examples per cell and seed.
+    let k_max = args.shots.iter().copied().max().unwrap_or(0);
+    let tune_seeds = vec![args.seeds.first().copied().unwrap_or(0)];
+    let mut total = 0usize;
+    for (_, eval, dev) in &loaded {
+        for spec in &specs {
+            if let Some(Step::Tune(grid)) = &spec.step {
+                total += grid.len() * dev.test.len();
+            }
+            for &k in &args.shots {
+                let n_variants = if !spec.method.adapts() || k == 0 {
+                    1
+                } else if spec.method.is_tint() {
+                    losses.len()
+                } else {
+                    formats.len() * losses.len()
+                };
+                let seeds = if k == 0 { 1 } else { args.seeds.len() };
+                total += n_variants * seeds * eval.test.len();
+            }
+        }
+    }
+    let mut done = 0usize;
+
+    for (task, eval, dev) in &loaded {
+        let task = *task;
+        let template = Template::for_task(task);
+        let encoder = PromptEncoder::new(
+            &tokenizer,
+            &template,
+            args.max_input_tokens,
+            inference.max_positions(),
+        )?;
+        let prior = if args.calibration == "prompt" {
+            Some(
+                calibration_prior(
+                    &mut PlainIcl { model: &inference },
+                    &encoder,
+                    args.allow_non_finite,
+                )
+                .map_err(non_finite_hint(RECORD_HINT))?,
+            )
+        } else {
+            None
+        };
+        for spec in &specs {
+            let label = format!("{} on {task}", spec.name());
+            let value = match &spec.step {
+                None => 0.0,
+                Some(Step::Given(v)) => {
+                    let flag = if spec.parameter() == "lr" {
+                        "--lr"
+                    } else {
+                        "--inner-lr"
+                    };
+                    report
+                        .tuning
+                        .push(TuneRecord::given(&label, spec.parameter(), *v, flag));
+                    *v
+                }
+                Some(Step::Tune(grid)) => {
+                    let reused = stored_tuning
+                        .iter()
+                        .find(|t| t.tuned && t.method == label && &t.grid == grid)
+                        .cloned();
+                    let record = match reused {
+                        Some(r) => {
+                            done += grid.len() * dev.test.len();
+                            r
+                        }
+                        None => {
+                            // Tune where the method trains on demonstrations (the largest k),
+                            // in the first format it trains in and the first loss.
+                            let probe = build_method(spec, grid[0], args, &models)?.0;
+                            let (format, loss) =
+                                variants(probe.as_ref(), k_max, &formats, &losses, &mut |n| {
+                                    on_event(RunEvent::Note(n))
+                                })[0];
+                            drop(probe);
+                            let settings = IclSettings {
+                                k: k_max,
+                                seeds: tune_seeds.clone(),
+                                format,
+                                loss,
+                                balanced: args.balanced,
+                                demos_in_context: None,
+                                method_settings: String::new(),
+                                prior: prior.clone(),
+                                // Tuning treats a diverging value as a grid outcome.
+                                allow_non_finite: false,
+                            };
+                            let before = done;
+                            let record = tune_icl(
+                                &label,
+                                spec.parameter(),
+                                grid,
+                                &encoder,
+                                dev,
+                                &settings,
+                                &mut |v| {
+                                    build_method(spec, v, args, &models)
+                                        .map(|m| m.0)
+                                        .map_err(IclError::from)
+                                },
+                                &mut |d, _| {
+                                    done = before + d;
+                                    on_event(RunEvent::Progress {
+                                        done,
+                                        total,
+                                        message: format!("tuning {label}"),
+                                    });
+                                },
+                            )
+                            .map_err(non_finite_hint(TUNING_HINT))?;
+                            on_event(RunEvent::Note(record.summary()));
+                            record
+                        }
+                    };
+                    let choice = record.choice;
+                    report.tuning.push(record);
+                    write_outputs(&report, &args.out)?;
+                    choice
+                }
+            };
+            let (mut method, method_settings) = build_method(spec, value, args, &models)?;
+            for &k in &args.shots {
+                let cell_variants = variants(method.as_ref(), k, &formats, &losses, &mut |n| {
+                    on_event(RunEvent::Note(n))
+                });
+                for (format, loss) in cell_variants {
+                    let settings = IclSettings {
+                        k,
+                        seeds: args.seeds.clone(),
+                        format,
+                        loss,
+                        balanced: args.balanced,
+                        demos_in_context: None,
+                        method_settings: method_settings.clone(),
+                        prior: prior.clone(),
+                        allow_non_finite: args.allow_non_finite,
+                    };
+                    let key = cell_key(task, method.as_ref(), &settings);
+                    let cell_units = if k == 0 { 1 } else { args.seeds.len() } * eval.test.len();
+                    if let Some(stored) = report.cell(&key) {
+                        let same = (k == 0 || stored.settings.seeds == settings.seeds)
+                            && stored.settings.n_test == eval.test.len()
+                            && stored.settings.method_settings == settings.method_settings;
+                        let row = key.row_label();
+                        match stored.validate() {
+                            Ok(()) if same => {
+                                done += cell_units;
+                                on_event(RunEvent::Note(format!(
+                                    "stored cell {row} k={k} on {task} reused"
+                                )));
+                                continue;
+                            }
+                            Ok(()) => on_event(RunEvent::Note(format!(
+                                "recomputing cell {row} k={k} on {task}: its seeds, examples or \
+                                 method settings differ from this run's"
+                            ))),
+                            Err(why) => on_event(RunEvent::Note(format!(
+                                "recomputing cell {row} k={k} on {task}: stored numbers invalid \
+                                 ({why})"
+                            ))),
+                        }
+                    }
+                    let before = done;
+                    let message = format!("{task} {} k={k}", key.row_label());
+                    let cell = run_icl_cell(method.as_mut(), &encoder, eval, &settings, &mut |p| {
+                        done = before + p.done;
+                        on_event(RunEvent::Progress {
+                            done,
+                            total,
+                            message: message.clone(),
+                        });
+                    })
+                    .map_err(non_finite_hint(RECORD_HINT))
+                    .map_err(|e| e.context(message.clone()))?;
+                    let non_finite = cell.non_finite_predictions();
+                    if non_finite > 0 {
+                        on_event(RunEvent::Note(format!(
+                            "{message}: {non_finite} prediction(s) from non-finite scores recorded \
+                             as class 0 (--allow-non-finite)"
+                        )));
+                    }
+                    done = before + cell_units;
+                    let seconds: f64 = cell.runs.iter().map(|r| r.seconds).sum();
+                    on_event(RunEvent::Note(format!(
+                        "{message}: {:.1}% / calibrated {:.1}% ({seconds:.0} s)",
+                        100.0 * cell.accuracy_mean,
+                        100.0 * cell.calibrated_mean
+                    )));
+                    report.upsert(cell);
+                    write_outputs(&report, &args.out)?;
+                }
+            }
+        }
+    }
+    // Tuning records of methods not run this time are kept, as their cells are.
+    for t in stored_tuning {
+        if !report.tuning.iter().any(|r| r.method == t.method) {
+            report.tuning.push(t);
+        }
+    }
+    report.compute_paired(&PairedSettings::default());
+    write_outputs(&report, &args.out)?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A method that trains only in the Multi format (as TinT does).
+    struct MultiOnly;
+
+    impl IclMethod for MultiOnly {
+        fn name(&self) -> String {
+            "multi-only".into()
+        }
+        fn trains(&self) -> bool {
+            true
+        }
+        fn adapt(&mut self, _: &super::super::TrainingSequences) -> Result<(), IclError> {
+            Ok(())
+        }
+        fn score(&mut self, _: &super::super::ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+            Ok(Vec::new())
+        }
+        fn supports(&self, format: DemoFormat) -> bool {
+            format == DemoFormat::Multi
+        }
+    }
+
+    #[test]
+    fn unsupported_formats_fall_back_to_the_supported_ones() {
+        let mut notes = Vec::new();
+        let mut note = |n: String| notes.push(n);
+        assert_eq!(
+            training_formats(&MultiOnly, &[DemoFormat::Single], &mut note),
+            vec![DemoFormat::Multi]
+        );
+        assert_eq!(
+            training_formats(
+                &MultiOnly,
+                &[DemoFormat::Single, DemoFormat::Multi],
+                &mut note
+            ),
+            vec![DemoFormat::Multi]
+        );
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[1].contains("using multi"), "{notes:?}");
+    }
+
+    #[test]
+    fn formats_losses_and_methods_parse() {
+        assert_eq!(parse_format("multi").unwrap(), DemoFormat::Multi);
+        assert!(parse_format("pairs").is_err());
+        assert_eq!(parse_loss("full-context").unwrap(), TrainLoss::FullContext);
+        assert!(parse_loss("sum").is_err());
+        let methods = |names: &[&str]| names.iter().map(|m| m.parse().unwrap()).collect();
+        let args = IclRunSettings {
+            methods: methods(&["icl", "dyn-eval", "tint"]),
+            lr: Some(vec![1e-3, 1e-4]),
+            ..Default::default()
+        };
+        assert_eq!(method_specs(&args).unwrap().len(), 4);
+        // Without lr / inner_lr every adaptive method is tuned over its grid.
+        let tuned = method_specs(&IclRunSettings {
+            methods: methods(&["dyn-eval", "tint-structured"]),
+            tune: vec![crate::run_settings::parse_tune("eta=1e-3,1e-2").unwrap()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            tuned[0].step,
+            Some(Step::Tune(
+                super::super::run_settings::DEFAULT_ICL_LR_GRID.to_vec()
+            ))
+        );
+        assert_eq!(tuned[1].name(), "tint-structured");
+        assert_eq!(tuned[1].step, Some(Step::Tune(vec![1e-3, 1e-2])));
+        let given = method_specs(&IclRunSettings {
+            methods: methods(&["tint"]),
+            inner_lr: Some(1e-4),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(given[0].step, Some(Step::Given(1e-4)));
+        assert!(method_specs(&IclRunSettings {
+            methods: methods(&["tint"]),
+            inner_lr: Some(-1.0),
+            ..Default::default()
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn bad_settings_are_refused_before_anything_is_read() {
+        let bad = |f: fn(&mut IclRunSettings)| {
+            let mut args = IclRunSettings::default();
+            f(&mut args);
+            check(&args).unwrap_err().to_string()
+        };
+        assert!(bad(|a| a.out = "x.md".into()).contains("--out"));
+        assert!(bad(|a| a.calibration = "none".into()).contains("--calibration"));
+        assert!(bad(|a| a.data = vec!["a".into(), "b".into()]).contains("2 paths for 1 tasks"));
+        assert!(bad(|a| a.formats = vec!["pairs".into()]).contains("pairs"));
+        assert!(bad(|a| a.task = vec!["imdb".into()]).contains("imdb"));
+        assert_eq!(
+            accuracy_svg_path(Path::new("r/icl.json"), "accuracy"),
+            PathBuf::from("r/icl-accuracy.svg")
+        );
+    }
+}
