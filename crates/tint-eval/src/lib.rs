@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod blocks;
+pub mod cgt;
 pub mod documents;
 pub mod error;
 pub mod icl;

@@ -1,0 +1,52 @@
+//! Errors of the CGT runs.
+
+use crate::atomic_write::AtomicWriteError;
+
+/// Everything that can go wrong while setting up, running or reporting CGT runs.
+#[derive(Debug, thiserror::Error)]
+pub enum CgtRunError {
+    /// A run setting is out of its valid range.
+    #[error("invalid setting {name} = {value}: {rule}")]
+    InvalidSetting {
+        /// The setting's name, as on the command line.
+        name: &'static str,
+        /// The offending value.
+        value: String,
+        /// The rule it violates.
+        rule: &'static str,
+    },
+    /// Training, evaluation, export or a chart failed in the CGT crate.
+    #[error("{what}: {source}")]
+    Cgt {
+        /// What was being done (`training cgt-aux seed 1`, `evaluating`, …).
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: tint_cgt::CgtError,
+    },
+    /// A file or directory could not be read or created.
+    #[error("cannot {operation} {path}: {source}")]
+    Io {
+        /// `read`, `create`.
+        operation: &'static str,
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing a chart failed.
+    #[error(transparent)]
+    Write(#[from] AtomicWriteError),
+    /// The caller could not provide the default text corpus.
+    #[error("fetching the default SOTU corpus (or pass --text FILE with blank-line separated documents): {0}")]
+    Corpus(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl CgtRunError {
+    /// Wraps a CGT error with what was being done.
+    pub fn cgt(what: impl Into<String>) -> impl FnOnce(tint_cgt::CgtError) -> Self {
+        let what = what.into();
+        move |source| Self::Cgt { what, source }
+    }
+}

@@ -1,0 +1,31 @@
+//! Contextually Guided Transformer experiments behind `cargo xtask eval cgt` (paper Table 1 at a
+//! preset scale): the variants baseline, CGT, CGT + aux and CGT + aux + reg trained over seeds
+//! (resumed from their checkpoints, or only the finished ones assembled), evaluated on held-out
+//! streams, their context folded into exported specialised models, SVG charts, and a markdown
+//! section with mean ± 95 % Student-t intervals over seeds. This module does not print: progress
+//! goes to a [`CgtHost`].
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`settings`] | [`CgtSettings`]: preset overrides, variants, seeds, paths; the reproducing command |
+//! | [`conventions`] | seed shifts, evaluation streams, freeze points, the default run directory |
+//! | [`variant_run`] | [`VariantResult`], training + evaluation of one (seed, variant) |
+//! | [`run`] | [`run_cgt`], [`CgtHost`], [`CgtEvent`], [`CgtOutcome`] |
+//! | [`charts`] | loss and by-pair charts |
+//! | [`stats`] | mean and Student-t interval over seeds |
+//! | [`report`] | the markdown section |
+//! | [`error`] | [`CgtRunError`] |
+
+pub mod charts;
+pub mod conventions;
+pub mod error;
+pub mod report;
+pub mod run;
+pub mod settings;
+pub mod stats;
+pub mod variant_run;
+
+pub use error::CgtRunError;
+pub use run::{run_cgt, CgtEvent, CgtHost, CgtOutcome};
+pub use settings::CgtSettings;
+pub use variant_run::VariantResult;

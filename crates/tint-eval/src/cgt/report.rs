@@ -1,0 +1,602 @@
+//! The markdown section of a CGT experiment: the setting (command, model, schedule, data), the table
+//! of every metric per variant over seeds next to the reference predictors and the paper's figures,
+//! the by-pair table of the regression presets, and links to the charts.
+
+use std::path::Path;
+
+use tint_cgt::metrics::{ReferenceErrors, RegressionEvaluation, RegressionReferences};
+use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
+
+use super::conventions::freeze_points;
+use super::stats::{cell, interval};
+use super::variant_run::{per_seed, variants_of, VariantResult};
+
+/// How the runs were invoked, for the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    /// The command line that reproduces the run.
+    pub command: String,
+    /// The burn backend.
+    pub backend: String,
+    /// Whether `--steps` overrode the preset.
+    pub steps_overridden: bool,
+    /// Whether `--batch-size` overrode the preset.
+    pub batch_overridden: bool,
+    /// The text corpus (text presets).
+    pub corpus: Option<String>,
+    /// Reference predictors (linear-regression presets).
+    pub references: Option<RegressionReferences>,
+    /// `(seed, variant)` runs left out by `only_finished`.
+    pub skipped: Vec<(u64, Variant)>,
+}
+
+/// Titles of the reference columns of the linear-regression table.
+const REFERENCE_TITLES: [&str; 4] = [
+    "least squares in context",
+    "ridge λ = σ² (Bayes)",
+    "mean of shown y",
+    "zero",
+];
+
+fn reference_cells(errors: &ReferenceErrors) -> Vec<String> {
+    [
+        errors.least_squares,
+        errors.bayes_ridge,
+        errors.mean,
+        errors.zero,
+    ]
+    .iter()
+    .map(|e| format!("{e:.3}"))
+    .collect()
+}
+
+/// Mean dynamic-y error on pairs `k..`.
+fn tail_error(evaluation: &RegressionEvaluation, k: usize) -> Option<f64> {
+    let tail = evaluation.dynamic_by_pair.get(k..)?;
+    (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64)
+}
+
+/// The report section of a preset's runs (`plots`: where the charts are, linked relative to
+/// `docs/`).
+pub fn render_section(
+    preset: &ExperimentPreset,
+    results: &[VariantResult],
+    plots: &Path,
+    summary: &RunSummary,
+) -> String {
+    let model = &preset.model;
+    let training = &preset.training;
+    let source = |overridden: bool, flag: &str| {
+        if overridden {
+            format!("set by {flag}")
+        } else {
+            "preset".to_string()
+        }
+    };
+    let mut seeds: Vec<u64> = results.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    let mut out = format!("## CGT: `{}`\n\n", preset.name);
+    out.push_str(&format!(
+        "Command: `{}` (backend {}). \
+         Model: L = {}, l = {}, d_x = {} ({} heads), d_y = {} ({} heads), rank r = {}, M = {} templates, \
+         input {:?}; {} steps per variant ({}), batch {} ({}), Adam with {} warm-up steps + cosine from lr {} \
+         to {}, gradient norm clipped at {:?}, eta = {}, w_C = {}, w_D = {} ({:?} normalisation). Seeds {:?}: \
+         {}.\n\n",
+        summary.command,
+        summary.backend,
+        model.n_layers,
+        model.readout_layer,
+        model.d_x,
+        model.n_heads_x,
+        model.d_y,
+        model.n_heads_y,
+        model.rank,
+        model.n_templates,
+        model.input,
+        training.steps,
+        source(summary.steps_overridden, "--steps"),
+        preset.data.batch_size(),
+        source(summary.batch_overridden, "--batch-size"),
+        training.warmup_steps,
+        training.learning_rate,
+        training.min_learning_rate,
+        training.grad_clip_norm,
+        training.objective.eta,
+        training.objective.w_continuity,
+        training.objective.w_orthogonality,
+        training.objective.normalisation,
+        seeds,
+        if seeds.len() > 1 {
+            "cells are mean ± half-width of the 95 % Student-t interval over seeds"
+        } else {
+            "one seed, every cell is a single observation"
+        },
+    ));
+    match &preset.data {
+        DataPreset::Arithmetic(data) => out.push_str(&format!(
+            "Data: {} tasks x {} examples, d = {} digits ({} tokens per sequence). \
+             Accuracy = answer characters (sign and digits after `=`) of the last two examples of every task, \
+             teacher-forced argmax. Specialised = `y` frozen after the first {} examples of the task, \
+             everything before them hidden from attention (positions kept).\n\n",
+            data.n_tasks,
+            data.n_examples,
+            data.digits,
+            data.sequence_length(),
+            data.n_examples - 2
+        )),
+        DataPreset::LinearRegression(data) => out.push_str(&format!(
+            "Data: {} (x, y) pairs per sequence, x in R^{}, y in R^{}, U, b and x standard normal, noise σ = {}{}. \
+             Errors are mean squared errors of the prediction of y_i at x_i (noisy targets) over {} held-out \
+             evaluation batches of {} sequences (the same for every seed). Reference columns see only the shown \
+             pairs of the same sequence: least squares fits (U, b) on them (minimum-norm while fewer pairs than \
+             unknowns), the ridge with λ = σ² is the Bayes-optimal predictor for this generator, the mean \
+             predicts the average of the shown y. Representation variation: eq. 4 with E1 = the first half of \
+             the pairs, E2 = the second; linear fit: (U, b) from y_s, s in E2 (mean absolute error).\n\n",
+            data.n_pairs,
+            data.d_in,
+            data.d_out,
+            data.noise,
+            data.curriculum.map_or(String::new(), |c| format!(
+                "; training curriculum from {} pairs, one more pair at a time up to {} at step {}",
+                c.start_pairs, data.n_pairs, c.ramp_steps
+            )),
+            preset.eval_batches,
+            data.batch_size,
+        )),
+        DataPreset::TextMixture {
+            seq_length,
+            cut_min,
+            cut_max,
+            ..
+        } => out.push_str(&format!(
+            "Data: byte-level mixtures of two documents of {} ({seq_length} bytes per sequence, switch \
+             between positions {cut_min} and {cut_max}).\n\n",
+            summary.corpus.as_deref().unwrap_or("the corpus"),
+        )),
+    }
+    if !summary.skipped.is_empty() {
+        let skipped: Vec<String> = summary
+            .skipped
+            .iter()
+            .map(|(seed, v)| format!("{} seed {seed}", v.title()))
+            .collect();
+        out.push_str(&format!(
+            "Not run (no final checkpoint when this report was assembled with --only-finished): {}.\n\n",
+            skipped.join(", ")
+        ));
+    }
+    let resumed: Vec<String> = results
+        .iter()
+        .filter(|r| r.resumed_at > 0)
+        .map(|r| {
+            format!(
+                "{} seed {} at step {}",
+                r.variant.title(),
+                r.seed,
+                r.resumed_at
+            )
+        })
+        .collect();
+    if !resumed.is_empty() {
+        out.push_str(&format!(
+            "Resumed from checkpoints ({}); losses and training times of the earlier steps are read \
+             back from the runs' log.jsonl.\n\n",
+            resumed.join(", ")
+        ));
+    }
+    let variants = variants_of(results);
+    let references = summary.references.as_ref();
+    let extra: &[&str] = if references.is_some() {
+        &REFERENCE_TITLES
+    } else {
+        &[]
+    };
+    let header: Vec<&str> = variants
+        .iter()
+        .map(|v| v.title())
+        .chain(extra.iter().copied())
+        .collect();
+    out.push_str(&format!(
+        "| metric | {} | paper (baseline / CGT / +aux / +aux+reg) |\n",
+        header.join(" | ")
+    ));
+    out.push_str(&format!("|---|{}---|\n", "---|".repeat(header.len())));
+    // A row: one cell per variant over its seeds, then the reference cells (dashes when there are
+    // none), then the paper.
+    let row = |name: &str,
+               metric: &dyn Fn(&VariantResult) -> Option<f64>,
+               scale: f64,
+               digits: usize,
+               suffix: &str,
+               reference: Option<Vec<String>>,
+               paper: &str| {
+        let reference =
+            reference.unwrap_or_else(|| extra.iter().map(|_| "–".to_string()).collect());
+        let cells = variants
+            .iter()
+            .map(|&v| cell(&per_seed(results, v, metric), scale, digits, suffix));
+        format!(
+            "| {name} | {} | {paper} |\n",
+            cells.chain(reference).collect::<Vec<_>>().join(" | ")
+        )
+    };
+    match &preset.data {
+        DataPreset::Arithmetic(_) => {
+            let icl = |r: &VariantResult| r.icl.clone();
+            out.push_str(&row(
+                "base accuracy (dynamic y)",
+                &|r| icl(r).map(|e| e.dynamic_accuracy),
+                100.0,
+                1,
+                " %",
+                None,
+                "77.7 / 79.0 / 77.5 / 78.6 %",
+            ));
+            out.push_str(&row(
+                "specialised accuracy",
+                &|r| icl(r).and_then(|e| e.specialised_accuracy),
+                100.0,
+                1,
+                " %",
+                None,
+                "– / 15.3 / 77.0 / 77.5 %",
+            ));
+            out.push_str(&row(
+                "representation variation (eq. 4)",
+                &|r| icl(r).and_then(|e| e.representation_variation),
+                1.0,
+                3,
+                "",
+                None,
+                "– / 0.80 / 0.39 / 0.07",
+            ));
+            out.push_str(&row(
+                "linear-fit error of (a, b) from y",
+                &|r| icl(r).and_then(|e| e.linear_fit_error),
+                1.0,
+                3,
+                "",
+                None,
+                "– / 0.19 / 0.12 / 0.04",
+            ));
+        }
+        DataPreset::LinearRegression(data) => {
+            let regression = |r: &VariantResult| r.regression.clone();
+            let dynamic_reference = |k: usize| {
+                references.map(|r| {
+                    reference_cells(&ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])))
+                })
+            };
+            let frozen_reference = |k: usize| {
+                references.and_then(|r| {
+                    r.frozen
+                        .iter()
+                        .find(|f| f.0 == k)
+                        .map(|f| reference_cells(&f.1))
+                })
+            };
+            out.push_str(&row(
+                "L2 on all pairs, dynamic y",
+                &|r| regression(r).and_then(|e| tail_error(&e, 0)),
+                1.0,
+                3,
+                "",
+                dynamic_reference(0),
+                "–",
+            ));
+            for k in freeze_points(data.n_pairs) {
+                out.push_str(&row(
+                    &format!("L2 on pairs {k}.., dynamic y (full context)"),
+                    &|r| regression(r).and_then(|e| tail_error(&e, k)),
+                    1.0,
+                    3,
+                    "",
+                    dynamic_reference(k),
+                    "–",
+                ));
+                out.push_str(&row(
+                    &format!(
+                        "L2 on pairs {k}.., y frozen after {k} pairs (references: fit on {k})"
+                    ),
+                    &|r| {
+                        regression(r)
+                            .and_then(|e| e.specialised.iter().find(|s| s.0 == k).map(|s| s.2))
+                    },
+                    1.0,
+                    3,
+                    "",
+                    frozen_reference(k),
+                    "specialised ≈ in-context",
+                ));
+            }
+            let k = freeze_points(data.n_pairs)[2];
+            if let Some(mean) =
+                references.map(|r| ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])).mean)
+            {
+                out.push_str(&row(
+                    &format!("L2 on pairs {k}.. (dynamic) / mean-of-shown-y L2 (target ≤ 0.25)"),
+                    &|r| {
+                        regression(r)
+                            .and_then(|e| tail_error(&e, k))
+                            .map(|e| e / mean)
+                    },
+                    1.0,
+                    3,
+                    "",
+                    None,
+                    "–",
+                ));
+            }
+            out.push_str(&row(
+                "representation variation (eq. 4)",
+                &|r| regression(r).and_then(|e| e.representation_variation),
+                1.0,
+                3,
+                "",
+                None,
+                "– / 0.80 / 0.39 / 0.07 (ICL)",
+            ));
+            out.push_str(&row(
+                "linear-fit error of (U, b) from y",
+                &|r| regression(r).and_then(|e| e.linear_fit_error),
+                1.0,
+                3,
+                "",
+                None,
+                "– / 0.19 / 0.12 / 0.04 (ICL)",
+            ));
+        }
+        DataPreset::TextMixture { .. } => {
+            out.push_str(&row(
+                "eval CE (dynamic y), nats/byte",
+                &|r| r.text_loss.map(|t| t.0),
+                1.0,
+                3,
+                "",
+                None,
+                "~3.65 → −0.23 with y (BPE)",
+            ));
+            out.push_str(&row(
+                "eval CE, frozen-y auxiliary model",
+                &|r| r.text_loss.and_then(|t| t.1),
+                1.0,
+                3,
+                "",
+                None,
+                "–",
+            ));
+        }
+    }
+    // The folded-model check: the largest difference over seeds (a worst case, not a mean).
+    let fold_cells: Vec<String> = variants
+        .iter()
+        .map(|&v| {
+            let errors = per_seed(results, v, &|r| r.fold_error.map(f64::from));
+            errors
+                .iter()
+                .copied()
+                .reduce(f64::max)
+                .map_or("–".into(), |e| format!("{e:.1e}"))
+        })
+        .chain(extra.iter().map(|_| "–".to_string()))
+        .collect();
+    out.push_str(&format!(
+        "| folded vs frozen-y outputs, max abs diff (max over seeds) | {} | – |\n",
+        fold_cells.join(" | ")
+    ));
+    out.push_str(&row(
+        "final training loss (mean of last 10 steps)",
+        &|r| {
+            let tail = &r.losses[r.losses.len().saturating_sub(10)..];
+            (!tail.is_empty()).then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
+        },
+        1.0,
+        3,
+        "",
+        None,
+        "–",
+    ));
+    out.push_str(&row(
+        "training time (all steps)",
+        &|r| Some(r.train_seconds),
+        1.0,
+        0,
+        " s",
+        None,
+        "~10 h on TPU, 400k steps",
+    ));
+    out.push_str(&row(
+        "time per training step",
+        &|r| (!r.losses.is_empty()).then(|| r.train_seconds / r.losses.len() as f64),
+        1.0,
+        3,
+        " s",
+        None,
+        "–",
+    ));
+    out.push_str(&row(
+        "wall time of this invocation (steps trained now + evaluation)",
+        &|r| Some(r.wall_seconds),
+        1.0,
+        0,
+        " s",
+        None,
+        "–",
+    ));
+    if let (DataPreset::LinearRegression(data), Some(references)) = (&preset.data, references) {
+        let shown: Vec<usize> = [1, 2, 4, 6, 8, 10, 12, 16, data.n_pairs - 1]
+            .into_iter()
+            .filter(|&i| i < data.n_pairs)
+            .collect();
+        out.push_str(&format!(
+            "\nDynamic-y error by number of shown pairs (mean over seeds) next to the references:\n\n\
+             | pairs shown | {} | least squares | ridge λ = σ² | mean of shown y |\n|---|{}---|---|---|\n",
+            variants.iter().map(|v| v.title()).collect::<Vec<_>>().join(" | "),
+            "---|".repeat(variants.len())
+        ));
+        for i in shown {
+            let cells: Vec<String> = variants
+                .iter()
+                .map(|&v| {
+                    let values = per_seed(results, v, &|r| {
+                        r.regression
+                            .as_ref()
+                            .and_then(|e| e.dynamic_by_pair.get(i).copied())
+                    });
+                    interval(&values).map_or("–".into(), |(m, _)| format!("{m:.3}"))
+                })
+                .collect();
+            let e = &references.by_pair[i];
+            out.push_str(&format!(
+                "| {i} | {} | {:.3} | {:.3} | {:.3} |\n",
+                cells.join(" | "),
+                e.least_squares,
+                e.bayes_ridge,
+                e.mean
+            ));
+        }
+    }
+    let plot_path = |file: String| {
+        plots
+            .join(file)
+            .display()
+            .to_string()
+            .replacen("docs/", "", 1)
+    };
+    out.push_str(&format!(
+        "\nTraining loss of seed {} (task loss, 10-step moving average):\n\n![loss]({})\n",
+        seeds.first().copied().unwrap_or(0),
+        plot_path(format!("{}-loss.svg", preset.name))
+    ));
+    if matches!(preset.data, DataPreset::LinearRegression(_)) {
+        out.push_str(&format!(
+            "\nError by number of shown pairs (mean over seeds; thin lines: references):\n\n![by pair]({})\n",
+            plot_path(format!("{}-by-pair.svg", preset.name))
+        ));
+    }
+    if matches!(preset.data, DataPreset::Arithmetic(_)) {
+        out.push_str("\nMean `n_s . n_t` of the normalised context `y` over an evaluation batch (red +1, white 0, blue −1):\n\n");
+        for v in variants.iter().filter(|v| **v != Variant::Baseline) {
+            out.push_str(&format!(
+                "- {}: ![y.y]({})\n",
+                v.title(),
+                plot_path(format!("{}-{}-yy.svg", preset.name, v.slug()))
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::settings::CgtSettings;
+    use super::*;
+
+    #[test]
+    fn linreg_section_has_references_and_timings() {
+        let settings = CgtSettings {
+            batch_size: Some(4),
+            ..CgtSettings::new("linreg-small", "flex")
+        };
+        let preset = settings.configured_preset().unwrap();
+        let DataPreset::LinearRegression(data) = &preset.data else {
+            panic!("linreg preset expected")
+        };
+        let n = data.n_pairs;
+        let errors = |scale: f64| ReferenceErrors {
+            least_squares: scale,
+            bayes_ridge: scale / 2.0,
+            mean: 10.0,
+            zero: 17.0,
+        };
+        let references = RegressionReferences {
+            by_pair: vec![errors(1.0); n],
+            frozen: freeze_points(n).iter().map(|&k| (k, errors(2.0))).collect(),
+        };
+        let result = |seed: u64, error: f64| VariantResult {
+            variant: Variant::Cgt,
+            seed,
+            losses: (0..20).map(|i| (i as f64, 1.0)).collect(),
+            train_seconds: 10.0,
+            wall_seconds: 12.0,
+            resumed_at: 20,
+            icl: None,
+            regression: Some(RegressionEvaluation {
+                dynamic_by_pair: vec![error; n],
+                specialised: freeze_points(n).iter().map(|&k| (k, error, 0.75)).collect(),
+                representation_variation: Some(0.1),
+                linear_fit_error: Some(0.2),
+            }),
+            text_loss: None,
+            fold_error: Some(1e-6),
+        };
+        let summary = RunSummary {
+            command: settings.command_line(),
+            backend: "flex".into(),
+            steps_overridden: false,
+            batch_overridden: true,
+            corpus: None,
+            references: Some(references),
+            skipped: vec![(4, Variant::CgtAux)],
+        };
+        let one = render_section(
+            &preset,
+            &[result(0, 0.5)],
+            Path::new("/tmp/plots"),
+            &summary,
+        );
+        assert!(one.contains("`cargo xtask eval cgt --preset linreg-small --batch-size 4`"));
+        assert!(one.contains("batch 4 (set by --batch-size)"), "{one}");
+        assert!(one.contains("one seed, every cell is a single observation"));
+        assert!(
+            one.contains("with --only-finished): CGT (Aux) seed 4."),
+            "{one}"
+        );
+        assert!(one.contains(
+            "| least squares in context | ridge λ = σ² (Bayes) | mean of shown y | zero |"
+        ));
+        let k = n / 2;
+        assert!(
+            one.contains(&format!(
+                "| L2 on pairs {k}.., y frozen after {k} pairs (references: fit on {k}) | 0.750 | 2.000 | 1.000 | 10.000 | 17.000 |"
+            )),
+            "{one}"
+        );
+        assert!(one
+            .contains("| L2 on all pairs, dynamic y | 0.500 | 1.000 | 0.500 | 10.000 | 17.000 |"));
+        assert!(
+            one.contains("| time per training step | 0.500 s | – | – | – | – |"),
+            "{one}"
+        );
+        assert!(one.contains("| training time (all steps) | 10 s |"));
+        assert!(one.contains("| final training loss (mean of last 10 steps) | 1.000 |"));
+        assert!(one.contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 20)"));
+        // Three seeds with errors 0.4, 0.5, 0.6: mean 0.5, half-width 4.303 * 0.1 / sqrt(3) = 0.248;
+        // the ratio to the mean-of-shown-y error (10) is 0.05 ± 0.025.
+        let three = render_section(
+            &preset,
+            &[result(1, 0.4), result(2, 0.5), result(3, 0.6)],
+            Path::new("/tmp/plots"),
+            &summary,
+        );
+        assert!(
+            three.contains("| L2 on all pairs, dynamic y | 0.500 ± 0.248 |"),
+            "{three}"
+        );
+        let last = freeze_points(n)[2];
+        assert!(
+            three.contains(&format!(
+                "| L2 on pairs {last}.. (dynamic) / mean-of-shown-y L2 (target ≤ 0.25) | 0.050 ± 0.025 |"
+            )),
+            "{three}"
+        );
+        assert!(three.contains("| representation variation (eq. 4) | 0.100 ± 0.000 |"));
+        assert!(three
+            .contains("| folded vs frozen-y outputs, max abs diff (max over seeds) | 1.0e-6 |"));
+        assert!(
+            three.contains("| 12 | 0.500 | 1.000 | 0.500 | 10.000 |"),
+            "{three}"
+        );
+    }
+}

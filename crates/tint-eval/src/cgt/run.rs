@@ -1,0 +1,234 @@
+//! A CGT experiment: every (seed, variant) run of a preset (resumed from checkpoints, or only the
+//! finished ones), the charts, and the report section.
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::backend::Backend;
+use tint_cgt::data::{BatchSource, TextMixture};
+use tint_cgt::metrics::evaluate_regression_references;
+use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
+use tint_cgt::train::checkpoint_is_final;
+
+use super::charts::{loss_chart, regression_chart};
+use super::conventions::{freeze_points, preset_for_seed, regression_eval_data};
+use super::error::CgtRunError;
+use super::report::{render_section, RunSummary};
+use super::settings::CgtSettings;
+use super::variant_run::{run_variant, VariantJob};
+use crate::write_atomic;
+
+/// What a CGT experiment reports while it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CgtEvent<'a> {
+    /// The experiment starts.
+    Started {
+        /// The preset's name.
+        preset: &'a str,
+        /// Training steps per variant.
+        steps: usize,
+        /// Sequences per batch.
+        batch_size: usize,
+        /// The seeds.
+        seeds: &'a [u64],
+        /// Where the runs live.
+        run_dir: &'a Path,
+    },
+    /// A variant of a seed starts (or resumes) training.
+    VariantStarted {
+        /// The variant.
+        variant: Variant,
+        /// The seed.
+        seed: u64,
+        /// Its training steps.
+        steps: usize,
+    },
+    /// A training step finished.
+    Step {
+        /// Step index (0-based).
+        step: usize,
+        /// The task loss.
+        task_loss: f64,
+        /// The total loss.
+        total_loss: f64,
+    },
+    /// A variant finished training (evaluation follows).
+    VariantTrained {
+        /// The variant.
+        variant: Variant,
+        /// The seed.
+        seed: u64,
+        /// The step it resumed at (0: from scratch).
+        resumed_at: usize,
+        /// Steps of the loss history (fewer than `steps` when a log was lost).
+        logged_steps: usize,
+        /// Its training steps.
+        steps: usize,
+        /// Its run directory.
+        dir: &'a Path,
+    },
+}
+
+/// The caller's side of a CGT experiment.
+pub trait CgtHost {
+    /// The default text corpus of the text presets (blank-line separated documents), asked for only
+    /// when a text preset runs without [`CgtSettings::text`].
+    ///
+    /// # Errors
+    /// The corpus cannot be provided.
+    fn default_corpus(&mut self) -> Result<PathBuf, Box<dyn std::error::Error + Send + Sync>>;
+
+    /// Progress.
+    fn event(&mut self, event: CgtEvent<'_>);
+}
+
+/// What a CGT experiment produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgtOutcome {
+    /// The report section's marker key (`cgt:<preset>`).
+    pub key: String,
+    /// The markdown of the section.
+    pub markdown: String,
+    /// The charts written (SVG).
+    pub charts: Vec<PathBuf>,
+}
+
+/// The default text corpus's name in the report.
+const SOTU_NAME: &str = "the State of the Union addresses 1790–2021 (`xtask fetch sotu`)";
+
+/// The training stream of a preset and, for text presets, the corpus name for the report.
+fn batch_source(
+    preset: &ExperimentPreset,
+    settings: &CgtSettings,
+    host: &mut dyn CgtHost,
+) -> Result<(Box<dyn BatchSource>, Option<String>), CgtRunError> {
+    Ok(match &preset.data {
+        DataPreset::Arithmetic(data) => (Box::new(data.clone()), None),
+        DataPreset::LinearRegression(data) => (Box::new(data.clone()), None),
+        DataPreset::TextMixture {
+            seq_length,
+            cut_min,
+            cut_max,
+            batch_size,
+        } => {
+            let (path, name) = match &settings.text {
+                Some(path) => (path.clone(), format!("`{}`", path.display())),
+                None => (
+                    host.default_corpus().map_err(CgtRunError::Corpus)?,
+                    SOTU_NAME.to_string(),
+                ),
+            };
+            let corpus = std::fs::read_to_string(&path).map_err(|source| CgtRunError::Io {
+                operation: "read",
+                path: path.clone(),
+                source,
+            })?;
+            let source = TextMixture::new(&corpus, *seq_length, *cut_min, *cut_max, *batch_size, 1)
+                .map_err(CgtRunError::cgt(format!("cutting {}", path.display())))?;
+            (Box::new(source), Some(name))
+        }
+    })
+}
+
+/// Runs a CGT experiment: every seed × variant of `settings` (resumed from a checkpoint of the same
+/// settings; with `only_finished`, only the runs whose final checkpoint exists), the loss chart (and
+/// the by-pair chart of the regression presets) into `settings.plots`, and the report section.
+///
+/// `devices`: the devices to train on. One device for now; this is where data-parallel training
+/// over several devices (`tint_cgt`'s data-parallel trainer, `--devices N`) plugs in.
+///
+/// # Errors
+/// An invalid setting (before anything trains), or a run, chart or file that fails.
+pub fn run_cgt<B: Backend>(
+    settings: &CgtSettings,
+    devices: &[B::Device],
+    host: &mut dyn CgtHost,
+) -> Result<CgtOutcome, CgtRunError> {
+    settings.validate()?;
+    let preset = settings.configured_preset()?;
+    let variants = settings.variants()?;
+    let [device] = devices else {
+        return Err(CgtRunError::InvalidSetting {
+            name: "devices",
+            value: devices.len().to_string(),
+            rule: "exactly one device (data-parallel CGT training is not wired in yet)",
+        });
+    };
+    let run_dir = settings.run_dir(&preset);
+    let (_, corpus) = batch_source(&preset, settings, host)?;
+    std::fs::create_dir_all(&settings.plots).map_err(|source| CgtRunError::Io {
+        operation: "create",
+        path: settings.plots.clone(),
+        source,
+    })?;
+    host.event(CgtEvent::Started {
+        preset: &preset.name,
+        steps: preset.training.steps,
+        batch_size: preset.data.batch_size(),
+        seeds: &settings.seeds,
+        run_dir: &run_dir,
+    });
+    let references = match &preset.data {
+        DataPreset::LinearRegression(data) => Some(
+            evaluate_regression_references(
+                &regression_eval_data(data),
+                preset.eval_batches,
+                &freeze_points(data.n_pairs),
+            )
+            .map_err(CgtRunError::cgt("evaluating the reference predictors"))?,
+        ),
+        _ => None,
+    };
+    let mut summary = RunSummary {
+        command: settings.command_line(),
+        backend: settings.backend.clone(),
+        steps_overridden: settings.steps.is_some(),
+        batch_overridden: settings.batch_size.is_some(),
+        corpus,
+        references,
+        skipped: Vec::new(),
+    };
+    let first_seed = settings.seeds[0];
+    let mut results = Vec::new();
+    for &seed in &settings.seeds {
+        let seeded = preset_for_seed(&preset, seed);
+        let (source, _) = batch_source(&seeded, settings, host)?;
+        let seed_dir = run_dir.join(format!("seed{seed}"));
+        for &variant in &variants {
+            let checkpoint = seed_dir.join(variant.slug()).join("checkpoint");
+            if settings.only_finished
+                && !checkpoint_is_final(&checkpoint, preset.training.steps)
+                    .map_err(CgtRunError::cgt("reading a checkpoint"))?
+            {
+                summary.skipped.push((seed, variant));
+                continue;
+            }
+            let job = VariantJob {
+                preset: &preset,
+                seeded: &seeded,
+                variant,
+                seed,
+                source: source.as_ref(),
+                seed_dir: &seed_dir,
+                heat_map_dir: (seed == first_seed).then_some(settings.plots.as_path()),
+            };
+            results.push(run_variant::<B>(&job, device, host)?);
+        }
+    }
+    let mut charts = vec![settings.plots.join(format!("{}-loss.svg", preset.name))];
+    write_atomic(
+        &charts[0],
+        loss_chart(&results, first_seed, &preset.name)?.as_bytes(),
+    )?;
+    if matches!(preset.data, DataPreset::LinearRegression(_)) {
+        let title = format!("{}: held-out error by shown pairs", preset.name);
+        let chart = regression_chart(&results, summary.references.as_ref(), &title)?;
+        let path = settings.plots.join(format!("{}-by-pair.svg", preset.name));
+        write_atomic(&path, chart.as_bytes())?;
+        charts.push(path);
+    }
+    Ok(CgtOutcome {
+        key: format!("cgt:{}", preset.name),
+        markdown: render_section(&preset, &results, &settings.plots, &summary),
+        charts,
+    })
+}

@@ -1,0 +1,282 @@
+//! The settings of `cargo xtask eval cgt`: the preset with its overrides, the variants and seeds,
+//! where runs, charts and corpus live, validated before anything trains.
+
+use std::path::PathBuf;
+
+use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
+
+use super::conventions::default_run_dir;
+use super::error::CgtRunError;
+
+/// What to train and evaluate (the flags of `cargo xtask eval cgt`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgtSettings {
+    /// Experiment preset ([`ExperimentPreset::by_name`]).
+    pub preset: String,
+    /// Training steps per variant (overrides the preset); at least 1.
+    pub steps: Option<usize>,
+    /// Sequences per training batch (overrides the preset); at least 1.
+    pub batch_size: Option<usize>,
+    /// Variants by slug (`baseline`, `cgt`, `cgt-aux`, `cgt-aux-reg`); empty: all four.
+    pub variants: Vec<String>,
+    /// Text corpus of the text presets (`None`: the host's default, the SOTU addresses).
+    pub text: Option<PathBuf>,
+    /// Checkpoint every N steps (overrides the preset; does not change the results).
+    pub checkpoint_every: Option<usize>,
+    /// Directory for the SVG charts.
+    pub plots: PathBuf,
+    /// Directory for checkpoints, logs and exported models (`None`: [`default_run_dir`]).
+    pub run_dir: Option<PathBuf>,
+    /// Seeds, one run per seed and variant; at least one.
+    pub seeds: Vec<u64>,
+    /// Report only the runs whose final checkpoint exists, without training the others.
+    pub only_finished: bool,
+    /// The burn backend (`flex`, `wgpu`, `cuda`), for the reproducing command.
+    pub backend: String,
+}
+
+impl CgtSettings {
+    /// The settings of a plain run of `preset` (seed 0, all variants) on `backend`.
+    pub fn new(preset: &str, backend: &str) -> Self {
+        Self {
+            preset: preset.to_string(),
+            steps: None,
+            batch_size: None,
+            variants: Vec::new(),
+            text: None,
+            checkpoint_every: None,
+            plots: PathBuf::from("docs/cgt"),
+            run_dir: None,
+            seeds: vec![0],
+            only_finished: false,
+            backend: backend.to_string(),
+        }
+    }
+
+    /// The preset with the overrides applied: `steps` rescales the warm-up (at most a tenth of the
+    /// steps) and a pair curriculum's ramp (keeps its share of the schedule).
+    ///
+    /// # Errors
+    /// An unknown preset, or a zero step count or batch size.
+    pub fn configured_preset(&self) -> Result<ExperimentPreset, CgtRunError> {
+        let mut preset =
+            ExperimentPreset::by_name(&self.preset).map_err(CgtRunError::cgt("--preset"))?;
+        if let Some(steps) = self.steps {
+            if steps == 0 {
+                return Err(CgtRunError::InvalidSetting {
+                    name: "--steps",
+                    value: "0".into(),
+                    rule: "at least 1",
+                });
+            }
+            let scale = |part: usize| part * steps / preset.training.steps;
+            if let DataPreset::LinearRegression(data) = &mut preset.data {
+                if let Some(curriculum) = &mut data.curriculum {
+                    curriculum.ramp_steps = scale(curriculum.ramp_steps);
+                }
+            }
+            preset.training.warmup_steps = preset.training.warmup_steps.min(steps / 10);
+            preset.training.steps = steps;
+        }
+        if let Some(batch_size) = self.batch_size {
+            if batch_size == 0 {
+                return Err(CgtRunError::InvalidSetting {
+                    name: "--batch-size",
+                    value: "0".into(),
+                    rule: "at least 1",
+                });
+            }
+            preset.data.set_batch_size(batch_size);
+        }
+        if let Some(every) = self.checkpoint_every {
+            preset.training.checkpoint_every = every;
+        }
+        Ok(preset)
+    }
+
+    /// The variants to run, in the given order (all four when none is named).
+    ///
+    /// # Errors
+    /// A name that is not a variant's slug.
+    pub fn variants(&self) -> Result<Vec<Variant>, CgtRunError> {
+        if self.variants.is_empty() {
+            return Ok(Variant::ALL.to_vec());
+        }
+        self.variants
+            .iter()
+            .map(|name| {
+                Variant::ALL
+                    .into_iter()
+                    .find(|v| v.slug() == name)
+                    .ok_or_else(|| CgtRunError::InvalidSetting {
+                        name: "--variants",
+                        value: name.clone(),
+                        rule: "one of baseline, cgt, cgt-aux, cgt-aux-reg",
+                    })
+            })
+            .collect()
+    }
+
+    /// Checks the seeds (the preset and variants are checked by their accessors).
+    ///
+    /// # Errors
+    /// No seed.
+    pub fn validate(&self) -> Result<(), CgtRunError> {
+        if self.seeds.is_empty() {
+            return Err(CgtRunError::InvalidSetting {
+                name: "--seeds",
+                value: String::new(),
+                rule: "at least one seed",
+            });
+        }
+        Ok(())
+    }
+
+    /// The run directory of `preset` (the configured one).
+    pub fn run_dir(&self, preset: &ExperimentPreset) -> PathBuf {
+        self.run_dir
+            .clone()
+            .unwrap_or_else(|| default_run_dir(preset))
+    }
+
+    /// The command line that reproduces the run (report paths and checkpointing left out: they do
+    /// not change the numbers).
+    pub fn command_line(&self) -> String {
+        let mut command = if self.backend == "flex" {
+            "cargo xtask eval cgt".to_string()
+        } else {
+            format!("cargo run -p xtask --features {} -- eval cgt", self.backend)
+        };
+        command.push_str(&format!(" --preset {}", self.preset));
+        if let Some(steps) = self.steps {
+            command.push_str(&format!(" --steps {steps}"));
+        }
+        if let Some(batch_size) = self.batch_size {
+            command.push_str(&format!(" --batch-size {batch_size}"));
+        }
+        if !self.variants.is_empty() {
+            command.push_str(&format!(" --variants {}", self.variants.join(",")));
+        }
+        if self.only_finished {
+            command.push_str(" --only-finished");
+        }
+        if self.seeds != [0] {
+            let seeds: Vec<String> = self.seeds.iter().map(|s| s.to_string()).collect();
+            command.push_str(&format!(" --seeds {}", seeds.join(",")));
+        }
+        if let Some(text) = &self.text {
+            command.push_str(&format!(" --text {}", text.display()));
+        }
+        command
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::conventions::{preset_for_seed, regression_eval_data};
+    use super::*;
+
+    #[test]
+    fn command_line_names_the_overrides() {
+        let plain = CgtSettings::new("linreg-small", "flex");
+        assert_eq!(
+            plain.command_line(),
+            "cargo xtask eval cgt --preset linreg-small"
+        );
+        let overridden = CgtSettings {
+            steps: Some(40),
+            batch_size: Some(8),
+            variants: vec!["baseline".into(), "cgt".into()],
+            checkpoint_every: Some(10),
+            plots: PathBuf::from("/tmp/plots"),
+            ..CgtSettings::new("icl-small", "cuda")
+        };
+        assert_eq!(
+            overridden.command_line(),
+            "cargo run -p xtask --features cuda -- eval cgt --preset icl-small --steps 40 \
+             --batch-size 8 --variants baseline,cgt"
+        );
+        assert_eq!(
+            overridden.variants().unwrap(),
+            [Variant::Baseline, Variant::Cgt]
+        );
+        let unknown = CgtSettings {
+            variants: vec!["cgt-x".into()],
+            ..plain.clone()
+        };
+        let error = unknown.variants().unwrap_err().to_string();
+        assert!(error.contains("--variants = cgt-x"), "{error}");
+        let no_seeds = CgtSettings {
+            seeds: Vec::new(),
+            ..plain
+        };
+        assert!(no_seeds.validate().is_err());
+    }
+
+    #[test]
+    fn overrides_change_preset_and_run_dir() {
+        let settings = CgtSettings {
+            steps: Some(50),
+            batch_size: Some(4),
+            ..CgtSettings::new("icl-paper", "flex")
+        };
+        let preset = settings.configured_preset().unwrap();
+        assert_eq!(preset.training.steps, 50);
+        assert_eq!(preset.training.warmup_steps, 5);
+        assert_eq!(preset.data.batch_size(), 4);
+        assert_eq!(preset.training.checkpoint_every, 1000);
+        assert_eq!(
+            settings.run_dir(&preset),
+            PathBuf::from("target/cgt-runs/icl-paper-50steps-batch4")
+        );
+        let every = CgtSettings {
+            checkpoint_every: Some(7),
+            ..CgtSettings::new("icl-tiny", "flex")
+        };
+        assert_eq!(
+            every.configured_preset().unwrap().training.checkpoint_every,
+            7
+        );
+        let zero = CgtSettings {
+            batch_size: Some(0),
+            ..CgtSettings::new("icl-tiny", "flex")
+        };
+        assert!(zero.configured_preset().is_err());
+        assert!(CgtSettings::new("no-such-preset", "flex")
+            .configured_preset()
+            .is_err());
+    }
+
+    #[test]
+    fn seeds_shift_the_training_stream_only() {
+        let settings = CgtSettings {
+            steps: Some(100),
+            ..CgtSettings::new("linreg-cpu", "flex")
+        };
+        let preset = settings.configured_preset().unwrap();
+        let DataPreset::LinearRegression(data) = &preset.data else {
+            panic!("linreg preset expected")
+        };
+        // The curriculum ramp keeps its 40 % share of the shortened schedule.
+        assert_eq!(data.curriculum.unwrap().ramp_steps, 40);
+        let seeded = preset_for_seed(&preset, 2);
+        let DataPreset::LinearRegression(seeded_data) = &seeded.data else {
+            panic!("linreg preset expected")
+        };
+        assert_eq!(seeded_data.seed, data.seed + 2 * 7919);
+        assert_eq!(seeded.training.seed, preset.training.seed + 2);
+        assert_eq!(preset_for_seed(&preset, 0).training, preset.training);
+        // Evaluation streams derive from the unseeded preset and drop the curriculum.
+        let eval = regression_eval_data(data);
+        assert_eq!(eval.seed, data.seed + 1000);
+        assert!(eval.curriculum.is_none());
+        let seeds = CgtSettings {
+            seeds: vec![1, 2, 3],
+            ..CgtSettings::new("linreg-cpu", "flex")
+        };
+        assert_eq!(
+            seeds.command_line(),
+            "cargo xtask eval cgt --preset linreg-cpu --seeds 1,2,3"
+        );
+    }
+}

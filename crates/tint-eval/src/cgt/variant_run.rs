@@ -1,0 +1,260 @@
+//! One CGT run: train (or resume) one variant of one seed, then evaluate it on the held-out stream of
+//! its preset (in-context accuracy, regression errors or text cross-entropy), draw its `y · y` map and
+//! fold its context into a specialised model (checked against the frozen-`y` model, exported).
+
+use std::path::Path;
+use std::time::Instant;
+
+use burn::backend::Autodiff;
+use burn::module::AutodiffModule;
+use burn::tensor::backend::Backend;
+use burn::tensor::ElementConversion;
+use tint_cgt::data::{ArithmeticConfig, BatchSource, HostBatch, LinearRegressionConfig};
+use tint_cgt::metrics::{evaluate_icl, evaluate_regression, frozen_context};
+use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
+use tint_cgt::objective::{joint_loss, ObjectiveConfig};
+use tint_cgt::plot::heat_map_svg;
+use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
+use tint_cgt::train::{train_with_history, training_seconds, RunFiles};
+use tint_cgt::CgtModel;
+
+use super::conventions::{
+    freeze_points, regression_eval_data, EVAL_SEED_OFFSET, MODEL_SEED_BASE, TEXT_EVAL_FIRST_BATCH,
+    TEXT_EVAL_RNG_STREAM,
+};
+use super::error::CgtRunError;
+use super::run::{CgtEvent, CgtHost};
+use crate::write_atomic;
+
+/// What one variant of one seed produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariantResult {
+    /// The variant.
+    pub variant: Variant,
+    /// The seed of this run.
+    pub seed: u64,
+    /// `(step, task loss)` of every step, earlier runs' steps included (read back from the log).
+    pub losses: Vec<(f64, f64)>,
+    /// Training seconds of all steps (earlier runs' steps from the log).
+    pub train_seconds: f64,
+    /// Wall seconds of this invocation for the variant: the steps trained now plus evaluation.
+    pub wall_seconds: f64,
+    /// Step this invocation resumed at (0: trained from scratch).
+    pub resumed_at: usize,
+    /// In-context evaluation (arithmetic presets).
+    pub icl: Option<IclEvaluation>,
+    /// Regression evaluation (linear-regression presets).
+    pub regression: Option<RegressionEvaluation>,
+    /// Text presets: mean evaluation cross-entropy with dynamic `y`, and of the frozen-`y`
+    /// auxiliary model (guided variants).
+    pub text_loss: Option<(f64, Option<f64>)>,
+    /// Largest output difference between the folded model and the frozen-`y` model (guided
+    /// variants of the arithmetic and regression presets).
+    pub fold_error: Option<f32>,
+}
+
+/// The variants present in `results`, in table order.
+pub fn variants_of(results: &[VariantResult]) -> Vec<Variant> {
+    Variant::ALL
+        .into_iter()
+        .filter(|v| results.iter().any(|r| r.variant == *v))
+        .collect()
+}
+
+/// The values of `metric` over the seeds of `variant`.
+pub fn per_seed(
+    results: &[VariantResult],
+    variant: Variant,
+    metric: &dyn Fn(&VariantResult) -> Option<f64>,
+) -> Vec<f64> {
+    results
+        .iter()
+        .filter(|r| r.variant == variant)
+        .filter_map(metric)
+        .collect()
+}
+
+/// One run to do: `preset` holds the evaluation streams (the same for every seed), `seeded` the
+/// training stream and schedule of this seed.
+pub struct VariantJob<'a> {
+    /// The configured preset.
+    pub preset: &'a ExperimentPreset,
+    /// The preset of this seed ([`super::conventions::preset_for_seed`]).
+    pub seeded: &'a ExperimentPreset,
+    /// The variant.
+    pub variant: Variant,
+    /// The seed.
+    pub seed: u64,
+    /// The training stream of this seed.
+    pub source: &'a dyn BatchSource,
+    /// The seed's run directory (`<run dir>/seed<s>`); the variant's files go under its slug.
+    pub seed_dir: &'a Path,
+    /// Where the `y · y` map goes, when this seed draws one (the first seed).
+    pub heat_map_dir: Option<&'a Path>,
+}
+
+/// Trains (or resumes from its checkpoint) one variant of one seed and evaluates it.
+///
+/// # Errors
+/// Training, evaluation, export or a chart fails.
+pub fn run_variant<B: Backend>(
+    job: &VariantJob<'_>,
+    device: &B::Device,
+    host: &mut dyn CgtHost,
+) -> Result<VariantResult, CgtRunError> {
+    let (preset, variant, seed) = (job.preset, job.variant, job.seed);
+    let training = job.seeded.training_for(variant);
+    let dir = job.seed_dir.join(variant.slug());
+    let files = RunFiles {
+        checkpoint_dir: Some(dir.join("checkpoint")),
+        log_path: Some(dir.join("log.jsonl")),
+    };
+    let label = format!("{} seed {seed}", variant.slug());
+    // Same initial weights for a (seed, variant) pair on every invocation.
+    B::seed(device, MODEL_SEED_BASE + seed);
+    let model = CgtModel::<Autodiff<B>>::new(&preset.model_for(variant), device)
+        .map_err(CgtRunError::cgt(format!("building {label}")))?;
+    host.event(CgtEvent::VariantStarted {
+        variant,
+        seed,
+        steps: training.steps,
+    });
+    let start = Instant::now();
+    let outcome = train_with_history(model, job.source, &training, &files, device, &mut |r| {
+        host.event(CgtEvent::Step {
+            step: r.step,
+            task_loss: r.terms.task,
+            total_loss: r.terms.total,
+        })
+    })
+    .map_err(CgtRunError::cgt(format!("training {}", variant.slug())))?;
+    host.event(CgtEvent::VariantTrained {
+        variant,
+        seed,
+        resumed_at: outcome.resumed_at,
+        logged_steps: outcome.history.len(),
+        steps: training.steps,
+        dir: &dir,
+    });
+    let losses = outcome
+        .history
+        .iter()
+        .map(|r| (r.step as f64, r.terms.task))
+        .collect();
+    let model: CgtModel<B> = outcome.model.valid();
+    let mut result = VariantResult {
+        variant,
+        seed,
+        losses,
+        train_seconds: training_seconds(&outcome.history),
+        wall_seconds: 0.0,
+        resumed_at: outcome.resumed_at,
+        icl: None,
+        regression: None,
+        text_loss: None,
+        fold_error: None,
+    };
+    let evaluating = || CgtRunError::cgt(format!("evaluating {label}"));
+    match &preset.data {
+        DataPreset::Arithmetic(data) => {
+            let eval = ArithmeticConfig {
+                seed: data.seed + EVAL_SEED_OFFSET,
+                ..data.clone()
+            };
+            let evaluation =
+                evaluate_icl(&model, &eval, preset.eval_batches, device).map_err(evaluating())?;
+            if let (Some(map), Some(plots)) = (&evaluation.dot_products, job.heat_map_dir) {
+                let title = format!("{} {}: mean n_s . n_t", preset.name, variant.title());
+                let svg = heat_map_svg(map, evaluation.seq_length, &title)
+                    .map_err(CgtRunError::cgt("drawing the y.y map"))?;
+                let file = format!("{}-{}-yy.svg", preset.name, variant.slug());
+                write_atomic(plots.join(file), svg.as_bytes())?;
+            }
+            if model.is_guided() {
+                let single = ArithmeticConfig {
+                    batch_size: 1,
+                    ..eval.clone()
+                };
+                let (batch, sequences) = single.annotated_batch(0);
+                let start = sequences[0].tasks[0].examples[eval.n_examples - 2].start;
+                result.fold_error = Some(export_specialised(&model, &batch, start, &dir, device)?);
+            }
+            result.icl = Some(evaluation);
+        }
+        DataPreset::LinearRegression(data) => {
+            let eval = regression_eval_data(data);
+            let freeze = freeze_points(data.n_pairs);
+            result.regression = Some(
+                evaluate_regression(&model, &eval, preset.eval_batches, &freeze, device)
+                    .map_err(evaluating())?,
+            );
+            if model.is_guided() {
+                let single = LinearRegressionConfig {
+                    batch_size: 1,
+                    ..eval.clone()
+                };
+                let (batch, _) = single.annotated_batch(0);
+                // Frozen after half of the pairs: the prompt ends with y at position n_pairs - 1.
+                let start = 2 * (data.n_pairs / 2);
+                result.fold_error = Some(export_specialised(&model, &batch, start, &dir, device)?);
+            }
+        }
+        DataPreset::TextMixture { .. } => {
+            let mut total = 0.0;
+            let mut aux_total = 0.0;
+            let objective = ObjectiveConfig {
+                eta: if model.is_guided() { 0.0 } else { 1.0 },
+                ..Default::default()
+            };
+            for step in 0..preset.eval_batches {
+                let batch = job.source.batch(TEXT_EVAL_FIRST_BATCH + step as u64);
+                let mut rng = tint_cgt::data::step_rng(TEXT_EVAL_RNG_STREAM, step as u64);
+                let (_, terms) = joint_loss(&model, &batch, &objective, &mut rng, device)
+                    .map_err(evaluating())?;
+                total += terms.task;
+                aux_total += terms.aux.unwrap_or(f64::NAN);
+            }
+            let n = preset.eval_batches as f64;
+            result.text_loss = Some((total / n, model.is_guided().then_some(aux_total / n)));
+        }
+    }
+    result.wall_seconds = start.elapsed().as_secs_f64();
+    Ok(result)
+}
+
+/// Folds `y` of a one-sequence batch, frozen at position `start - 1` (the end of its prompt), into a
+/// plain model, checks it against the frozen-`y` model on the tokens from `start` on (earlier ones
+/// hidden), exports it to `dir/specialised.safetensors`, and returns the largest output difference.
+///
+/// # Errors
+/// A forward, the fold or the export fails.
+pub fn export_specialised<B: Backend>(
+    model: &CgtModel<B>,
+    batch: &HostBatch,
+    start: usize,
+    dir: &Path,
+    device: &B::Device,
+) -> Result<f32, CgtRunError> {
+    let folding = || CgtRunError::cgt(format!("folding y into {}", dir.display()));
+    let input = batch.input_tensor::<B>(device);
+    let context = model.context(&input).map_err(folding())?.mean;
+    let frozen = frozen_context(context, &[start - 1]);
+    let reference = model
+        .forward_x_path(&input, Some(frozen.clone()), Some(&[start]))
+        .map_err(folding())?;
+    let d_y = frozen.dims()[2];
+    let folded = model.specialise(frozen.reshape([d_y])).map_err(folding())?;
+    let plain = folded
+        .forward_x_path(&input, None, Some(&[start]))
+        .map_err(folding())?;
+    let error: f32 = (reference - plain).abs().max().into_scalar().elem();
+    std::fs::create_dir_all(dir).map_err(|source| CgtRunError::Io {
+        operation: "create",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    folded
+        .export_safetensors(dir.join("specialised.safetensors"))
+        .map_err(folding())?;
+    Ok(error)
+}
