@@ -154,7 +154,7 @@ pub fn train_data_parallel<B: AutodiffBackend>(
 
 /// Errors when `batch_size` sequences do not split into `devices` equal shards.
 fn check_divisible(batch_size: usize, devices: usize, step: usize) -> Result<()> {
-    if batch_size == 0 || batch_size % devices != 0 {
+    if batch_size == 0 || !batch_size.is_multiple_of(devices) {
         return Err(CgtError::BatchNotDivisible {
             batch_size,
             devices,
