@@ -120,3 +120,86 @@ pub fn auxiliary_mask(batch: &HostBatch, starts: &[usize], horizon: Option<usize
     }
     mask
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{HostInput, HostTargets};
+
+    /// f64 sums of 24 values of order 1: rounding only.
+    const F64_SUM_TOLERANCE: f64 = 1e-12;
+
+    /// `sum(v * m) / max(sum(m), 1)` over the rows `rows` (how crate::loss averages).
+    fn masked_mean(values: &[f64], mask: &[f32], rows: Range<usize>, n: usize) -> f64 {
+        let cells = rows.start * n..rows.end * n;
+        let weighted: f64 = cells.clone().map(|i| values[i] * mask[i] as f64).sum();
+        let count: f64 = cells.map(|i| mask[i] as f64).sum();
+        weighted / count.max(1.0)
+    }
+
+    #[test]
+    fn scaled_shard_means_average_to_the_global_masked_mean_and_shards_take_their_rows() {
+        let (b, n, d_y) = (4, 6, 2);
+        // Rows score 3, 1, 5 and 2 positions: the shards' counts differ.
+        let loss_mask: Vec<f32> = [
+            [0., 1., 0., 1., 0., 1.],
+            [0., 0., 0., 0., 0., 1.],
+            [0., 1., 1., 1., 1., 1.],
+            [0., 0., 0., 1., 0., 1.],
+        ]
+        .concat();
+        let batch = HostBatch {
+            batch_size: b,
+            seq_length: n,
+            input: HostInput::Vectors {
+                values: vec![0.0; b * n],
+                dim: 1,
+            },
+            targets: HostTargets::Vectors {
+                values: vec![0.0; b * n],
+                dim: 1,
+            },
+            loss_mask,
+        };
+        let draws = StepDraws {
+            noise: Some((0..b * n * d_y).map(|i| i as f32).collect()),
+            aux_starts: Some(vec![2, 4, 3, 5]),
+            task_scale: 1.0,
+            aux_scale: 1.0,
+        };
+        let values: Vec<f64> = (0..b * n).map(|i| (i as f64).sin()).collect();
+        let shards = 2;
+        let parts: Vec<StepDraws> = (0..shards)
+            .map(|k| draws.shard(&batch, 2 * k..2 * k + 2, shards, None))
+            .collect();
+        let aux_mask = auxiliary_mask(&batch, draws.aux_starts.as_ref().unwrap(), None);
+        let task_scales: Vec<f64> = parts.iter().map(|p| p.task_scale).collect();
+        let aux_scales: Vec<f64> = parts.iter().map(|p| p.aux_scale).collect();
+        for (mask, scales) in [(&batch.loss_mask, task_scales), (&aux_mask, aux_scales)] {
+            let global = masked_mean(&values, mask, 0..b, n);
+            let averaged: f64 = scales
+                .iter()
+                .enumerate()
+                .map(|(k, scale)| scale * masked_mean(&values, mask, 2 * k..2 * k + 2, n))
+                .sum::<f64>()
+                / shards as f64;
+            assert!(
+                (global - averaged).abs() < F64_SUM_TOLERANCE,
+                "{global} vs {averaged}"
+            );
+            // Unscaled shard means would not average to it (the counts differ).
+            let plain: f64 = (0..shards)
+                .map(|k| masked_mean(&values, mask, 2 * k..2 * k + 2, n))
+                .sum::<f64>()
+                / shards as f64;
+            assert!((global - plain).abs() > 1e-3, "{global} vs {plain}");
+        }
+        let second = &parts[1];
+        assert_eq!(second.aux_starts, Some(vec![3, 5]));
+        let noise = draws.noise.as_ref().unwrap();
+        assert_eq!(
+            second.noise.as_deref(),
+            Some(&noise[2 * n * d_y..4 * n * d_y])
+        );
+    }
+}
