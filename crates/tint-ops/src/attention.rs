@@ -303,6 +303,12 @@ fn per_head_matrix<B: Backend>(
     if mask_batch == 1 {
         let copies = batch_size * nh * a * c / row;
         let lhs = scores.reshape([1, copies, row]);
+        if lhs.dtype() == burn::tensor::DType::F32 {
+            // A `[1, 1, row]` row shared by every copy is flex's vectorised shared-row broadcast
+            // (f32 with its `simd` feature): the same products / sums without materialising the
+            // repeated mask (issue 17).
+            return op(lhs, mask.reshape([1, 1, row])).reshape([batch_size, nh, a, c]);
+        }
         return op(lhs, repeated(mask, copies)).reshape([batch_size, nh, a, c]);
     }
     let copies = nh * a * c / row;

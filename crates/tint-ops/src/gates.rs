@@ -126,7 +126,14 @@ impl<B: Backend> Gates<B> {
         }
         let old = self.gate_values(&self.old_weight, &self.old_bias, ctx);
         let new = self.gate_values(&self.new_weight, &self.new_bias, ctx);
-        mix_rows(input, module_out, &old, &new)
+        let [_, n_rows, _] = input.dims();
+        mix_rows(
+            input,
+            |start, len| Some(module_out.clone().narrow(1, start, len)),
+            n_rows,
+            &old,
+            &new,
+        )
     }
 
     /// [`Gates::forward`] with the module output given as prefix rows and token rows (`None`: zero
@@ -155,14 +162,26 @@ impl<B: Backend> Gates<B> {
             let tokens = tokens_out.unwrap_or_else(|| zeros(n_rows - p));
             return Tensor::cat(vec![prefix, tokens], 1);
         }
-        let module_out = Tensor::cat(
-            vec![
-                prefix_out.unwrap_or_else(|| zeros(p)),
-                tokens_out.unwrap_or_else(|| zeros(n_rows - p)),
-            ],
-            1,
-        );
-        self.forward(input, module_out, ctx)
+        // The gated mix reads the module output per run of rows: the prefix and token parts are
+        // used as they are (`None`: zero rows, dropped from the sum) instead of being joined into
+        // one `[P + T]` tensor first.
+        let old = self.gate_values(&self.old_weight, &self.old_bias, ctx);
+        let new = self.gate_values(&self.new_weight, &self.new_bias, ctx);
+        mix_rows(
+            input,
+            |start, len| {
+                if start >= p {
+                    tokens_out
+                        .as_ref()
+                        .map(|t| t.clone().narrow(1, start - p, len))
+                } else {
+                    prefix_out.as_ref().map(|t| t.clone().narrow(1, start, len))
+                }
+            },
+            p,
+            &old,
+            &new,
+        )
     }
 }
 
@@ -170,13 +189,17 @@ impl<B: Backend> Gates<B> {
 /// same pair of gate values (one run per position class for the constructed gates): a value of 1
 /// is a copy, 0 drops the operand, any other value a scalar multiply. The result is the same as the
 /// elementwise product with the per-row gates; flex walks a broadcast `[B, N, 1]` operand element by
-/// element, which this avoids.
+/// element, which this avoids. `module_rows(start, len)` gives rows `start..start + len` of the
+/// module output (`None`: zero rows); runs are also cut at row `split` (where the module output
+/// changes from one tensor to another, [`Gates::combine`]).
 ///
 /// # Shapes
-/// * `input`, `module_out`: `[batch_size, N, d_sim]`, `old`, `new`: `N` values → `[batch_size, N, d_sim]`
+/// * `input`: `[batch_size, N, d_sim]`, `module_rows(start, len)`: `[batch_size, len, d_sim]`,
+///   `old`, `new`: `N` values → `[batch_size, N, d_sim]`
 fn mix_rows<B: Backend>(
     input: Tensor<B, 3>,
-    module_out: Tensor<B, 3>,
+    module_rows: impl Fn(usize, usize) -> Option<Tensor<B, 3>>,
+    split: usize,
     old: &[f64],
     new: &[f64],
 ) -> Tensor<B, 3> {
@@ -186,23 +209,31 @@ fn mix_rows<B: Backend>(
     while start < n_rows {
         let key = (old[start], new[start]);
         let mut end = start + 1;
-        while end < n_rows && (old[end], new[end]) == key {
+        while end < n_rows && end != split && (old[end], new[end]) == key {
             end += 1;
         }
         let len = end - start;
-        let term = |x: &Tensor<B, 3>, g: f64| -> Option<Tensor<B, 3>> {
-            let rows = x.clone().narrow(1, start, len);
-            if g == 0.0 {
-                None
-            } else if g == 1.0 {
-                Some(rows)
+        // A row range of a batched state is a strided view for flex (even at batch size 1: the
+        // batch stride spans all `N` rows), on which `+` and `mul_scalar` walk element by element:
+        // operands of arithmetic are copied to contiguous rows first (one memcpy per batch entry).
+        let input_term = (key.0 != 0.0).then(|| (input.clone().narrow(1, start, len), key.0));
+        let module_term = if key.1 != 0.0 {
+            module_rows(start, len).map(|rows| (rows, key.1))
+        } else {
+            None
+        };
+        let scaled = |rows: Tensor<B, 3>, g: f64| {
+            if g == 1.0 {
+                rows
             } else {
-                Some(rows.mul_scalar(g))
+                crate::layout::contiguous(rows).mul_scalar(g)
             }
         };
-        parts.push(match (term(&input, key.0), term(&module_out, key.1)) {
-            (Some(a), Some(b)) => a + b,
-            (Some(a), None) | (None, Some(a)) => a,
+        parts.push(match (input_term, module_term) {
+            (Some((a, ga)), Some((b, gb))) => {
+                scaled(crate::layout::contiguous(a), ga) + scaled(crate::layout::contiguous(b), gb)
+            }
+            (Some((a, g)), None) | (None, Some((a, g))) => scaled(a, g),
             (None, None) => {
                 Tensor::zeros([batch_size, len, d_sim], (&input.device(), input.dtype()))
             }

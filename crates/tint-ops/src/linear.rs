@@ -421,8 +421,14 @@ impl<B: Backend> LinearForward<B> {
         x: Tensor<B, 3>,
     ) -> Tensor<B, 3> {
         let (weight, bias) = prefix_weight_and_bias(prefix, self.d_model);
-        let [_, t, _] = x.dims();
-        x.matmul(weight.swap_dims(1, 2)) + crate::layout::repeat_rows(bias, t)
+        let [batch_size, t, _] = x.dims();
+        let product = x.matmul(weight.swap_dims(1, 2));
+        if batch_size == 1 && product.dtype() == burn::tensor::DType::F32 {
+            // A `[1, 1, D]` row broadcast over `T` rows is flex's vectorised shared-row add (f32,
+            // batch size 1): the same sums without materialising the repeated bias (issue 17).
+            return product + bias;
+        }
+        product + crate::layout::repeat_rows(bias, t)
     }
 
     /// The structured token rows for the input `x` (token dims `[0, D)`, contiguous) and width `Ds`.

@@ -4,12 +4,13 @@
 //!
 //! ```text
 //! python3 scripts/make_bench_gpt2_tiny.py /tmp/gpt2-tiny-bench      # seeded random checkpoint
-//! cargo run -p tint-sim --example perf_step -- <sim|ref|dyn|aux> <batch_size> <repeats> [model_dir]
+//! cargo run -p tint-sim --example perf_step -- <sim|structured|ref|dyn|aux> <batch_size> <repeats> [model_dir]
 //! ```
 //!
-//! `sim`: [`TintSimulator::forward`]; `ref`: [`FunctionalReference::forward`]; `dyn`: dynamic
+//! `sim`: [`TintSimulator::forward`] with the constructed execution (the default,
+//! docs/construction.md §15); `structured`: the same with [`Execution::Structured`]; `ref`: [`FunctionalReference::forward`]; `dyn`: dynamic
 //! evaluation (one SGD step on the 128 training tokens, then the NLL of the rest, burn autodiff);
-//! `aux`: one plain forward of the auxiliary model; `sgemm`: a 1024³ f32 matmul (prints GFLOP/s). Without `model_dir` (sim / ref only) a seeded
+//! `aux`: one plain forward of the auxiliary model; `sgemm`: a 1024³ f32 matmul (prints GFLOP/s). Without `model_dir` (sim / structured / ref only) a seeded
 //! [`AuxParams::random`] model is used. One warm-up run, then one line
 //! `step_seconds <wall> cpu_seconds <user+sys>` per timed run (the step only: no loading or
 //! construction).
@@ -22,7 +23,8 @@ use burn::backend::Autodiff;
 use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::{dynamic_eval, load_model, AuxModel, DynEvalConfig};
 use tint_sim::{
-    Activation, AuxDims, AuxParams, FunctionalReference, SimInput, TintConfig, TintSimulator,
+    Activation, AuxDims, AuxParams, Execution, FunctionalReference, SimInput, TintConfig,
+    TintSimulator,
 };
 
 type Backend = burn::backend::Flex;
@@ -78,8 +80,20 @@ fn main() {
     let input = SimInput::with_train_lengths(ids(batch_size), &vec![TRAIN_LENGTH; batch_size])
         .expect("valid train lengths");
     let step: Box<dyn Fn() -> f64> = match which.as_str() {
-        "sim" => {
-            let sim = TintSimulator::new(&aux, config).expect("valid config");
+        "sim" | "structured" => {
+            let execution = if which == "sim" {
+                Execution::Constructed
+            } else {
+                Execution::Structured
+            };
+            let sim = TintSimulator::new(
+                &aux,
+                TintConfig {
+                    execution,
+                    ..config
+                },
+            )
+            .expect("valid config");
             Box::new(move || sim.forward(&input).expect("runs").final_loss.mean())
         }
         "ref" => {
@@ -130,7 +144,7 @@ fn main() {
                 first
             })
         }
-        other => panic!("unknown mode {other}: sim, ref, dyn, aux or sgemm"),
+        other => panic!("unknown mode {other}: sim, structured, ref, dyn, aux or sgemm"),
     };
     for rep in 0..=repeats {
         let start = Instant::now();

@@ -650,7 +650,7 @@ impl<B: Backend> TintSimulator<B> {
         let at_act = stored(&at, attn_mem);
         let o = fb.attention_proj.forward_rows(blocks[4].clone(), at, ctx);
         let o_act = stored(&o, lin_mem);
-        let h2 = o + residual;
+        let h2 = add_rows(o, residual);
         // The MLP input: ln_2 (pre-LN) or ln_1 (post-LN) of the attention residual sum; the MLP
         // residual adds to the MLP input (post-LN) or to the sum (pre-LN).
         let (m, mut out, mut ln_2_act) = if post_ln {
@@ -675,7 +675,7 @@ impl<B: Backend> TintSimulator<B> {
             chunk_acts.extend(stored(&v, lin_mem));
             let y = fb.proj.forward_rows(blocks[8 + 3 * k].clone(), v, ctx);
             chunk_acts.extend(stored(&y, lin_mem));
-            out = out + y;
+            out = add_rows(out, y);
         }
         if post_ln {
             out = fb.ln_2.forward_rows(blocks[5].clone(), out, ctx);
@@ -740,7 +740,7 @@ impl<B: Backend> TintSimulator<B> {
                     .forward_rows(blocks[6 + 3 * k].clone(), prepare(st, lin_mem, u_act), ctx);
             new_blocks[6 + 3 * k] = block;
             dm = Some(match dm {
-                Some(sum) => sum + st,
+                Some(sum) => add_rows(sum, st),
                 None => st,
             });
         }
@@ -750,7 +750,7 @@ impl<B: Backend> TintSimulator<B> {
         let delta_mid = if post_ln {
             let (block, st) = bb.ln_1.forward_rows(
                 blocks[0].clone(),
-                prepare(dm + delta, ln_mem, &acts[0]),
+                prepare(add_rows(dm, delta), ln_mem, &acts[0]),
                 ctx,
             );
             new_blocks[0] = block;
@@ -760,7 +760,7 @@ impl<B: Backend> TintSimulator<B> {
                 bb.ln_2
                     .forward_rows(blocks[5].clone(), prepare(dm, ln_mem, &acts[3]), ctx);
             new_blocks[5] = block;
-            st + delta
+            add_rows(st, delta)
         };
         let (block, st) = bb.attention_proj.forward_rows(
             blocks[4].clone(),
@@ -776,14 +776,27 @@ impl<B: Backend> TintSimulator<B> {
         new_blocks[3] = layout::prefix_rows(state.clone(), p);
         let st = layout::contiguous(layout::token_rows(state, p));
         if post_ln {
-            return (st + delta_mid, new_blocks);
+            return (add_rows(st, delta_mid), new_blocks);
         }
         let (block, st) =
             bb.ln_1
                 .forward_rows(blocks[0].clone(), prepare(st, ln_mem, &acts[0]), ctx);
         new_blocks[0] = block;
-        (st + delta_mid, new_blocks)
+        (add_rows(st, delta_mid), new_blocks)
     }
+}
+
+/// `a + b` on token rows, each operand first made contiguous ([`layout::contiguous`]: one memcpy
+/// for a row-range view, nothing for a contiguous tensor). The constructed modules return their
+/// token rows as row-range views of the `[P + T, Ds]` state, which flex does not treat as
+/// contiguous (even at batch size 1), so a plain `+` on them walks both operands element by
+/// element (about 13 % of the constructed step, docs/performance.md "Changes of 2026-11-25").
+/// The same float additions, bit for bit.
+///
+/// # Shapes
+/// * `a`, `b`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+fn add_rows<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 3> {
+    layout::contiguous(a) + layout::contiguous(b)
 }
 
 /// A forward pass from the first simulated layer up.
