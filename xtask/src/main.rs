@@ -1,6 +1,6 @@
 //! `cargo xtask`: the project's command line (see <https://github.com/matklad/cargo-xtask>).
 //!
-//! Subcommands live one per file: [`eval`] (`eval`, `eval lm`, `eval cgt`), [`logits`], [`fetch`].
+//! Subcommands live one per file: [`eval`] (`eval`, `eval lm`, `eval icl`, `eval cgt`), [`logits`], [`fetch`].
 //! The backend is chosen by cargo feature in [`backend`].
 // The binary owns the terminal: the one crate allowed to print (workspace lints forbid it elsewhere).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -9,7 +9,6 @@ mod backend;
 mod bench;
 mod eval;
 mod eval_cgt;
-mod eval_icl;
 mod fetch;
 mod logits;
 mod model_arg;

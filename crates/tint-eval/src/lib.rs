@@ -31,6 +31,7 @@ pub mod resume;
 pub mod run_env;
 pub mod run_event;
 pub mod run_settings;
+pub mod suite;
 
 pub use method::Method;
 pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};

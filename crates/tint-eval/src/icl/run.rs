@@ -309,19 +309,18 @@ fn build_method<'a, AB: AutodiffBackend>(
     })
 }
 
+/// The parsed settings of a run.
+#[derive(Debug)]
+struct Checked {
+    tasks: Vec<TaskKind>,
+    formats: Vec<DemoFormat>,
+    losses: Vec<TrainLoss>,
+    specs: Vec<MethodSpec>,
+}
+
 /// Checks the settings before anything is read: the output path, tasks, data paths, calibration,
 /// formats, losses and step sizes.
-fn check(
-    args: &IclRunSettings,
-) -> Result<
-    (
-        Vec<TaskKind>,
-        Vec<DemoFormat>,
-        Vec<TrainLoss>,
-        Vec<MethodSpec>,
-    ),
-    EvalError,
-> {
+fn check(args: &IclRunSettings) -> Result<Checked, EvalError> {
     check_out_extension(&args.out, "json")?;
     let tasks: Vec<TaskKind> = args
         .task
@@ -352,7 +351,12 @@ fn check(
         .iter()
         .map(|l| parse_loss(l))
         .collect::<Result<_, _>>()?;
-    Ok((tasks, formats, losses, method_specs(args)?))
+    Ok(Checked {
+        tasks,
+        formats,
+        losses,
+        specs: method_specs(args)?,
+    })
 }
 
 /// Runs an in-context classification run and returns the report it wrote; `on_event` receives the
@@ -368,7 +372,12 @@ pub fn run_icl<AB: AutodiffBackend>(
     env: &RunEnv<'_, AB>,
     on_event: OnEvent<'_>,
 ) -> Result<IclReport, EvalError> {
-    let (tasks, formats, losses, specs) = check(args)?;
+    let Checked {
+        tasks,
+        formats,
+        losses,
+        specs,
+    } = check(args)?;
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
             path: parent.to_path_buf(),
