@@ -232,3 +232,97 @@ pub fn run_cgt<B: Backend>(
         charts,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+
+    /// Records the events; has no default corpus.
+    #[derive(Default)]
+    struct Recorder {
+        events: Vec<String>,
+    }
+
+    impl CgtHost for Recorder {
+        fn default_corpus(&mut self) -> Result<PathBuf, Box<dyn std::error::Error + Send + Sync>> {
+            Err("no corpus in tests".into())
+        }
+
+        fn event(&mut self, event: CgtEvent<'_>) {
+            let line = match event {
+                CgtEvent::Started { preset, .. } => format!("started {preset}"),
+                CgtEvent::VariantStarted { variant, seed, .. } => {
+                    format!("start {} {seed}", variant.slug())
+                }
+                CgtEvent::Step { step, .. } => format!("step {step}"),
+                CgtEvent::VariantTrained { resumed_at, .. } => format!("trained from {resumed_at}"),
+            };
+            self.events.push(line);
+        }
+    }
+
+    #[test]
+    fn a_short_run_trains_reports_and_resumes() {
+        let root = std::env::temp_dir().join(format!("tint-cgt-run-{}", std::process::id()));
+        std::fs::remove_dir_all(&root).ok();
+        let settings = CgtSettings {
+            steps: Some(2),
+            batch_size: Some(2),
+            variants: vec!["cgt".into()],
+            plots: root.join("plots"),
+            run_dir: Some(root.join("runs")),
+            ..CgtSettings::new("icl-tiny", "flex")
+        };
+        let device = Default::default();
+        let mut host = Recorder::default();
+        let first = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
+        assert_eq!(
+            host.events,
+            [
+                "started icl-tiny",
+                "start cgt 0",
+                "step 0",
+                "step 1",
+                "trained from 0"
+            ]
+        );
+        assert_eq!(first.key, "cgt:icl-tiny");
+        assert!(
+            first.charts.iter().all(|c| c.exists()),
+            "{:?}",
+            first.charts
+        );
+        assert!(root.join("plots/icl-tiny-cgt-yy.svg").exists());
+        assert!(root.join("runs/seed0/cgt/specialised.safetensors").exists());
+        assert!(
+            first.markdown.contains("| metric | CGT (no Aux/Reg) |"),
+            "{}",
+            first.markdown
+        );
+        // A second invocation resumes from the final checkpoint: no step is trained again.
+        let mut host = Recorder::default();
+        let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
+        assert_eq!(host.events.last().unwrap(), "trained from 2");
+        assert!(again
+            .markdown
+            .contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 2)"));
+        // --only-finished leaves out the runs without a final checkpoint.
+        let finished = CgtSettings {
+            variants: vec!["cgt".into(), "baseline".into()],
+            only_finished: true,
+            ..settings.clone()
+        };
+        let mut host = Recorder::default();
+        let only = run_cgt::<Flex>(&finished, &[device], &mut host).unwrap();
+        assert!(
+            only.markdown.contains("Not run (no final checkpoint"),
+            "{}",
+            only.markdown
+        );
+        // Two devices are refused until data-parallel training is wired in.
+        let error = run_cgt::<Flex>(&settings, &[device, device], &mut host).unwrap_err();
+        assert!(error.to_string().contains("devices = 2"), "{error}");
+        std::fs::remove_dir_all(&root).ok();
+    }
+}
