@@ -23,7 +23,8 @@ use std::time::Instant;
 use burn::tensor::{DType, Tensor};
 use serde_json::json;
 use tint_aux::AuxModel;
-use tint_eval::lm_split::{Document, LmSplit, SplitSpec};
+use tint_eval::documents::tokenized_documents;
+use tint_eval::lm_split::{LmSplit, SplitSpec};
 use tint_eval::methods::{block_ids, default_tint_config, eval_part_nll, TintMethod};
 use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig};
 use tint_sim::{ModelSimulator, SimInput, SimOutput};
@@ -95,32 +96,6 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The SOTU addresses as documents, oldest first (the corpus of `cargo xtask eval lm`).
-fn documents(
-    dir: &Path,
-    tokenizer: &tint_aux::tokenizer::AuxTokenizer,
-) -> Result<Vec<Document>, String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| format!("listing {}: {e}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "txt"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|f| {
-            let text =
-                std::fs::read_to_string(f).map_err(|e| format!("reading {}: {e}", f.display()))?;
-            Ok(Document {
-                name: f.file_name().unwrap_or_default().to_string_lossy().into(),
-                tokens: tokenizer
-                    .encode(text.trim())
-                    .map_err(|e| format!("{}: {e}", f.display()))?,
-            })
-        })
-        .collect()
-}
-
 /// One TinT method on `model`'s weights in `dtype`.
 enum Engine {
     Simulator(Box<ModelSimulator<B>>),
@@ -188,7 +163,8 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", args.gguf.display()))?;
     let tokenizer = tint_aux::gguf_tokenizer(&args.gguf)
         .map_err(|e| format!("{}: {e}", args.gguf.display()))?;
-    let docs = documents(&args.sotu, &tokenizer)?;
+    // The SOTU addresses, oldest first: the corpus of `cargo xtask eval lm`.
+    let (_, docs) = tokenized_documents(&args.sotu, &tokenizer).map_err(|e| e.to_string())?;
     // The split of `cargo xtask eval lm` (every 4th address held out for tuning).
     let split = LmSplit::new(
         &docs,

@@ -62,6 +62,29 @@ pub fn load_documents(path: &Path) -> Result<Vec<TextDocument>, EvalError> {
         .collect()
 }
 
+/// The documents at `path` ([`load_documents`]) as token ids, for the split of a
+/// language-modelling run ([`crate::lm_split`]).
+///
+/// # Errors
+///
+/// The errors of [`load_documents`], and the tokenizer's.
+pub fn tokenized_documents(
+    path: &Path,
+    tokenizer: &tint_aux::tokenizer::AuxTokenizer,
+) -> Result<(Vec<TextDocument>, Vec<crate::lm_split::Document>), EvalError> {
+    let texts = load_documents(path)?;
+    let documents = texts
+        .iter()
+        .map(|doc| {
+            Ok(crate::lm_split::Document {
+                name: doc.name.clone(),
+                tokens: tokenizer.encode(&doc.content)?,
+            })
+        })
+        .collect::<Result<_, EvalError>>()?;
+    Ok((texts, documents))
+}
+
 /// The file name of `path` (the whole path when it has none), for document names and chart titles.
 pub fn file_label(path: &Path) -> String {
     path.file_name()

@@ -11,11 +11,11 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use tint_aux::AuxModel;
 
-use crate::documents::{file_label, load_documents, sha256_documents, sha256_files};
+use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
 use crate::lm_grid::{build_lm_method, LmMethodSpec};
 use crate::lm_rows::{pending_rows, StepSource};
 use crate::lm_settings::LmRunSettings;
-use crate::lm_split::{Document, LmSplit, SplitSpec};
+use crate::lm_split::{LmSplit, SplitSpec};
 use crate::lm_tune::{tune_lm, TuneRecord};
 use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
@@ -86,17 +86,8 @@ pub fn run_lm<AB: AutodiffBackend>(
         Some(path) => path.clone(),
         None => env.assets.asset(SOTU_ASSET)?,
     };
-    let raw_docs = load_documents(&text_path)?;
     let tokenizer = args.model.tokenizer(env.assets)?;
-    let documents: Vec<Document> = raw_docs
-        .iter()
-        .map(|doc| {
-            Ok(Document {
-                name: doc.name.clone(),
-                tokens: tokenizer.encode(&doc.content)?,
-            })
-        })
-        .collect::<Result<_, EvalError>>()?;
+    let (raw_docs, documents) = tokenized_documents(&text_path, &tokenizer)?;
     let split = LmSplit::new(
         &documents,
         SplitSpec {
