@@ -1,5 +1,5 @@
-//! The methods of a language-modelling run by name, with their step size and compute budget:
-//! `vanilla`, `dyn-eval`, and the TinT methods of [`TintMethod`]: `tint` (the constructed
+//! The methods of a language-modelling run ([`Method`]), with their step size and compute budget:
+//! `vanilla`, `dyn-eval`, and the TinT methods of [`crate::methods::TintMethod`]: `tint` (the constructed
 //! simulator), `tint-structured` (the same simulator in its proven-equal structured execution) and
 //! `tint-ref` (the functional reference).
 
@@ -10,16 +10,9 @@ use tint_sim::TintConfig;
 use burn::tensor::backend::AutodiffBackend;
 
 use crate::lm::LmMethod;
-use crate::methods::{DynEval, Labelled, Tint, TintMethod, Vanilla};
+use crate::method::Method;
+use crate::methods::{DynEval, Labelled, Tint, Vanilla};
 use crate::EvalError;
-
-/// The methods `eval lm` knows.
-pub const LM_METHODS: [&str; 5] = ["vanilla", "dyn-eval", "tint", "tint-structured", "tint-ref"];
-
-/// Whether `method` adapts to the training part (everything but `vanilla`).
-pub fn adapts(method: &str) -> bool {
-    method != "vanilla"
-}
 
 /// A compute budget of the adaptive methods: the top `layers` blocks (`None` = all) for `steps`
 /// steps.
@@ -64,8 +57,8 @@ pub fn parse_budget(text: &str) -> Result<Budget, String> {
 /// One row of a run: a method, its step and budget, and its name in reports.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LmMethodSpec {
-    /// One of [`LM_METHODS`].
-    pub method: String,
+    /// The method.
+    pub method: Method,
     /// Name in reports (the method, plus the grid point or budget when there are several).
     pub label: String,
     /// TinT's step on the SUMMED loss (dynamic evaluation's matched step when `lr` is `None`).
@@ -85,16 +78,16 @@ pub struct LmMethodSpec {
 ///
 /// # Errors
 ///
-/// An unknown method name, and construction errors of the simulator.
+/// Construction errors of the simulator.
 pub fn build_lm_method<'a, AB: AutodiffBackend>(
     spec: &LmMethodSpec,
     model: &'a AuxModel<AB>,
     inference: &'a AuxModel<AB::InnerBackend>,
     tint: &TintConfig,
 ) -> Result<Box<dyn LmMethod + 'a>, EvalError> {
-    let method: Box<dyn LmMethod + 'a> = match spec.method.as_str() {
-        "vanilla" => Box::new(Vanilla::new(inference)),
-        "dyn-eval" => Box::new(DynEval {
+    let method: Box<dyn LmMethod + 'a> = match spec.method {
+        Method::Vanilla => Box::new(Vanilla::new(inference)),
+        Method::DynEval => Box::new(DynEval {
             model,
             lr: spec.lr,
             inner_lr: spec.eta,
@@ -105,22 +98,12 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
                 None
             },
         }),
-        "tint" | "tint-structured" | "tint-ref" => {
+        Method::Tint(method) => {
             let mut config = tint.clone();
             config.inner_lr = spec.eta;
             config.n_forward_backward = spec.budget.steps;
             config.n_simulation_layers = spec.budget.layers;
-            Box::new(Tint::for_method(
-                inference,
-                config,
-                TintMethod::parse(&spec.method)?,
-            )?)
-        }
-        other => {
-            return Err(EvalError::UnknownMethod {
-                name: other.to_string(),
-                known: LM_METHODS.join(", "),
-            })
+            Box::new(Tint::for_method(inference, config, method)?)
         }
     };
     Ok(Box::new(Labelled {
@@ -153,11 +136,5 @@ mod tests {
         for bad in ["12", "x1", "ax1", "0x1", "3x0", "3x-1"] {
             assert!(parse_budget(bad).is_err(), "{bad:?} must be refused");
         }
-    }
-
-    #[test]
-    fn only_vanilla_does_not_adapt() {
-        assert!(!adapts("vanilla"));
-        assert!(LM_METHODS[1..].iter().all(|m| adapts(m)));
     }
 }

@@ -62,7 +62,7 @@ pub fn pending_rows(settings: &LmRunSettings) -> Result<Vec<PendingRow>, EvalErr
     let mut rows = Vec::new();
     for &m in &settings.methods {
         let base = LmMethodSpec {
-            method: m.name().to_string(),
+            method: m,
             label: m.name().to_string(),
             eta: 0.0,
             lr: None,

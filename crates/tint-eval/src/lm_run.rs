@@ -287,7 +287,7 @@ pub fn run_lm<AB: AutodiffBackend>(
     }
     specs.extend(shared_specs);
     // Report order: the order of the methods in the settings.
-    specs.sort_by_key(|s| args.methods.iter().position(|m| m.name() == s.method));
+    specs.sort_by_key(|s| args.methods.iter().position(|m| *m == s.method));
     let mut methods = specs
         .iter()
         .map(|s| build_lm_method(s, &model, &inference, &tint_config))

@@ -83,6 +83,13 @@ impl serde::Serialize for Method {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Method {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,9 +105,10 @@ mod tests {
         let err = "gpt4".parse::<Method>().unwrap_err().to_string();
         assert!(err.contains("gpt4") && err.contains("tint-ref"), "{err}");
         assert!(!Method::Vanilla.adapts() && Method::ALL[1..].iter().all(|m| m.adapts()));
-        assert_eq!(
-            serde_json::to_value(Method::Tint(TintMethod::Structured)).unwrap(),
-            "tint-structured"
-        );
+        let structured = Method::Tint(TintMethod::Structured);
+        let json = serde_json::to_value(structured).unwrap();
+        assert_eq!(json, "tint-structured");
+        assert_eq!(serde_json::from_value::<Method>(json).unwrap(), structured);
+        assert!(serde_json::from_value::<Method>("gpt4".into()).is_err());
     }
 }
