@@ -10,6 +10,11 @@ mod chosen {
     pub(super) type Inner = burn::backend::Cuda;
     /// Name printed in reports.
     pub(super) const NAME: &str = "cuda";
+
+    /// GPU `index`.
+    pub(super) fn nth_device(index: usize) -> burn::tensor::Device<Inner> {
+        burn::backend::cuda::CudaDevice::new(index)
+    }
 }
 
 #[cfg(all(feature = "wgpu", not(feature = "cuda")))]
@@ -18,6 +23,11 @@ mod chosen {
     pub(super) type Inner = burn::backend::Wgpu;
     /// Name printed in reports.
     pub(super) const NAME: &str = "wgpu";
+
+    /// Discrete GPU `index`.
+    pub(super) fn nth_device(index: usize) -> burn::tensor::Device<Inner> {
+        burn::backend::wgpu::WgpuDevice::DiscreteGpu(index)
+    }
 }
 
 #[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda"))))]
@@ -26,6 +36,11 @@ mod chosen {
     pub(super) type Inner = burn::backend::Flex;
     /// Name printed in reports.
     pub(super) const NAME: &str = "flex";
+
+    /// The CPU device (one for every index: peers share it).
+    pub(super) fn nth_device(_index: usize) -> burn::tensor::Device<Inner> {
+        Default::default()
+    }
 }
 
 #[cfg(not(any(feature = "flex", feature = "wgpu", feature = "cuda")))]
@@ -41,4 +56,9 @@ pub(crate) const BACKEND_NAME: &str = chosen::NAME;
 /// The default device of the chosen backend.
 pub(crate) fn device() -> burn::tensor::Device<B> {
     Default::default()
+}
+
+/// `count` devices of the chosen backend for data-parallel training (`cargo xtask eval cgt --devices`).
+pub(crate) fn devices(count: usize) -> Vec<burn::tensor::Device<B>> {
+    (0..count).map(chosen::nth_device).collect()
 }

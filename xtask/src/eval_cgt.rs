@@ -8,7 +8,7 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use tint_eval::cgt::{run_cgt, CgtEvent, CgtHost, CgtSettings};
 
-use crate::backend::{device, B, BACKEND_NAME};
+use crate::backend::{devices, B, BACKEND_NAME};
 
 /// Arguments of `cargo xtask eval cgt`.
 #[derive(clap::Args, Debug, Clone)]
@@ -55,6 +55,12 @@ pub(crate) struct CgtArgs {
     /// (they are listed as not run): assembles the table of runs trained by separate invocations.
     #[arg(long)]
     pub only_finished: bool,
+    /// Train data-parallel over this many devices of the backend (cuda: GPUs 0..N; wgpu: discrete
+    /// GPUs 0..N; flex: N peers sharing the CPU, for testing): the batch is split into N equal
+    /// shards and gradients are all-reduced through burn's collective operations (docs/cgt.md,
+    /// "Data-parallel training"). Must divide the batch size.
+    #[arg(long, default_value_t = 1)]
+    pub devices: usize,
 }
 
 impl CgtArgs {
@@ -72,13 +78,18 @@ impl CgtArgs {
             seeds: self.seeds.clone(),
             only_finished: self.only_finished,
             backend: BACKEND_NAME.to_string(),
+            devices: self.devices,
         }
     }
 }
 
 /// Runs the command.
 pub(crate) fn run(args: &CgtArgs) -> Result<()> {
-    let outcome = run_cgt::<B>(&args.settings(), &[device()], &mut Terminal { bar: None })?;
+    let outcome = run_cgt::<B>(
+        &args.settings(),
+        &devices(args.devices),
+        &mut Terminal { bar: None },
+    )?;
     crate::report_doc::write_marked_section(
         &args.report,
         &outcome.key,

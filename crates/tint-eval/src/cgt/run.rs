@@ -133,8 +133,9 @@ fn batch_source(
 /// settings; with `only_finished`, only the runs whose final checkpoint exists), the loss chart (and
 /// the by-pair chart of the regression presets) into `settings.plots`, and the report section.
 ///
-/// `devices`: the devices to train on. One device for now; this is where data-parallel training
-/// over several devices (`tint_cgt`'s data-parallel trainer, `--devices N`) plugs in.
+/// `devices`: the devices to train on, `settings.devices` of them: one trains on it, several train
+/// data-parallel over them (`tint_cgt::train_data_parallel`: the batch split into equal shards,
+/// gradients all-reduced through burn's collective operations).
 ///
 /// # Errors
 /// An invalid setting (before anything trains), or a run, chart or file that fails.
@@ -146,13 +147,18 @@ pub fn run_cgt<B: Backend>(
     settings.validate()?;
     let preset = settings.configured_preset()?;
     let variants = settings.variants()?;
-    let [device] = devices else {
+    settings.validate_devices(&preset)?;
+    if devices.len() != settings.devices {
         return Err(CgtRunError::InvalidSetting {
             name: "devices",
-            value: devices.len().to_string(),
-            rule: "exactly one device (data-parallel CGT training is not wired in yet)",
+            value: format!(
+                "{} devices given for --devices {}",
+                devices.len(),
+                settings.devices
+            ),
+            rule: "one device per --devices",
         });
-    };
+    }
     let run_dir = settings.run_dir(&preset);
     let (_, corpus) = batch_source(&preset, settings, host)?;
     std::fs::create_dir_all(&settings.plots).map_err(|source| CgtRunError::Io {
@@ -211,7 +217,7 @@ pub fn run_cgt<B: Backend>(
                 seed_dir: &seed_dir,
                 heat_map_dir: (seed == first_seed).then_some(settings.plots.as_path()),
             };
-            results.push(run_variant::<B>(&job, device, host)?);
+            results.push(run_variant::<B>(&job, devices, host)?);
         }
     }
     let mut charts = vec![settings.plots.join(format!("{}-loss.svg", preset.name))];
@@ -320,9 +326,34 @@ mod tests {
             "{}",
             only.markdown
         );
-        // Two devices are refused until data-parallel training is wired in.
+        // One device object per --devices, and --devices must divide the batch.
         let error = run_cgt::<Flex>(&settings, &[device, device], &mut host).unwrap_err();
-        assert!(error.to_string().contains("devices = 2"), "{error}");
+        assert!(error.to_string().contains("2 devices given"), "{error}");
+        let odd = CgtSettings {
+            devices: 3,
+            ..settings.clone()
+        };
+        let error = run_cgt::<Flex>(&odd, &[device; 3], &mut host).unwrap_err();
+        assert!(error.to_string().contains("batch size 2"), "{error}");
+        // Two devices train data-parallel (tint_cgt::train_data_parallel; its own tests compare it
+        // with one device) and report the same way, with --devices in the command.
+        let parallel = CgtSettings {
+            devices: 2,
+            run_dir: Some(root.join("runs-2")),
+            ..settings.clone()
+        };
+        let mut host = Recorder::default();
+        let two = run_cgt::<Flex>(&parallel, &[device, device], &mut host).unwrap();
+        assert_eq!(host.events.last().unwrap(), "trained from 0");
+        assert!(
+            host.events.contains(&"step 1".to_string()),
+            "{:?}",
+            host.events
+        );
+        assert!(two.markdown.contains("--devices 2"), "{}", two.markdown);
+        assert!(root
+            .join("runs-2/seed0/cgt/specialised.safetensors")
+            .exists());
         std::fs::remove_dir_all(&root).ok();
     }
 }

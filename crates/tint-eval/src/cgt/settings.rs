@@ -33,6 +33,10 @@ pub struct CgtSettings {
     pub only_finished: bool,
     /// The burn backend (`flex`, `wgpu`, `cuda`), for the reproducing command.
     pub backend: String,
+    /// Devices to train on, data-parallel (`tint_cgt::train_data_parallel`) when more than one;
+    /// at least 1, and it must divide the batch size. Does not change the objective except for the
+    /// batch-coupled regularisers (docs/cgt.md, "Data-parallel training").
+    pub devices: usize,
 }
 
 impl CgtSettings {
@@ -50,6 +54,7 @@ impl CgtSettings {
             seeds: vec![0],
             only_finished: false,
             backend: backend.to_string(),
+            devices: 1,
         }
     }
 
@@ -129,6 +134,29 @@ impl CgtSettings {
                 rule: "at least one seed",
             });
         }
+        if self.devices == 0 {
+            return Err(CgtRunError::InvalidSetting {
+                name: "--devices",
+                value: "0".into(),
+                rule: "at least one device",
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks that the batch of the configured preset splits into equal shards over the devices.
+    ///
+    /// # Errors
+    /// The batch size is not a multiple of [`Self::devices`].
+    pub fn validate_devices(&self, preset: &ExperimentPreset) -> Result<(), CgtRunError> {
+        let batch_size = preset.data.batch_size();
+        if self.devices == 0 || batch_size % self.devices != 0 {
+            return Err(CgtRunError::InvalidSetting {
+                name: "--devices",
+                value: format!("{} (batch size {batch_size})", self.devices),
+                rule: "at least one device, and a divisor of the batch size (equal shards)",
+            });
+        }
         Ok(())
     }
 
@@ -166,6 +194,9 @@ impl CgtSettings {
         }
         if let Some(text) = &self.text {
             command.push_str(&format!(" --text {}", text.display()));
+        }
+        if self.devices > 1 {
+            command.push_str(&format!(" --devices {}", self.devices));
         }
         command
     }

@@ -15,7 +15,8 @@ use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
 use tint_cgt::objective::{joint_loss, ObjectiveConfig};
 use tint_cgt::plot::heat_map_svg;
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
-use tint_cgt::train::{train_with_history, training_seconds, RunFiles};
+use tint_cgt::train::{train_with_history, training_seconds, RunFiles, StepReport};
+use tint_cgt::train_data_parallel;
 use tint_cgt::CgtModel;
 
 use super::conventions::{
@@ -93,15 +94,24 @@ pub struct VariantJob<'a> {
     pub heat_map_dir: Option<&'a Path>,
 }
 
-/// Trains (or resumes from its checkpoint) one variant of one seed and evaluates it.
+/// Trains (or resumes from its checkpoint) one variant of one seed and evaluates it: on `devices[0]`
+/// alone, or data-parallel over every device when there are several
+/// ([`tint_cgt::train_data_parallel`]; the evaluation runs on `devices[0]`).
 ///
 /// # Errors
-/// Training, evaluation, export or a chart fails.
+/// No device, or training, evaluation, export or a chart fails.
 pub fn run_variant<B: Backend>(
     job: &VariantJob<'_>,
-    device: &B::Device,
+    devices: &[B::Device],
     host: &mut dyn CgtHost,
 ) -> Result<VariantResult, CgtRunError> {
+    let Some(device) = devices.first() else {
+        return Err(CgtRunError::InvalidSetting {
+            name: "devices",
+            value: "0".into(),
+            rule: "at least one device",
+        });
+    };
     let (preset, variant, seed) = (job.preset, job.variant, job.seed);
     let training = job.seeded.training_for(variant);
     let dir = job.seed_dir.join(variant.slug());
@@ -120,13 +130,18 @@ pub fn run_variant<B: Backend>(
         steps: training.steps,
     });
     let start = Instant::now();
-    let outcome = train_with_history(model, job.source, &training, &files, device, &mut |r| {
+    let mut progress = |r: &StepReport| {
         host.event(CgtEvent::Step {
             step: r.step,
             task_loss: r.terms.task,
             total_loss: r.terms.total,
         })
-    })
+    };
+    let outcome = if devices.len() > 1 {
+        train_data_parallel(model, job.source, &training, &files, devices, &mut progress)
+    } else {
+        train_with_history(model, job.source, &training, &files, device, &mut progress)
+    }
     .map_err(CgtRunError::cgt(format!("training {}", variant.slug())))?;
     host.event(CgtEvent::VariantTrained {
         variant,
