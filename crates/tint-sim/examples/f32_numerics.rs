@@ -28,7 +28,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
 use tint_aux::AuxModel;
 use tint_sim::llama::math::{rms_norm_backward, swiglu_backward};
-use tint_sim::llama::{LlamaLayerParams, LlamaParams, LlamaReference, LlamaTintConfig};
+use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig};
 use tint_sim::{DerivativeMode, SimInput};
 
 type B = burn::backend::Flex;
@@ -56,45 +56,24 @@ const F32_UNIT_ROUNDOFF: f64 = 5.960_464_477_539_063e-8;
 /// relative error one float32 rounding makes.
 fn perturbed(params: &LlamaParams<B>) -> LlamaParams<B> {
     B::seed(&Default::default(), 2024);
-    let p1 = |t: &Tensor<B, 1>| {
-        let u = Tensor::<B, 1>::random(
-            t.shape(),
+    let u = |shape: burn::tensor::Shape, dtype: DType| {
+        Tensor::<B, 1>::random(
+            [shape.num_elements()],
             Distribution::Uniform(-F32_UNIT_ROUNDOFF, F32_UNIT_ROUNDOFF),
-            &t.device(),
+            &Default::default(),
         )
-        .cast(t.dtype());
-        t.clone() * (u + 1.0)
+        .cast(dtype)
     };
-    let p2 = |t: &Tensor<B, 2>| {
-        let u = Tensor::<B, 2>::random(
-            t.shape(),
-            Distribution::Uniform(-F32_UNIT_ROUNDOFF, F32_UNIT_ROUNDOFF),
-            &t.device(),
-        )
-        .cast(t.dtype());
-        t.clone() * (u + 1.0)
-    };
-    LlamaParams {
-        embedding: p2(&params.embedding),
-        layers: params
-            .layers
-            .iter()
-            .map(|l| LlamaLayerParams {
-                attn_norm: p1(&l.attn_norm),
-                w_q: p2(&l.w_q),
-                w_k: p2(&l.w_k),
-                w_v: p2(&l.w_v),
-                w_o: p2(&l.w_o),
-                mlp_norm: p1(&l.mlp_norm),
-                w_gate: p2(&l.w_gate),
-                w_up: p2(&l.w_up),
-                w_down: p2(&l.w_down),
-            })
-            .collect(),
-        final_norm: p1(&params.final_norm),
-        lm_head: params.lm_head.as_ref().map(p2),
-        ..params.clone()
-    }
+    params.map_weights(
+        |t| {
+            let noise = u(t.shape(), t.dtype());
+            t * (noise + 1.0)
+        },
+        |t| {
+            let noise = u(t.shape(), t.dtype()).reshape(t.shape());
+            t * (noise + 1.0)
+        },
+    )
 }
 
 fn main() {

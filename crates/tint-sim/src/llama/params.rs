@@ -138,27 +138,35 @@ impl<B: Backend> LlamaParams<B> {
 
     /// The same weights in another float type (e.g. `DType::F64` for exactness checks).
     pub fn cast(&self, dtype: DType) -> Self {
-        let c1 = |t: &Tensor<B, 1>| t.clone().cast(dtype);
-        let c2 = |t: &Tensor<B, 2>| t.clone().cast(dtype);
+        self.map_weights(|t| t.cast(dtype), |t| t.cast(dtype))
+    }
+
+    /// The same model with every weight tensor replaced by `vector(gain)` (the norm gains) or
+    /// `matrix(weight)` (embedding, projections, LM head); sizes and hyper-parameters kept.
+    pub fn map_weights(
+        &self,
+        mut vector: impl FnMut(Tensor<B, 1>) -> Tensor<B, 1>,
+        mut matrix: impl FnMut(Tensor<B, 2>) -> Tensor<B, 2>,
+    ) -> Self {
         Self {
-            embedding: c2(&self.embedding),
+            embedding: matrix(self.embedding.clone()),
             layers: self
                 .layers
                 .iter()
                 .map(|l| LlamaLayerParams {
-                    attn_norm: c1(&l.attn_norm),
-                    w_q: c2(&l.w_q),
-                    w_k: c2(&l.w_k),
-                    w_v: c2(&l.w_v),
-                    w_o: c2(&l.w_o),
-                    mlp_norm: c1(&l.mlp_norm),
-                    w_gate: c2(&l.w_gate),
-                    w_up: c2(&l.w_up),
-                    w_down: c2(&l.w_down),
+                    attn_norm: vector(l.attn_norm.clone()),
+                    w_q: matrix(l.w_q.clone()),
+                    w_k: matrix(l.w_k.clone()),
+                    w_v: matrix(l.w_v.clone()),
+                    w_o: matrix(l.w_o.clone()),
+                    mlp_norm: vector(l.mlp_norm.clone()),
+                    w_gate: matrix(l.w_gate.clone()),
+                    w_up: matrix(l.w_up.clone()),
+                    w_down: matrix(l.w_down.clone()),
                 })
                 .collect(),
-            final_norm: c1(&self.final_norm),
-            lm_head: self.lm_head.as_ref().map(c2),
+            final_norm: vector(self.final_norm.clone()),
+            lm_head: self.lm_head.clone().map(matrix),
             ..self.clone()
         }
     }
