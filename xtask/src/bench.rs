@@ -13,7 +13,7 @@ use tint_eval::bench::{
 };
 
 use crate::backend::{device, B, BACKEND_NAME};
-use crate::report_doc::write_marked_section;
+use tint_eval::results_doc::write_marked_section;
 
 /// Side of the sgemm that measures the machine's matmul rate (larger on a GPU).
 const SGEMM_SIZE: usize = if cfg!(any(feature = "cuda", feature = "wgpu")) {

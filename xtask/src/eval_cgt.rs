@@ -90,7 +90,7 @@ pub(crate) fn run(args: &CgtArgs) -> Result<()> {
         &devices(args.devices),
         &mut Terminal { bar: None },
     )?;
-    crate::report_doc::write_marked_section(
+    tint_eval::results_doc::write_marked_section(
         &args.report,
         &outcome.key,
         &outcome.markdown,

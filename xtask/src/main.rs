@@ -12,7 +12,6 @@ mod eval_cgt;
 mod fetch;
 mod logits;
 mod model_arg;
-mod report_doc;
 
 use std::time::Instant;
 

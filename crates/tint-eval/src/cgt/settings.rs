@@ -150,7 +150,7 @@ impl CgtSettings {
     /// The batch size is not a multiple of [`Self::devices`].
     pub fn validate_devices(&self, preset: &ExperimentPreset) -> Result<(), CgtRunError> {
         let batch_size = preset.data.batch_size();
-        if self.devices == 0 || batch_size % self.devices != 0 {
+        if self.devices == 0 || !batch_size.is_multiple_of(self.devices) {
             return Err(CgtRunError::InvalidSetting {
                 name: "--devices",
                 value: format!("{} (batch size {batch_size})", self.devices),
