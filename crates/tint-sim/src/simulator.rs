@@ -786,16 +786,17 @@ impl<B: Backend> TintSimulator<B> {
     }
 }
 
-/// `a + b` on token rows, each operand first made contiguous ([`layout::contiguous`]: one memcpy
-/// for a row-range view, nothing for a contiguous tensor). The constructed modules return their
-/// token rows as row-range views of the `[P + T, Ds]` state, which flex does not treat as
-/// contiguous (even at batch size 1), so a plain `+` on them walks both operands element by
-/// element (about 13 % of the constructed step, docs/performance.md "Changes of 2026-11-25").
-/// The same float additions, bit for bit.
+/// `a + b`, each operand first made contiguous ([`layout::contiguous`]: one memcpy for a row- or
+/// column-range view, nothing for a contiguous tensor). The constructed modules return their token
+/// rows as row-range views of the `[P + T, Ds]` state, which flex does not treat as contiguous
+/// (even at batch size 1), so a plain `+` on them (or on a column range `[0, D)`) walks both
+/// operands element by element (about 13 % of the GPT-2 constructed step, docs/performance.md
+/// "Changes of 2026-11-25"). The same float additions, bit for bit. Shared by the GPT-2 and the
+/// LLaMA simulators.
 ///
 /// # Shapes
-/// * `a`, `b`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
-fn add_rows<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 3> {
+/// * `a`, `b`: `[batch_size, rows, width]` → `[batch_size, rows, width]`
+pub(crate) fn add_rows<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 3> {
     layout::contiguous(a) + layout::contiguous(b)
 }
 

@@ -17,6 +17,7 @@ use tint_ops::{
     LinearDescentBackward, LinearForward, QkvPrefixes, SimContext, TintDims, TintOptions,
 };
 
+use super::residual::add_token_residual;
 use crate::error::SimError;
 
 /// The modules of the attention half-block (shared by every layer).
@@ -218,9 +219,7 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
             .output_forward
             .forward(layout::with_prefix_rows(at, prefixes.output.clone()), ctx);
         let output_in = layout::token_memory(o.clone(), p, self.dims.linear_memory_index());
-        let [batch_size, n_rows, _] = state.dims();
-        let sum = (state.clone().narrow(2, 0, d) + o.narrow(2, 0, d)).narrow(1, p, n_rows - p);
-        let out = state.slice_assign([0..batch_size, p..n_rows, 0..d], sum);
+        let out = add_token_residual(state, o, p, d);
         (
             out,
             AttentionHalfActs {
@@ -282,11 +281,6 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
             prepare(st, self.dims.ln_memory_index(), &acts.norm, &prefixes.norm),
             ctx,
         );
-        let [batch_size, n_rows, _] = state.dims();
-        let sum = (state.clone().narrow(2, 0, d) + dx.narrow(2, 0, d)).narrow(1, p, n_rows - p);
-        (
-            state.slice_assign([0..batch_size, p..n_rows, 0..d], sum),
-            updated,
-        )
+        (add_token_residual(state, dx, p, d), updated)
     }
 }

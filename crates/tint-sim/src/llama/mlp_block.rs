@@ -26,6 +26,7 @@ use tint_ops::{
 };
 
 use crate::error::SimError;
+use crate::simulator::add_rows;
 
 /// The modules of a simulated SwiGLU MLP (shared by every chunk).
 #[derive(Debug)]
@@ -194,7 +195,7 @@ impl<B: Backend> SimulatedSwiGlu<B> {
     }
 
     /// Forward: the token signal `m` (dims `[0, D)` of `state`) → `y` in dims `[0, D)` of the
-    /// returned state (other dims: those of the last down-projection call), with the stored
+    /// returned state (other dims: those of the first down-projection call), with the stored
     /// activations.
     ///
     /// # Shapes
@@ -214,7 +215,9 @@ impl<B: Backend> SimulatedSwiGlu<B> {
             glu: vec![],
             down_in: vec![],
         };
-        let mut out: Option<Tensor<B, 3>> = None;
+        // Σ_k y_k on dims [0, D) of every row, accumulated contiguously (flex walks column-range
+        // views element by element); written into the first call's state once.
+        let mut out: Option<(Tensor<B, 3>, Tensor<B, 3>)> = None;
         for k in 0..prefixes.gate.len() {
             let g = self.forward_linear.forward(
                 layout::with_prefix_rows(state.clone(), prefixes.gate[k].clone()),
@@ -237,15 +240,18 @@ impl<B: Backend> SimulatedSwiGlu<B> {
                 .forward(layout::with_prefix_rows(h, prefixes.down[k].clone()), ctx);
             acts.down_in.push(layout::token_memory(y.clone(), p, lin));
             out = Some(match out {
-                None => y,
-                Some(sum) => {
-                    let [b, r, _] = sum.dims();
-                    let total = sum.clone().narrow(2, 0, d) + y.narrow(2, 0, d);
-                    sum.slice_assign([0..b, 0..r, 0..d], total)
-                }
+                None => (y.clone().narrow(2, 0, d), y),
+                Some((sum, first)) => (add_rows(sum, y.narrow(2, 0, d)), first),
             });
         }
-        (out.unwrap_or(state), acts)
+        let out = match out {
+            None => state,
+            Some((sum, first)) if prefixes.gate.len() > 1 => {
+                first.slice_assign([0..batch_size, 0..n_rows, 0..d], sum)
+            }
+            Some((_, first)) => first,
+        };
+        (out, acts)
     }
 
     /// Backward + descent: from `delta` (dims `[0, D)` of `state`) → `dm` in dims `[0, D)` of the
@@ -293,7 +299,7 @@ impl<B: Backend> SimulatedSwiGlu<B> {
                 .backward_linear
                 .forward(prepare(up_state, lin, &acts.up_in[k], &prefixes.up[k]), ctx);
             updated.up[k] = layout::prefix_rows(from_up.clone(), p);
-            let chunk = from_gate.narrow(2, 0, d) + from_up.narrow(2, 0, d);
+            let chunk = add_rows(from_gate.narrow(2, 0, d), from_up.narrow(2, 0, d));
             dm = Some(match dm {
                 None => chunk,
                 Some(sum) => sum + chunk,

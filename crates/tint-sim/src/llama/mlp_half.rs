@@ -9,6 +9,7 @@ use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
 use tint_ops::{layout, prefix, SimContext, TintDims, TintOptions};
 
 use super::mlp_block::{SimulatedSwiGlu, SwiGluActs, SwiGluPrefixes};
+use super::residual::add_token_residual;
 use crate::error::SimError;
 
 /// The modules of the MLP half-block.
@@ -84,10 +85,8 @@ impl<B: Backend> SimulatedMlpHalf<B> {
         );
         let norm = layout::token_memory(m.clone(), p, self.dims.ln_memory_index());
         let (y, mlp) = self.mlp.forward(m, mlp_prefixes, ctx);
-        let [batch_size, n_rows, _] = state.dims();
         // Token rows carry the residual sum; prefix rows stay those of the input.
-        let sum = (state.clone().narrow(2, 0, d) + y.narrow(2, 0, d)).narrow(1, p, n_rows - p);
-        let out = state.slice_assign([0..batch_size, p..n_rows, 0..d], sum);
+        let out = add_token_residual(state, y, p, d);
         (out, MlpHalfActs { norm, mlp })
     }
 
@@ -113,12 +112,6 @@ impl<B: Backend> SimulatedMlpHalf<B> {
         let dx = self
             .norm_backward
             .forward(layout::with_prefix_rows(dm, norm_prefix.clone()), ctx);
-        let [batch_size, n_rows, _] = state.dims();
-        let sum = state.clone().narrow(2, 0, d) + dx.narrow(2, 0, d);
-        let tokens = sum.narrow(1, p, n_rows - p);
-        (
-            state.slice_assign([0..batch_size, p..n_rows, 0..d], tokens),
-            updated,
-        )
+        (add_token_residual(state, dx, p, d), updated)
     }
 }

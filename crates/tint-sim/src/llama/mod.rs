@@ -28,6 +28,7 @@ pub mod mlp_half;
 pub mod param_count;
 pub mod params;
 pub mod reference;
+mod residual;
 pub mod simulator;
 
 pub use config::{LlamaTintConfig, LlamaUpdates};
