@@ -33,8 +33,8 @@ pub mod run_event;
 pub mod run_settings;
 pub mod suite;
 
-pub use method::Method;
 pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
+pub use method::Method;
 pub use perplexity::{BlockNll, Perplexity};
 pub use report::{LmReport, MethodResult};
 
