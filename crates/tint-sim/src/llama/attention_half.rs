@@ -246,6 +246,41 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
         update_value: bool,
     ) -> (Tensor<B, 3>, AttentionPrefixes<B>) {
         let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
+        let (st, updated) = self.descend(
+            state.clone(),
+            prefixes,
+            acts,
+            ctx,
+            update_output,
+            update_value,
+        );
+        let dx = self.norm_backward.forward(
+            layout::with_prefix_rows(
+                layout::with_token_memory(st, p, self.dims.ln_memory_index(), acts.norm.clone()),
+                prefixes.norm.clone(),
+            ),
+            ctx,
+        );
+        (add_token_residual(state, dx, p, d), updated)
+    }
+
+    /// The descent of [`Self::backward`] without its input gradient: the same `W_O`, `W_V`
+    /// updates, and the module output before the RMSNorm backward (`W_Vᵀ dv` in dims `[0, D)`).
+    /// For the lowest simulated layer, whose input gradient nothing reads, [`Self::backward`]
+    /// would spend an RMSNorm backward and a residual sum on a dead value.
+    ///
+    /// # Shapes
+    /// `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`.
+    pub fn descend(
+        &self,
+        state: Tensor<B, 3>,
+        prefixes: &AttentionPrefixes<B>,
+        acts: &AttentionHalfActs<B>,
+        ctx: &SimContext<B>,
+        update_output: bool,
+        update_value: bool,
+    ) -> (Tensor<B, 3>, AttentionPrefixes<B>) {
+        let p = self.dims.n_prefixes();
         let prepare = |s: Tensor<B, 3>, mem: usize, act: &Tensor<B, 3>, block: &Tensor<B, 3>| {
             layout::with_prefix_rows(
                 layout::with_token_memory(s, p, mem, act.clone()),
@@ -255,7 +290,7 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
         let mut updated = prefixes.clone();
         let st = self.output_backward.forward(
             prepare(
-                state.clone(),
+                state,
                 self.dims.linear_memory_index(),
                 &acts.output_in,
                 &prefixes.output,
@@ -277,10 +312,6 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
         if update_value {
             updated.value = layout::prefix_rows(st.clone(), p);
         }
-        let dx = self.norm_backward.forward(
-            prepare(st, self.dims.ln_memory_index(), &acts.norm, &prefixes.norm),
-            ctx,
-        );
-        (add_token_residual(state, dx, p, d), updated)
+        (st, updated)
     }
 }

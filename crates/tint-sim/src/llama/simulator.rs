@@ -389,14 +389,28 @@ impl<B: Backend> LlamaSimulator<B> {
                 let (st, new_mlp) =
                     self.mlp
                         .backward(delta, &blocks.mlp_norm, &blocks.mlp, &acts.mlp, &ctx);
-                let (st, new_attention) = self.attention.backward(
-                    st,
-                    &blocks.attention,
-                    &acts.attention,
-                    &ctx,
-                    update_output,
-                    update_value,
-                );
+                // The lowest simulated layer's input gradient is read by nothing: descend only
+                // (its RMSNorm backward and residual sum would be dead work).
+                let half = &self.attention;
+                let (st, new_attention) = if l > 0 {
+                    half.backward(
+                        st,
+                        &blocks.attention,
+                        &acts.attention,
+                        &ctx,
+                        update_output,
+                        update_value,
+                    )
+                } else {
+                    half.descend(
+                        st,
+                        &blocks.attention,
+                        &acts.attention,
+                        &ctx,
+                        update_output,
+                        update_value,
+                    )
+                };
                 if update_mlp {
                     prefixes[l].mlp = new_mlp;
                 }
