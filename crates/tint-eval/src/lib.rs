@@ -28,6 +28,7 @@ pub mod perplexity;
 pub mod report;
 pub mod results_doc;
 pub mod resume;
+pub mod rng;
 pub mod run_env;
 pub mod run_event;
 pub mod run_settings;

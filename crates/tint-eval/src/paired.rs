@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::icl::sampling::SplitMix64;
+use crate::rng;
 
 /// Which direction of a difference is a win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,9 +129,14 @@ pub fn paired_diff(
     let (ci_low, ci_high) = if n < 2 || settings.resamples == 0 {
         (mean, mean)
     } else {
-        let mut rng = SplitMix64::new(settings.seed);
+        let mut draws = rng::seeded(settings.seed);
         let mut means: Vec<f64> = (0..settings.resamples)
-            .map(|_| (0..n).map(|_| diffs[rng.below(n)]).sum::<f64>() / n as f64)
+            .map(|_| {
+                (0..n)
+                    .map(|_| diffs[rng::below(&mut draws, n)])
+                    .sum::<f64>()
+                    / n as f64
+            })
             .collect();
         means.sort_by(f64::total_cmp);
         let last = settings.resamples - 1;

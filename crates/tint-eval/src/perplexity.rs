@@ -1,5 +1,7 @@
 //! Perplexity from summed negative log-likelihoods, with a bootstrap confidence interval over blocks.
 
+use rand::RngCore;
+
 /// Summed next-token negative log-likelihood of one block's evaluated part.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BlockNll {
@@ -51,12 +53,12 @@ pub fn bootstrap(blocks: &[BlockNll], level: f64, resamples: usize, seed: u64) -
             tokens,
         };
     }
-    let mut rng = SplitMix64(seed);
+    let mut rng = crate::rng::seeded(seed);
     let mut samples: Vec<f64> = (0..resamples)
         .map(|_| {
             let (mut nll, mut n) = (0.0, 0usize);
             for _ in 0..blocks.len() {
-                let b = &blocks[(rng.next() % blocks.len() as u64) as usize];
+                let b = &blocks[(rng.next_u64() % blocks.len() as u64) as usize];
                 nll += b.sum_nll;
                 n += b.count;
             }
@@ -71,19 +73,6 @@ pub fn bootstrap(blocks: &[BlockNll], level: f64, resamples: usize, seed: u64) -
         ci_high: q((1.0 + level) / 2.0),
         level,
         tokens,
-    }
-}
-
-/// A tiny deterministic generator (SplitMix64) so reports are reproducible without a rand dependency.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 }
 

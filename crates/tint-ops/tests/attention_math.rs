@@ -629,7 +629,7 @@ struct Case {
 
 impl Case {
     fn new(shape: Shape, flavour: Flavour, softmax: bool, seed: u64) -> Self {
-        let mut rng = Rng(seed ^ ((shape.n_heads * 131 + shape.qk_block * 7) as u64));
+        let mut rng = Rng::new(seed ^ ((shape.n_heads * 131 + shape.qk_block * 7) as u64));
         let scoring = if softmax {
             // Not 1 and not 1/sqrt(d), so a missing or wrong scale shows.
             Scoring::Softmax {

@@ -270,7 +270,7 @@ fn softmax_with_2h_heads_and_an_extra_token_approximates_linear_attention() {
     let device = Default::default();
     let (h, d, t) = (N_HEADS, HEAD_DIM, SEQ_LENGTH);
     let d_sim = h * d;
-    let mut rng = Rng(0x5eed_c2c2_0000_0001);
+    let mut rng = Rng::new(0x5eed_c2c2_0000_0001);
     let weights = LinearWeights::random(&mut rng);
     let inputs: Vec<f64> = (0..BATCH * t * d_sim).map(|_| rng.normal(0.7)).collect();
     let hidden = Tensor::<B, 3>::from_data(

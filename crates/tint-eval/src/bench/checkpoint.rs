@@ -8,6 +8,7 @@ use crate::write_atomic;
 
 use super::config::BenchConfig;
 use super::error::BenchError;
+use crate::rng;
 
 /// Where the bench writes its checkpoint and ids file.
 pub fn checkpoint_dir(config: &BenchConfig) -> PathBuf {
@@ -34,11 +35,15 @@ pub fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<(), BenchErr
         source,
     })?;
     let (d, v, t) = (config.d_model, config.vocab_size, config.seq_length);
-    let mut rng = SplitMix(0x5EED_0001);
+    // The experiments' generator (crate::rng): the checkpoint's bytes are those of the earlier runs
+    // in docs/performance.md.
+    let mut rng = rng::seeded(0x5EED_0001);
     let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
     let mut normal = |name: String, shape: Vec<usize>, mean: f32, std: f32| {
         let n: usize = shape.iter().product();
-        let values = (0..n).map(|_| mean + std * rng.normal()).collect();
+        let values = (0..n)
+            .map(|_| mean + std * rng::standard_normal(&mut rng) as f32)
+            .collect();
         tensors.push((name, shape, values));
     };
     normal("transformer.wte.weight".into(), vec![v, d], 0.0, 0.02);
@@ -122,29 +127,6 @@ pub fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<(), BenchErr
             .as_bytes(),
     )?;
     Ok(())
-}
-
-/// A small seeded generator (SplitMix64) with Box–Muller normals: the checkpoint's bytes stay the
-/// same as those of earlier runs in docs/performance.md.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn uniform(&mut self) -> f64 {
-        ((self.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f32 {
-        let (u1, u2) = (self.uniform(), self.uniform());
-        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
-    }
 }
 
 #[cfg(test)]

@@ -1,50 +1,9 @@
-//! Seeded choice of the k demonstrations: a small deterministic generator (SplitMix64), so that runs
-//! are reproducible across platforms without a random-number dependency.
+//! Seeded choice of the k demonstrations from the experiments' one generator ([`crate::rng`]), so that
+//! runs are reproducible across platforms.
 
 use super::error::IclError;
 use super::task::Example;
-
-/// SplitMix64 (Steele, Lea & Flood 2014): 64-bit state, full period, good enough to shuffle data.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    /// A generator started from `seed`.
-    pub fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A uniform index in `0..n` (`n > 0`), by rejection so there is no modulo bias.
-    pub fn below(&mut self, n: usize) -> usize {
-        let n = n as u64;
-        let zone = u64::MAX - u64::MAX % n;
-        loop {
-            let x = self.next_u64();
-            if x < zone {
-                return (x % n) as usize;
-            }
-        }
-    }
-
-    /// Fisher–Yates shuffle in place.
-    pub fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = self.below(i + 1);
-            items.swap(i, j);
-        }
-    }
-}
+use crate::rng;
 
 /// Draws `k` demonstrations from `pool` with `seed`.
 ///
@@ -63,7 +22,7 @@ pub fn sample_demonstrations(
     seed: u64,
 ) -> Result<Vec<Example>, IclError> {
     let mut order: Vec<usize> = (0..pool.len()).collect();
-    SplitMix64::new(seed).shuffle(&mut order);
+    rng::shuffle(&mut rng::seeded(seed), &mut order);
     if !balanced {
         if k > pool.len() {
             return Err(IclError::InvalidSetting {
@@ -115,19 +74,6 @@ mod tests {
                 label: usize::from(i >= 15),
             })
             .collect()
-    }
-
-    #[test]
-    fn shuffle_is_a_seeded_permutation() {
-        let mut a: Vec<usize> = (0..50).collect();
-        let mut b = a.clone();
-        SplitMix64::new(3).shuffle(&mut a);
-        SplitMix64::new(3).shuffle(&mut b);
-        assert_eq!(a, b);
-        let mut sorted = a.clone();
-        sorted.sort_unstable();
-        assert_eq!(sorted, (0..50).collect::<Vec<_>>());
-        assert_ne!(a, (0..50).collect::<Vec<_>>());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::IclError;
-use super::sampling::SplitMix64;
+use crate::rng;
 
 /// A classification task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -157,7 +157,7 @@ impl TaskData {
                 rule: format!("must be in 1..{} (the examples available)", examples.len()),
             });
         }
-        SplitMix64::new(seed).shuffle(&mut examples);
+        rng::shuffle(&mut rng::seeded(seed), &mut examples);
         let train = examples.split_off(n_test);
         Ok(Self {
             task,
@@ -190,7 +190,7 @@ impl TaskData {
             });
         }
         let mut pool = self.train.clone();
-        SplitMix64::new(seed ^ 0xDE7_5E7).shuffle(&mut pool);
+        rng::shuffle(&mut rng::seeded(seed ^ 0xDE7_5E7), &mut pool);
         let rest = pool.split_off(n_dev);
         let test_texts: std::collections::HashSet<&str> =
             self.test.iter().map(|e| e.text.as_str()).collect();
@@ -236,7 +236,7 @@ impl TaskData {
     /// can appear (files are often sorted by label).
     pub fn subsample_test(&mut self, n: usize, seed: u64) {
         if n < self.test.len() {
-            SplitMix64::new(seed).shuffle(&mut self.test);
+            rng::shuffle(&mut rng::seeded(seed), &mut self.test);
             self.test.truncate(n);
         }
     }

@@ -2,17 +2,21 @@
 
 #![allow(dead_code)] // each test file uses a subset
 
-/// Deterministic random numbers (xorshift64* + Box–Muller), so failures are reproducible.
-pub(crate) struct Rng(pub u64);
+use rand::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
+
+/// Deterministic random numbers (rand's SplitMix64 + Box–Muller), so failures are reproducible.
+pub(crate) struct Rng(SplitMix64);
 
 impl Rng {
+    /// A generator whose state starts at `seed`.
+    pub(crate) fn new(seed: u64) -> Self {
+        Self(SplitMix64::seed_from_u64(seed))
+    }
+
     /// Uniform in `(0, 1)`.
     pub(crate) fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11;
-        (bits as f64 + 0.5) / (1u64 << 53) as f64
+        ((self.0.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
     }
 
     /// Normal with mean 0 and standard deviation `std`.

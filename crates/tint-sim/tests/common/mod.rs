@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
+use rand::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 use safetensors::{Dtype, SafeTensors};
 use tint_sim::{AuxParams, SimInput};
 
@@ -116,21 +118,17 @@ pub(crate) fn bool_tensor<B: Backend, const D: usize>(
     Tensor::from_data(TensorData::new(values, shape), device)
 }
 
-/// A small deterministic generator (SplitMix64 + Box–Muller) so that random test models and inputs
-/// are the same on every run (burn's Flex seed only covers one random op).
-pub(crate) struct SeededRng(u64);
+/// A small deterministic generator (rand's SplitMix64 + Box–Muller) so that random test models and
+/// inputs are the same on every run (burn's Flex seed only covers one random op).
+pub(crate) struct SeededRng(SplitMix64);
 
 impl SeededRng {
     pub(crate) fn new(seed: u64) -> Self {
-        Self(seed)
+        Self(SplitMix64::seed_from_u64(seed))
     }
 
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in (0, 1).
