@@ -2,7 +2,7 @@
 //! bias slot of a prefix block, `b ← b − η Σ_train dy`. A bias-free layer has no `b`, so its block
 //! keeps the slot at its stored value (0): the same as a LinearDescent whose bias-head value
 //! weights are zero (no extra parameters, no extra layer). The LLaMA simulator builds exactly those
-//! modules ([`crate::LinearDescentBackward::with_bias_step_scale`] with scale 0), so nothing edits
+//! modules ([`crate::LinearBackwardDescent::with_bias_step_scale`] with scale 0), so nothing edits
 //! a prefix block after a module wrote it; [`keep_bias`] is the same map written as a prefix edit,
 //! kept for callers that hold a full-step descent module.
 

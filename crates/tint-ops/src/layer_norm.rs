@@ -1,4 +1,6 @@
-//! LayerNorm modules (docs/construction.md §6.5–6.7): forward, first-order backward, bias-only descent.
+//! The LayerNorm descent (docs/construction.md §6.6–6.7): the norm backward of [`NormBackward`] with
+//! the bias-only descent of `beta`. The forward and backward themselves are [`crate::norm`]'s, shared
+//! with RMSNorm.
 
 use burn::{
     module::Module,
@@ -10,237 +12,26 @@ use crate::{
     difference::layer_norm_difference,
     dims::TintDims,
     error::TintOpsError,
-    gates::{GateKind, Gates},
-    group_norm::{constructed_norm_difference, group_norm_first, layer_norm_plain},
-    hsplit::{DimWise, DimWiseBuilder},
+    group_norm::NormKind,
     layout,
-    linear::{cat_columns, column_view, columns, prefix_weight_and_bias},
-    linear::{LinearBackward, LinearDescent, LinearForward},
+    linear::{
+        cat_columns, column_view, columns, prefix_weight_and_bias, DescentUpdate, LinearDescent,
+    },
+    norm::NormBackward,
     options::{Derivative, TintOptions},
 };
 
-/// `(x - mean)/sqrt(var + eps)` over the last dim, as [`layer_norm_plain`] with weight 1 computes
-/// it, with materialised row statistics (flex walks a broadcast operand element by element).
-///
-/// # Shapes
-/// * `x`: `[batch_size, rows, d]` (contiguous) → same
-fn normalize_rows<B: Backend>(x: Tensor<B, 3>, eps: f64) -> Tensor<B, 3> {
-    let [_, _, d] = x.dims();
-    let centered = x.clone() - layout::repeat_columns(x.mean_dim(2), d);
-    let var = (centered.clone() * centered.clone()).mean_dim(2);
-    centered / layout::repeat_columns((var + eps).sqrt(), d)
-}
-
-/// LayerNormForward (§6.5): token rows `gamma ⊙ f(x) + beta` in dims `[0, D)`, memory
-/// `[mem, mem + D) = f(x)`, `[mem + D, mem + 2D) = x` (`mem = Ds - 2D`); prefix rows unchanged.
-/// The prefix rows hold `(diag(gamma), beta)` ([`crate::prefix::write_layer_norm`]).
-#[derive(Module, Debug)]
-pub struct LayerNormForward<B: Backend> {
-    /// Gate of the group-norm stage (prefix rows bypass the normalisation).
-    pub norm_gates: Gates<B>,
-    /// `(diag(gamma), beta)` applied to `f(x)`, storing `f(x)` at the memory.
-    pub linear: LinearForward<B>,
-    /// LN epsilon.
-    pub epsilon: f64,
-    /// Group-norm weight value (`tanh(g10)`, 1 for exact gates).
-    pub gate_value: f64,
-    /// `D`.
-    pub d_model: usize,
-    /// `Ds - 2D`.
-    pub memory_index: usize,
-}
-
-impl<B: Backend> LayerNormForward<B> {
-    /// Constructs the module.
-    ///
-    /// # Errors
-    /// Invalid options.
-    pub fn new(
-        dims: &TintDims,
-        options: &TintOptions,
-        device: &B::Device,
-    ) -> Result<Self, TintOpsError> {
-        let mem = dims.ln_memory_index();
-        Ok(Self {
-            norm_gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
-            linear: LinearForward::new(dims, Some(mem), options, device)?,
-            epsilon: options.ln_epsilon,
-            gate_value: options.gate_on_value(),
-            d_model: dims.d_model(),
-            memory_index: mem,
-        })
-    }
-
-    /// # Shapes
-    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
-    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, n_rows, _] = state.dims();
-        let p = ctx.n_prefixes;
-        let d = self.d_model;
-        let normed = group_norm_first(state.clone(), d, self.epsilon, self.gate_value);
-        let normed = self.norm_gates.forward(state.clone(), normed, ctx);
-        let out = self.linear.forward(normed, ctx);
-        let mem = self.memory_index + d;
-        out.slice_assign(
-            [0..batch_size, p..n_rows, mem..mem + d],
-            state.narrow(1, p, n_rows - p).narrow(2, 0, d),
-        )
-    }
-
-    /// The token rows of [`LayerNormForward::forward`] on the state `[prefix; tokens]`, without
-    /// building it: `[gamma ⊙ f(x) + beta, 0, …, f(x), x]` with one matmul by `diag(gamma)`.
-    ///
-    /// # Shapes
-    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
-    pub fn forward_rows(
-        &self,
-        prefix: Tensor<B, 3>,
-        tokens: Tensor<B, 3>,
-        ctx: &SimContext<B>,
-    ) -> Tensor<B, 3> {
-        let exact = self.norm_gates.is_selection()
-            && self.linear.gates.is_selection()
-            && self.gate_value == 1.0;
-        if !(exact && self.linear.is_structured()) {
-            let p = ctx.n_prefixes;
-            return layout::token_rows(self.forward(layout::join_rows(prefix, tokens), ctx), p);
-        }
-        let [_, _, ds] = tokens.dims();
-        let (d, mem) = (self.d_model, self.memory_index);
-        let x = columns(&tokens, 0, d);
-        let normed = normalize_rows(x.clone(), self.epsilon);
-        let y = self.linear.structured_product(&prefix, normed.clone());
-        cat_columns(vec![
-            (Some(y), d),
-            (None, mem - d),
-            (Some(normed), d),
-            (Some(x), d),
-            (None, ds - mem - 2 * d),
-        ])
-    }
-}
-
-/// LayerNormBackward (§6.6), first order: `dz = gamma ⊙ dy`, then
-/// `dx = s (f(x + dz/s) - zhat)` (or the exact `J_f(x) dz`), `x`, `zhat` read from the memory
-/// written by [`LayerNormForward`]; memory passes through; prefix rows unchanged.
-#[derive(Module, Debug)]
-pub struct LayerNormBackward<B: Backend> {
-    /// `dz = gamma ⊙ dy` (LinearBackward with `diag(gamma)`).
-    pub linear: LinearBackward<B>,
-    /// Heads `< D/hd` ← `signal/s + x` (dimension-wise over `Hs` heads).
-    pub shift_in: DimWise<B>,
-    /// Heads `< D/hd` ← `s·signal - s·zhat`.
-    pub shift_out: DimWise<B>,
-    /// Forward/backward gate.
-    pub gates: Gates<B>,
-    /// Finite differences or exact.
-    #[module(skip)]
-    pub derivative: Derivative,
-    /// LN epsilon.
-    pub epsilon: f64,
-    /// Group-norm weight value.
-    pub gate_value: f64,
-    /// `D`.
-    pub d_model: usize,
-    /// `Ds - 2D`.
-    pub memory_index: usize,
-}
-
-impl<B: Backend> LayerNormBackward<B> {
-    /// Constructs the module.
-    ///
-    /// # Errors
-    /// Invalid options.
-    pub fn new(
-        dims: &TintDims,
-        options: &TintOptions,
-        device: &B::Device,
-    ) -> Result<Self, TintOpsError> {
-        let (hs, hd, d) = (dims.n_heads_sim(), dims.head_dim_sim(), dims.d_model());
-        let mem = dims.ln_memory_index();
-        let scale = match options.derivative {
-            Derivative::FiniteDifference { scale } => scale,
-            Derivative::Exact => 1.0,
-        };
-        let (zhat_head, x_head, signal_heads) = (mem / hd, (mem + d) / hd, d / hd);
-        let mut shift_in = DimWiseBuilder::identity(hs, hd);
-        let mut shift_out = DimWiseBuilder::identity(hs, hd);
-        for i in 0..signal_heads {
-            shift_in.set_all_coords(i, i, 1.0 / scale);
-            shift_in.set_all_coords(i, x_head + i, 1.0);
-            shift_out.set_all_coords(i, i, scale);
-            shift_out.set_all_coords(i, zhat_head + i, -scale);
-        }
-        Ok(Self {
-            linear: LinearBackward::new(dims, Some(mem), options, device)?,
-            shift_in: shift_in.build(options.float_dtype, device),
-            shift_out: shift_out.build(options.float_dtype, device),
-            gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
-            derivative: options.derivative,
-            epsilon: options.ln_epsilon,
-            gate_value: options.gate_on_value(),
-            d_model: d,
-            memory_index: mem,
-        })
-    }
-
-    /// # Shapes
-    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
-    pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, _, _] = state.dims();
-        let d = self.d_model;
-        let dz = self.linear.forward_tokens(state.clone(), ctx); // [B, T, Ds]
-        let tokens = match self.derivative {
-            Derivative::FiniteDifference { scale }
-                if self.linear.is_structured() && self.gate_value == 1.0 =>
-            {
-                // Structured execution: the shift maps' `s f(dz/s + x) - s zhat` in the
-                // cancellation-free form (crate::difference; docs/tint-llama.md).
-                let x = dz.clone().narrow(2, self.memory_index + d, d);
-                let grad = dz.clone().narrow(2, 0, d);
-                let dx = layer_norm_difference(x, grad, self.epsilon, scale);
-                dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
-            }
-            Derivative::FiniteDifference { .. } => {
-                // Constructed execution: shift map, group norm of `dz/s + x` and of `x`, shift
-                // map, in float64 arithmetic (docs/construction.md §6.6).
-                let (eps, gate) = (self.epsilon, self.gate_value);
-                constructed_norm_difference(
-                    dz,
-                    &self.shift_in,
-                    &self.shift_out,
-                    d,
-                    self.memory_index,
-                    |t| group_norm_first(t, d, eps, gate),
-                )
-            }
-            Derivative::Exact => {
-                let x = dz.clone().narrow(2, self.memory_index + d, d);
-                let grad = dz.clone().narrow(2, 0, d);
-                let z = layer_norm_plain(x.clone(), self.epsilon, 1.0);
-                let centered = x.clone() - x.mean_dim(2);
-                let sigma = (centered.powi_scalar(2).mean_dim(2) + self.epsilon).sqrt();
-                let dx =
-                    (grad.clone() - grad.clone().mean_dim(2) - z.clone() * (grad * z).mean_dim(2))
-                        / sigma;
-                dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
-            }
-        };
-        self.gates.combine(state, None, Some(tokens), ctx)
-    }
-}
-
-/// LayerNormDescent_Backward (§6.6 + §6.7): token rows from [`LayerNormBackward`] (old gamma),
+/// LayerNormDescent_Backward (§6.6 + §6.7): token rows from [`NormBackward`] (LayerNorm, old gamma),
 /// prefix rows with `beta ← beta - η Σ_{t train} dy_t` (gamma not updated).
 #[derive(Module, Debug)]
-pub struct LayerNormDescentBackward<B: Backend> {
-    /// Backward part.
-    pub backward: LayerNormBackward<B>,
+pub struct LayerNormBackwardDescent<B: Backend> {
+    /// Backward part ([`NormKind::Layer`]).
+    pub backward: NormBackward<B>,
     /// Bias-only descent.
     pub descent: LinearDescent<B>,
 }
 
-impl<B: Backend> LayerNormDescentBackward<B> {
+impl<B: Backend> LayerNormBackwardDescent<B> {
     /// Constructs the pair.
     ///
     /// # Errors
@@ -251,8 +42,14 @@ impl<B: Backend> LayerNormDescentBackward<B> {
         device: &B::Device,
     ) -> Result<Self, TintOpsError> {
         Ok(Self {
-            backward: LayerNormBackward::new(dims, options, device)?,
-            descent: LinearDescent::new(dims, dims.ln_memory_index(), true, options, device)?,
+            backward: NormBackward::new(NormKind::Layer, dims, options, device)?,
+            descent: LinearDescent::new(
+                dims,
+                dims.ln_memory_index(),
+                DescentUpdate::BiasOnly,
+                options,
+                device,
+            )?,
         })
     }
 
@@ -269,7 +66,7 @@ impl<B: Backend> LayerNormDescentBackward<B> {
         )
     }
 
-    /// The prefix rows (updated bias) and token rows of [`LayerNormDescentBackward::forward`] on the
+    /// The prefix rows (updated bias) and token rows of [`LayerNormBackwardDescent::forward`] on the
     /// state `[prefix; tokens]`, without building it. With finite differences the token rows are
     /// `[s f(dz/s + x) - s zhat, 0, …, memory]`, `dz = diag(gamma) dy` one matmul.
     ///
@@ -327,7 +124,10 @@ impl<B: Backend> LayerNormDescentBackward<B> {
 mod tests {
     use super::*;
     use crate::{
-        layout, prefix,
+        group_norm::layer_norm_plain,
+        layout,
+        norm::NormForward,
+        prefix,
         testing::{
             context, context_in, f64_options, max_abs_diff, options_in, random, rounded, test_dims,
             TestBackend,
@@ -340,7 +140,7 @@ mod tests {
 
     #[test]
     fn structured_row_forms_equal_the_constructed_execution() {
-        // The structured row forms (forward_rows / LayerNormDescentBackward::forward_rows: one
+        // The structured row forms (forward_rows / LayerNormBackwardDescent::forward_rows: one
         // matmul by the prefix rows' diag(gamma), the finite difference applied directly) against
         // the rows of the constructed execution's `forward` on the joined state, random everywhere
         // (f64, finite differences with s = 1000); the constructed row forms too.
@@ -364,21 +164,23 @@ mod tests {
                 layout::token_rows(state.clone(), p),
             );
             let forward =
-                LayerNormForward::<TestBackend>::new(&dims, &constructed, &device).unwrap();
+                NormForward::<TestBackend>::new(NormKind::Layer, &dims, &constructed, &device)
+                    .unwrap();
             let full = layout::token_rows(forward.forward(state.clone(), &ctx), p);
             let descent =
-                LayerNormDescentBackward::<TestBackend>::new(&dims, &constructed, &device).unwrap();
+                LayerNormBackwardDescent::<TestBackend>::new(&dims, &constructed, &device).unwrap();
             let full_descent = descent.forward(state.clone(), &ctx);
             for options in [structured, constructed] {
                 let forward =
-                    LayerNormForward::<TestBackend>::new(&dims, &options, &device).unwrap();
+                    NormForward::<TestBackend>::new(NormKind::Layer, &dims, &options, &device)
+                        .unwrap();
                 let rows = forward.forward_rows(prefix.clone(), tokens.clone(), &ctx);
                 assert!(
                     max_abs_diff(rows, full.clone()) < F64_TOL,
                     "LayerNormForward"
                 );
                 let descent =
-                    LayerNormDescentBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+                    LayerNormBackwardDescent::<TestBackend>::new(&dims, &options, &device).unwrap();
                 let (new_prefix, rows) = descent.forward_rows(prefix.clone(), tokens.clone(), &ctx);
                 let expected_rows = layout::token_rows(full_descent.clone(), p);
                 assert!(max_abs_diff(rows, expected_rows) < F64_TOL);
@@ -412,7 +214,8 @@ mod tests {
         for dims in test_dims() {
             let (d, p, mem) = (dims.d_model(), dims.n_prefixes(), dims.ln_memory_index());
             let module =
-                LayerNormForward::<TestBackend>::new(&dims, &f64_options(), &device).unwrap();
+                NormForward::<TestBackend>::new(NormKind::Layer, &dims, &f64_options(), &device)
+                    .unwrap();
             let ctx = context(&dims, BATCH);
             let gamma = random([BATCH, d], 1.0);
             let beta = random([BATCH, d], 1.0);
@@ -450,7 +253,8 @@ mod tests {
         let gamma = rounded(random([BATCH, d], 1.0), dtype);
         let beta = rounded(random([BATCH, d], 1.0), dtype);
         let state = rounded(ln_state(dims, gamma.clone(), beta), dtype);
-        let forward = LayerNormForward::<TestBackend>::new(dims, options, &device).unwrap();
+        let forward =
+            NormForward::<TestBackend>::new(NormKind::Layer, dims, options, &device).unwrap();
         let stored = layout::token_memory(
             forward
                 .forward(state.clone().cast(dtype), &ctx)
@@ -467,7 +271,7 @@ mod tests {
             mem,
             stored,
         );
-        let module = LayerNormDescentBackward::<TestBackend>::new(dims, options, &device).unwrap();
+        let module = LayerNormBackwardDescent::<TestBackend>::new(dims, options, &device).unwrap();
         let out = module
             .forward(bwd_state.clone().cast(dtype), &ctx)
             .cast(DType::F64);
@@ -535,7 +339,9 @@ mod tests {
         let mut errors = Vec::new();
         for scale in [10.0, 100.0, 1000.0] {
             let options = f64_options().with_derivative(Derivative::FiniteDifference { scale });
-            let module = LayerNormBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let module =
+                NormBackward::<TestBackend>::new(NormKind::Layer, &dims, &options, &device)
+                    .unwrap();
             let out = module.forward(state.clone(), &ctx);
             let err = max_abs_diff(
                 layout::token_rows(out, p).narrow(2, 0, d),

@@ -21,15 +21,15 @@
 //! | [`prefix`] | write a `D x D` weight + bias into `[P, Ds]` prefix rows (stacking, §2.5) and read it back |
 //! | [`hsplit`] | [`SplitWise`] (`nf` blocks, `nx x nx` each) and [`DimWise`] (`nx` coordinates, `nf x nf` each) ops (§3.2) |
 //! | [`gates`] | [`Gates`]: forward/backward and descent gates, exact 0/1 selections or tanh form (§3.3) |
-//! | [`group_norm`] | the group-norm over the first `D` dims (§3.4) |
+//! | [`group_norm`] | the group norm over the first `D` dims (§3.4) and [`NormKind`] (LayerNorm or RMSNorm) |
 //! | [`attention`] | [`TintAttention`]: TinT multi-head attention (§3.1): q/k/v projections, one-hot position terms with per-head λ gates, linear or softmax scores, causal / custom masks, backward transpose, row restriction |
-//! | [`linear`] | [`LinearForward`], [`LinearBackward`], [`LinearDescent`], [`LinearDescentBackward`] (§6.1–6.4) |
-//! | [`layer_norm`] | [`LayerNormForward`], [`LayerNormBackward`], [`LayerNormDescentBackward`] (§6.5–6.7) |
+//! | [`linear`] | [`LinearForward`], [`LinearBackward`], [`LinearDescent`], [`LinearBackwardDescent`] (§6.1–6.4) |
+//! | [`norm`] | [`NormForward`], [`NormBackward`] (§6.5–6.6): LayerNorm and RMSNorm, forward and first-order backward |
+//! | [`layer_norm`] | [`LayerNormBackwardDescent`] (§6.6–6.7): the LayerNorm backward with the bias-only descent |
 //! | [`precision`] | [`precision::in_float64`]: the constructed execution's first-order differences in float64 arithmetic on float32 states |
 //! | [`difference`] | the first-order differences `s (f(x + v/s) - f(x))` of the norm and activation backward in cancellation-free form |
 //! | [`activation`] | [`ActivationForward`], [`ActivationBackward`] (§6.8–6.9), `gelu_new` and `relu` |
-//! | [`self_attention`] | [`SelfAttentionForward`], [`SelfAttentionBackward`], [`SelfAttentionBackwardDescent`] (§6.10–6.12) |
-//! | [`gqa_attention`] | [`GqaAttentionForward`], [`GqaAttentionBackward`], [`GqaAttentionBackwardDescent`]: LLaMA attention (rotary, grouped-query) on the §6.10–6.12 layout |
+//! | [`self_attention`] | [`SelfAttentionForward`], [`SelfAttentionBackward`], [`SelfAttentionBackwardDescent`] (§6.10–6.12): multi-head (GPT-2, OPT) and rotary grouped-query attention (LLaMA), one family ([`AttentionVariant`]) |
 //! | [`rotary`] | [`rotary::RotaryEmbedding`]: RoPE (HF `rotate_half`) on the q/k of the attention forward |
 //! | [`bias_free`] | [`bias_free::keep_bias`]: bias-free linear layers keep their (zero) bias slot through descent |
 //! | [`param_count`] | closed forms of docs/construction.md §11 (`G`, `Q1`, `LF`, `LB`, ...) |
@@ -75,18 +75,17 @@ pub mod dims;
 pub mod error;
 pub mod gates;
 pub mod glu;
-pub mod gqa_attention;
 pub mod group_norm;
 mod host;
 pub mod hsplit;
 pub mod layer_norm;
 pub mod layout;
 pub mod linear;
+pub mod norm;
 pub mod options;
 pub mod param_count;
 pub mod precision;
 pub mod prefix;
-pub mod rms_norm;
 pub mod rotary;
 pub mod self_attention;
 #[cfg(test)]
@@ -98,13 +97,15 @@ pub use context::SimContext;
 pub use dims::TintDims;
 pub use error::TintOpsError;
 pub use gates::{GateKind, Gates};
-pub use gqa_attention::{
-    AttentionVariant, GqaAttentionBackward, GqaAttentionBackwardDescent, GqaAttentionForward,
-};
+pub use group_norm::NormKind;
 pub use hsplit::{DimWise, SplitWise};
-pub use layer_norm::{LayerNormBackward, LayerNormDescentBackward, LayerNormForward};
-pub use linear::{LinearBackward, LinearDescent, LinearDescentBackward, LinearForward};
+pub use layer_norm::LayerNormBackwardDescent;
+pub use linear::{
+    DescentUpdate, LinearBackward, LinearBackwardDescent, LinearDescent, LinearForward,
+};
+pub use norm::{NormBackward, NormForward};
 pub use options::{ActivationKind, Derivative, Execution, GateMode, TintOptions};
 pub use self_attention::{
-    QkvPrefixes, SelfAttentionBackward, SelfAttentionBackwardDescent, SelfAttentionForward,
+    AttentionBackprop, AttentionVariant, QkvPrefixes, SelfAttentionBackward,
+    SelfAttentionBackwardDescent, SelfAttentionForward,
 };

@@ -601,6 +601,16 @@ impl<B: Backend> LinearBackward<B> {
     }
 }
 
+/// Which parameters a descent step moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DescentUpdate {
+    /// `W ← W - η Σ dy xᵀ` and `b ← b - η Σ dy` (§6.3).
+    WeightAndBias,
+    /// Only `b ← b - η Σ dy`: the weight update is zero (the LayerNorm descent, §6.7, which
+    /// freezes `gamma`).
+    BiasOnly,
+}
+
 /// LinearDescent (§6.3): prefix rows `W ← W - η Σ_{t train} dy_t x_tᵀ`, `b ← b - η Σ_{t train} dy_t`
 /// (prefix 0's bias copy), with `dy_t` = token dims `[0, D)` and `x_t` = token dims `[mem, mem + D)`.
 /// Token rows are 0 (the official module leaves garbage there, discarded by §6.4).
@@ -616,8 +626,9 @@ pub struct LinearDescent<B: Backend> {
     pub memory_index: usize,
     /// `η`.
     pub inner_lr: f64,
-    /// Only the bias is updated (LayerNorm descent).
-    pub update_bias_only: bool,
+    /// Which parameters move ([`DescentUpdate::BiasOnly`] for the LayerNorm descent).
+    #[module(skip)]
+    pub update: DescentUpdate,
     /// The bias takes the step `-η · bias_step_scale · Σ dy` (1: the paper's descent; `1/n` for
     /// each of `n` chunks that share one bias; 0 for a bias-free layer). Stored in the bias heads'
     /// value weights.
@@ -638,18 +649,18 @@ impl<B: Backend> LinearDescent<B> {
         self.execution == Execution::Structured
     }
 
-    /// Constructs the module; `update_bias_only` (LayerNorm descent) zeroes the weight update.
+    /// Constructs the module; [`DescentUpdate::BiasOnly`] (LayerNorm descent) zeroes the weight update.
     ///
     /// # Errors
     /// [`TintOpsError::BadMemoryIndex`]; invalid options.
     pub fn new(
         dims: &TintDims,
         memory_index: usize,
-        update_bias_only: bool,
+        update: DescentUpdate,
         options: &TintOptions,
         device: &B::Device,
     ) -> Result<Self, TintOpsError> {
-        Self::with_bias_step_scale(dims, memory_index, update_bias_only, 1.0, options, device)
+        Self::with_bias_step_scale(dims, memory_index, update, 1.0, options, device)
     }
 
     /// [`LinearDescent::new`] whose bias step is scaled by `bias_step_scale` (the bias heads'
@@ -662,7 +673,7 @@ impl<B: Backend> LinearDescent<B> {
     pub fn with_bias_step_scale(
         dims: &TintDims,
         memory_index: usize,
-        update_bias_only: bool,
+        update: DescentUpdate,
         bias_step_scale: f64,
         options: &TintOptions,
         device: &B::Device,
@@ -697,7 +708,7 @@ impl<B: Backend> LinearDescent<B> {
         }
         // Value: heads s*S + j ← -η memory block j; bias head U + e ← -η dy block e.
         let mut value_heads = DimWiseBuilder::zeros(nl, p);
-        if !update_bias_only {
+        if update == DescentUpdate::WeightAndBias {
             for slot in 0..s {
                 for j in 0..s {
                     value_heads.set_all_coords(slot * s + j, memory_index / p + j, -eta);
@@ -731,7 +742,7 @@ impl<B: Backend> LinearDescent<B> {
             d_model: d,
             memory_index,
             inner_lr: eta,
-            update_bias_only,
+            update,
             bias_step_scale,
             execution: options.execution,
         })
@@ -796,7 +807,7 @@ impl<B: Backend> LinearDescent<B> {
         } else {
             bias_step
         };
-        let weight_rows = (!self.update_bias_only).then(|| {
+        let weight_rows = (self.update == DescentUpdate::WeightAndBias).then(|| {
             let x = column_view(tokens, self.memory_index, d);
             dy.swap_dims(1, 2)
                 .matmul(x)
@@ -814,14 +825,14 @@ impl<B: Backend> LinearDescent<B> {
 /// Linear_Descent_Backward (§6.4): [`LinearBackward`] and [`LinearDescent`] on the same input; prefix
 /// rows from the descent (updated `W, b`), token rows from the backward (`Wᵀ dy` with the old `W`).
 #[derive(Module, Debug)]
-pub struct LinearDescentBackward<B: Backend> {
+pub struct LinearBackwardDescent<B: Backend> {
     /// Backward part.
     pub backward: LinearBackward<B>,
     /// Descent part.
     pub descent: LinearDescent<B>,
 }
 
-impl<B: Backend> LinearDescentBackward<B> {
+impl<B: Backend> LinearBackwardDescent<B> {
     /// Constructs the pair: the backward passes `[memory_index, Ds)` through, the descent reads `x`
     /// from `[memory_index, memory_index + D)`.
     ///
@@ -830,14 +841,14 @@ impl<B: Backend> LinearDescentBackward<B> {
     pub fn new(
         dims: &TintDims,
         memory_index: usize,
-        update_bias_only: bool,
+        update: DescentUpdate,
         options: &TintOptions,
         device: &B::Device,
     ) -> Result<Self, TintOpsError> {
-        Self::with_bias_step_scale(dims, memory_index, update_bias_only, 1.0, options, device)
+        Self::with_bias_step_scale(dims, memory_index, update, 1.0, options, device)
     }
 
-    /// [`LinearDescentBackward::new`] with the descent's bias step scaled by `bias_step_scale`
+    /// [`LinearBackwardDescent::new`] with the descent's bias step scaled by `bias_step_scale`
     /// ([`LinearDescent::with_bias_step_scale`]).
     ///
     /// # Errors
@@ -845,7 +856,7 @@ impl<B: Backend> LinearDescentBackward<B> {
     pub fn with_bias_step_scale(
         dims: &TintDims,
         memory_index: usize,
-        update_bias_only: bool,
+        update: DescentUpdate,
         bias_step_scale: f64,
         options: &TintOptions,
         device: &B::Device,
@@ -855,7 +866,7 @@ impl<B: Backend> LinearDescentBackward<B> {
             descent: LinearDescent::with_bias_step_scale(
                 dims,
                 memory_index,
-                update_bias_only,
+                update,
                 bias_step_scale,
                 options,
                 device,
@@ -888,7 +899,7 @@ impl<B: Backend> LinearDescentBackward<B> {
         )
     }
 
-    /// The prefix rows (updated block) and token rows of [`LinearDescentBackward::forward`] on the
+    /// The prefix rows (updated block) and token rows of [`LinearBackwardDescent::forward`] on the
     /// state `[prefix; tokens]`, without building it.
     ///
     /// # Shapes
@@ -1053,12 +1064,12 @@ mod tests {
         x: Tensor<TestBackend, 3>,
         mask: Tensor<TestBackend, 2>,
         eta: f64,
-        bias_only: bool,
+        update: DescentUpdate,
     ) -> (Tensor<TestBackend, 3>, Tensor<TestBackend, 2>) {
         let masked_dy = dy * mask.unsqueeze_dim(2); // [B, T, D]
         let grad_w = masked_dy.clone().swap_dims(1, 2).matmul(x); // [B, D, D] = Σ dy xᵀ
         let grad_b = masked_dy.sum_dim(1).squeeze_dim(1);
-        let new_weight = if bias_only {
+        let new_weight = if update == DescentUpdate::BiasOnly {
             weight
         } else {
             weight - grad_w * eta
@@ -1066,17 +1077,17 @@ mod tests {
         (new_weight, bias - grad_b * eta)
     }
 
-    /// Runs LinearDescentBackward in `dtype` on inputs rounded to `dtype`; the reference is f64 math.
+    /// Runs LinearBackwardDescent in `dtype` on inputs rounded to `dtype`; the reference is f64 math.
     fn linear_descent_backward_case(dtype: DType, tol: f64) {
         let device = Default::default();
         let eta = 0.1;
-        for bias_only in [false, true] {
+        for update in [DescentUpdate::WeightAndBias, DescentUpdate::BiasOnly] {
             for dims in test_dims() {
                 let (d, p) = (dims.d_model(), dims.n_prefixes());
                 let mem = dims.linear_memory_index();
                 let options = options_in(dtype).with_inner_lr(eta);
-                let module = LinearDescentBackward::<TestBackend>::new(
-                    &dims, mem, bias_only, &options, &device,
+                let module = LinearBackwardDescent::<TestBackend>::new(
+                    &dims, mem, update, &options, &device,
                 )
                 .unwrap();
                 let ctx = context_in(&dims, BATCH, dtype);
@@ -1099,7 +1110,7 @@ mod tests {
                     x,
                     ctx.train_mask.clone().cast(DType::F64),
                     eta,
-                    bias_only,
+                    update,
                 );
                 let (got_weight, got_bias) =
                     prefix::read_linear(out.clone().narrow(1, 0, p), &dims).unwrap();
@@ -1180,8 +1191,14 @@ mod tests {
                 assert!(max_abs_diff(a, b) < F64_TOL, "backward {memory:?}");
             }
             let [fast, stored] = [structured, constructed].map(|options| {
-                LinearDescentBackward::<TestBackend>::new(&dims, mem, false, &options, &device)
-                    .unwrap()
+                LinearBackwardDescent::<TestBackend>::new(
+                    &dims,
+                    mem,
+                    DescentUpdate::WeightAndBias,
+                    &options,
+                    &device,
+                )
+                .unwrap()
             });
             let full = stored.forward(state.clone(), &ctx);
             assert!(max_abs_diff(fast.forward(state.clone(), &ctx), full.clone()) < F64_TOL);
@@ -1191,19 +1208,16 @@ mod tests {
                 assert!(max_abs_diff(new_prefix, full_prefix.clone()) < F64_TOL);
                 assert!(max_abs_diff(rows, full_tokens.clone()) < F64_TOL);
             }
-            for bias_only in [false, true] {
+            for update in [DescentUpdate::WeightAndBias, DescentUpdate::BiasOnly] {
                 let [fast, stored] = [structured, constructed].map(|options| {
-                    LinearDescent::<TestBackend>::new(&dims, mem, bias_only, &options, &device)
+                    LinearDescent::<TestBackend>::new(&dims, mem, update, &options, &device)
                         .unwrap()
                 });
                 let (a, b) = (
                     fast.forward(state.clone(), &ctx),
                     stored.forward(state.clone(), &ctx),
                 );
-                assert!(
-                    max_abs_diff(a, b) < F64_TOL,
-                    "descent, bias only {bias_only}"
-                );
+                assert!(max_abs_diff(a, b) < F64_TOL, "descent, {update:?}");
             }
         }
     }
@@ -1224,14 +1238,26 @@ mod tests {
             let token_in = tokens(state.clone(), p);
             let (dy, x) = (token_in.clone().narrow(2, 0, d), token_in.narrow(2, mem, d));
             let mask = ctx.train_mask.clone();
-            let (new_weight, full_step_bias) =
-                descent_reference(weight, bias.clone(), dy, x, mask, eta, false);
+            let (new_weight, full_step_bias) = descent_reference(
+                weight,
+                bias.clone(),
+                dy,
+                x,
+                mask,
+                eta,
+                DescentUpdate::WeightAndBias,
+            );
             for scale in [0.25, 0.0] {
                 let expected_bias = bias.clone() + (full_step_bias.clone() - bias.clone()) * scale;
                 for execution in [Execution::Constructed, Execution::Structured] {
                     let options = f64_options().with_inner_lr(eta).with_execution(execution);
-                    let module = LinearDescentBackward::<TestBackend>::with_bias_step_scale(
-                        &dims, mem, false, scale, &options, &device,
+                    let module = LinearBackwardDescent::<TestBackend>::with_bias_step_scale(
+                        &dims,
+                        mem,
+                        DescentUpdate::WeightAndBias,
+                        scale,
+                        &options,
+                        &device,
                     )
                     .unwrap();
                     let out = module.forward(state.clone(), &ctx);
@@ -1259,7 +1285,13 @@ mod tests {
             &device,
         );
         assert!(matches!(err, Err(TintOpsError::BadMemoryIndex { .. })));
-        let err = LinearDescent::<TestBackend>::new(&dims, 3, false, &f64_options(), &device);
+        let err = LinearDescent::<TestBackend>::new(
+            &dims,
+            3,
+            DescentUpdate::WeightAndBias,
+            &f64_options(),
+            &device,
+        );
         assert!(matches!(
             err,
             Err(TintOpsError::BadMemoryIndex {

@@ -117,9 +117,15 @@ mod tests {
     use crate::{
         activation::{ActivationBackward, ActivationForward},
         gates::{GateKind, Gates},
-        layer_norm::{LayerNormDescentBackward, LayerNormForward},
-        linear::{LinearBackward, LinearDescent, LinearDescentBackward, LinearForward},
-        self_attention::{SelfAttentionBackwardDescent, SelfAttentionForward},
+        group_norm::NormKind,
+        layer_norm::LayerNormBackwardDescent,
+        linear::{
+            DescentUpdate, LinearBackward, LinearBackwardDescent, LinearDescent, LinearForward,
+        },
+        norm::NormForward,
+        self_attention::{
+            AttentionBackprop, AttentionVariant, SelfAttentionBackwardDescent, SelfAttentionForward,
+        },
         testing::{f64_options, test_dims, TestBackend},
     };
     use burn::module::Module;
@@ -148,39 +154,56 @@ mod tests {
                 linear_backward(&dims)
             );
             assert_eq!(
-                LinearDescent::<Tb>::new(&dims, mem, false, &o, &device)
+                LinearDescent::<Tb>::new(&dims, mem, DescentUpdate::WeightAndBias, &o, &device)
                     .unwrap()
                     .num_params(),
                 linear_backward(&dims)
             );
             assert_eq!(
-                LinearDescentBackward::<Tb>::new(&dims, mem, false, &o, &device)
-                    .unwrap()
-                    .num_params(),
+                LinearBackwardDescent::<Tb>::new(
+                    &dims,
+                    mem,
+                    DescentUpdate::WeightAndBias,
+                    &o,
+                    &device
+                )
+                .unwrap()
+                .num_params(),
                 linear_descent_backward(&dims)
             );
             assert_eq!(
-                LayerNormForward::<Tb>::new(&dims, &o, &device)
+                NormForward::<Tb>::new(NormKind::Layer, &dims, &o, &device)
                     .unwrap()
                     .num_params(),
                 layer_norm_forward(&dims)
             );
             assert_eq!(
-                LayerNormDescentBackward::<Tb>::new(&dims, &o, &device)
+                LayerNormBackwardDescent::<Tb>::new(&dims, &o, &device)
                     .unwrap()
                     .num_params(),
                 layer_norm_descent_backward(&dims)
             );
             assert_eq!(
-                SelfAttentionForward::<Tb>::new(&dims, &o, &device)
-                    .unwrap()
-                    .num_params(),
+                SelfAttentionForward::<Tb>::new(
+                    &dims,
+                    &AttentionVariant::multi_head(dims.n_heads_aux()),
+                    &o,
+                    &device
+                )
+                .unwrap()
+                .num_params(),
                 attention_forward(&dims)
             );
             assert_eq!(
-                SelfAttentionBackwardDescent::<Tb>::new(&dims, true, &o, &device)
-                    .unwrap()
-                    .num_params(),
+                SelfAttentionBackwardDescent::<Tb>::new(
+                    &dims,
+                    &AttentionVariant::multi_head(dims.n_heads_aux()),
+                    AttentionBackprop::ThroughAttention,
+                    &o,
+                    &device
+                )
+                .unwrap()
+                .num_params(),
                 attention_backward_descent(&dims)
             );
             assert_eq!(

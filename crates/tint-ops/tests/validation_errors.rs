@@ -7,10 +7,11 @@ use burn::{
     tensor::{DType, Tensor},
 };
 use tint_ops::{
-    dims::MAX_POSITION_EMBEDDINGS, ActivationBackward, ActivationForward, Derivative, GateMode,
-    LayerNormBackward, LayerNormDescentBackward, LayerNormForward, LinearBackward, LinearDescent,
-    LinearDescentBackward, LinearForward, SelfAttentionBackward, SelfAttentionBackwardDescent,
-    SelfAttentionForward, SimContext, TintDims, TintOpsError, TintOptions,
+    dims::MAX_POSITION_EMBEDDINGS, ActivationBackward, ActivationForward, AttentionBackprop,
+    AttentionVariant, Derivative, DescentUpdate, GateMode, LayerNormBackwardDescent,
+    LinearBackward, LinearBackwardDescent, LinearDescent, LinearForward, NormBackward, NormForward,
+    NormKind, SelfAttentionBackward, SelfAttentionBackwardDescent, SelfAttentionForward,
+    SimContext, TintDims, TintOpsError, TintOptions,
 };
 
 type B = Flex;
@@ -487,26 +488,41 @@ fn every_constructor_rejects_bad_options() {
             ),
             (
                 "LinearDescent",
-                error_of(LinearDescent::<B>::new(&dims, mem, false, o, &device), name),
+                error_of(
+                    LinearDescent::<B>::new(&dims, mem, DescentUpdate::WeightAndBias, o, &device),
+                    name,
+                ),
             ),
             (
-                "LinearDescentBackward",
+                "LinearBackwardDescent",
                 error_of(
-                    LinearDescentBackward::<B>::new(&dims, mem, false, o, &device),
+                    LinearBackwardDescent::<B>::new(
+                        &dims,
+                        mem,
+                        DescentUpdate::WeightAndBias,
+                        o,
+                        &device,
+                    ),
                     name,
                 ),
             ),
             (
                 "LayerNormForward",
-                error_of(LayerNormForward::<B>::new(&dims, o, &device), name),
+                error_of(
+                    NormForward::<B>::new(NormKind::Layer, &dims, o, &device),
+                    name,
+                ),
             ),
             (
                 "LayerNormBackward",
-                error_of(LayerNormBackward::<B>::new(&dims, o, &device), name),
+                error_of(
+                    NormBackward::<B>::new(NormKind::Layer, &dims, o, &device),
+                    name,
+                ),
             ),
             (
-                "LayerNormDescentBackward",
-                error_of(LayerNormDescentBackward::<B>::new(&dims, o, &device), name),
+                "LayerNormBackwardDescent",
+                error_of(LayerNormBackwardDescent::<B>::new(&dims, o, &device), name),
             ),
             (
                 "ActivationForward",
@@ -518,16 +534,38 @@ fn every_constructor_rejects_bad_options() {
             ),
             (
                 "SelfAttentionForward",
-                error_of(SelfAttentionForward::<B>::new(&dims, o, &device), name),
+                error_of(
+                    SelfAttentionForward::<B>::new(
+                        &dims,
+                        &AttentionVariant::multi_head(dims.n_heads_aux()),
+                        o,
+                        &device,
+                    ),
+                    name,
+                ),
             ),
             (
                 "SelfAttentionBackward",
-                error_of(SelfAttentionBackward::<B>::new(&dims, o, &device), name),
+                error_of(
+                    SelfAttentionBackward::<B>::new(
+                        &dims,
+                        &AttentionVariant::multi_head(dims.n_heads_aux()),
+                        o,
+                        &device,
+                    ),
+                    name,
+                ),
             ),
             (
                 "SelfAttentionBackwardDescent",
                 error_of(
-                    SelfAttentionBackwardDescent::<B>::new(&dims, false, o, &device),
+                    SelfAttentionBackwardDescent::<B>::new(
+                        &dims,
+                        &AttentionVariant::multi_head(dims.n_heads_aux()),
+                        AttentionBackprop::Skip,
+                        o,
+                        &device,
+                    ),
                     name,
                 ),
             ),
@@ -541,8 +579,15 @@ fn every_constructor_rejects_bad_options() {
     }
     // The same constructors accept the valid options (so the errors above are about the options).
     assert!(LinearForward::<B>::new(&dims, Some(mem), &base, &device).is_ok());
-    assert!(LayerNormBackward::<B>::new(&dims, &base, &device).is_ok());
-    assert!(SelfAttentionBackwardDescent::<B>::new(&dims, false, &base, &device).is_ok());
+    assert!(NormBackward::<B>::new(NormKind::Layer, &dims, &base, &device).is_ok());
+    assert!(SelfAttentionBackwardDescent::<B>::new(
+        &dims,
+        &AttentionVariant::multi_head(dims.n_heads_aux()),
+        AttentionBackprop::Skip,
+        &base,
+        &device
+    )
+    .is_ok());
 }
 
 /// Memory indices that do not fit in `Ds` or are not aligned to the head size (`P` for the linear
@@ -577,7 +622,7 @@ fn bad_memory_indices_are_reported_with_values() {
             )
         );
         let err = error_of(
-            LinearDescent::<B>::new(&dims, mem, false, &options, &device),
+            LinearDescent::<B>::new(&dims, mem, DescentUpdate::WeightAndBias, &options, &device),
             why,
         );
         assert!(

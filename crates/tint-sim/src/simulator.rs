@@ -14,9 +14,10 @@ use burn::module::Module;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use tint_ops::{
-    layout, prefix, ActivationBackward, ActivationForward, ActivationKind, Derivative,
-    LayerNormDescentBackward, LayerNormForward, LinearDescentBackward, LinearForward, QkvPrefixes,
-    SelfAttentionBackwardDescent, SelfAttentionForward, SimContext, TintDims, TintOptions,
+    layout, prefix, ActivationBackward, ActivationForward, ActivationKind, AttentionBackprop,
+    AttentionVariant, Derivative, DescentUpdate, LayerNormBackwardDescent, LinearBackwardDescent,
+    LinearForward, NormForward, NormKind, QkvPrefixes, SelfAttentionBackwardDescent,
+    SelfAttentionForward, SimContext, TintDims, TintOptions,
 };
 
 use crate::config::{DerivativeMode, TintConfig};
@@ -36,13 +37,13 @@ pub fn blocks_per_layer(n_chunks: usize) -> usize {
 #[derive(Module, Debug)]
 pub struct ForwardBlock<B: Backend> {
     /// LayerNorm forward (used for ln_1 and ln_2).
-    pub ln_1: LayerNormForward<B>,
+    pub ln_1: NormForward<B>,
     /// Softmax self-attention forward.
     pub attention: SelfAttentionForward<B>,
     /// Attention output projection.
     pub attention_proj: LinearForward<B>,
     /// Second LayerNorm forward.
-    pub ln_2: LayerNormForward<B>,
+    pub ln_2: NormForward<B>,
     /// MLP input chunk.
     pub fc: LinearForward<B>,
     /// MLP activation.
@@ -55,38 +56,43 @@ pub struct ForwardBlock<B: Backend> {
 #[derive(Module, Debug)]
 pub struct BackwardBlock<B: Backend> {
     /// MLP output chunk backward + descent.
-    pub proj: LinearDescentBackward<B>,
+    pub proj: LinearBackwardDescent<B>,
     /// Activation backward.
     pub activation: ActivationBackward<B>,
     /// MLP input chunk backward + descent.
-    pub fc: LinearDescentBackward<B>,
+    pub fc: LinearBackwardDescent<B>,
     /// ln_2 backward + bias descent.
-    pub ln_2: LayerNormDescentBackward<B>,
+    pub ln_2: LayerNormBackwardDescent<B>,
     /// Attention output projection backward + descent.
-    pub attention_proj: LinearDescentBackward<B>,
+    pub attention_proj: LinearBackwardDescent<B>,
     /// Value-only attention backward + `W_V` descent.
     pub attention: SelfAttentionBackwardDescent<B>,
     /// ln_1 backward + bias descent.
-    pub ln_1: LayerNormDescentBackward<B>,
+    pub ln_1: LayerNormBackwardDescent<B>,
 }
 
 /// The final LayerNorm forward and its backward + descent (docs/construction.md §7).
 #[derive(Module, Debug)]
 pub struct GradientModule<B: Backend> {
     /// `ln_f` forward.
-    pub forward: LayerNormForward<B>,
+    pub forward: NormForward<B>,
     /// `ln_f` backward + bias descent.
-    pub backward: LayerNormDescentBackward<B>,
+    pub backward: LayerNormBackwardDescent<B>,
 }
 
 impl<B: Backend> ForwardBlock<B> {
     fn new(dims: &TintDims, options: &TintOptions, device: &B::Device) -> Result<Self, SimError> {
         let lin = Some(dims.linear_memory_index());
         Ok(Self {
-            ln_1: LayerNormForward::new(dims, options, device)?,
-            attention: SelfAttentionForward::new(dims, options, device)?,
+            ln_1: NormForward::new(NormKind::Layer, dims, options, device)?,
+            attention: SelfAttentionForward::new(
+                dims,
+                &AttentionVariant::multi_head(dims.n_heads_aux()),
+                options,
+                device,
+            )?,
             attention_proj: LinearForward::new(dims, lin, options, device)?,
-            ln_2: LayerNormForward::new(dims, options, device)?,
+            ln_2: NormForward::new(NormKind::Layer, dims, options, device)?,
             fc: LinearForward::new(dims, lin, options, device)?,
             activation: ActivationForward::new(dims, options, device)?,
             proj: LinearForward::new(dims, lin, options, device)?,
@@ -105,20 +111,38 @@ impl<B: Backend> BackwardBlock<B> {
     ) -> Result<Self, SimError> {
         let lin = dims.linear_memory_index();
         Ok(Self {
-            proj: LinearDescentBackward::with_bias_step_scale(
+            proj: LinearBackwardDescent::with_bias_step_scale(
                 dims,
                 lin,
-                false,
+                DescentUpdate::WeightAndBias,
                 proj_bias_step_scale,
                 options,
                 device,
             )?,
             activation: ActivationBackward::new(dims, options, device)?,
-            fc: LinearDescentBackward::new(dims, lin, false, options, device)?,
-            ln_2: LayerNormDescentBackward::new(dims, options, device)?,
-            attention_proj: LinearDescentBackward::new(dims, lin, false, options, device)?,
-            attention: SelfAttentionBackwardDescent::new(dims, true, options, device)?,
-            ln_1: LayerNormDescentBackward::new(dims, options, device)?,
+            fc: LinearBackwardDescent::new(
+                dims,
+                lin,
+                DescentUpdate::WeightAndBias,
+                options,
+                device,
+            )?,
+            ln_2: LayerNormBackwardDescent::new(dims, options, device)?,
+            attention_proj: LinearBackwardDescent::new(
+                dims,
+                lin,
+                DescentUpdate::WeightAndBias,
+                options,
+                device,
+            )?,
+            attention: SelfAttentionBackwardDescent::new(
+                dims,
+                &AttentionVariant::multi_head(dims.n_heads_aux()),
+                AttentionBackprop::ThroughAttention,
+                options,
+                device,
+            )?,
+            ln_1: LayerNormBackwardDescent::new(dims, options, device)?,
         })
     }
 }
@@ -351,8 +375,8 @@ impl<B: Backend> TintSimulator<B> {
             forward_block: ForwardBlock::new(&dims, &options, &device)?,
             backward_block: BackwardBlock::new(&dims, proj_bias_step_scale, &options, &device)?,
             gradient: GradientModule {
-                forward: LayerNormForward::new(&dims, &options, &device)?,
-                backward: LayerNormDescentBackward::new(&dims, &options, &device)?,
+                forward: NormForward::new(NormKind::Layer, &dims, &options, &device)?,
+                backward: LayerNormBackwardDescent::new(&dims, &options, &device)?,
             },
             config,
             dims,

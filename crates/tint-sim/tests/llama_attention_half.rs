@@ -1,6 +1,6 @@
 //! The attention half of a LLaMA block (`h_mid = h_in + W_O · RoPE-GQA-Attn(RMSNorm₁(h_in))`)
-//! simulated with tint-ops modules (RmsNormForward/Backward, GqaAttentionForward /
-//! GqaAttentionBackwardDescent, LinearForward / LinearDescentBackward) equals the reference's
+//! simulated with tint-ops modules (NormForward/Backward with RMSNorm, GqaAttentionForward /
+//! GqaAttentionBackwardDescent, LinearForward / LinearBackwardDescent) equals the reference's
 //! formulas — forward, value-only backward `delta_in`, and the `W_O`, `W_V` descent — on the tiny
 //! LLaMA fixtures' weights (4 query heads, 2 KV heads, rope θ = 500), in f64.
 

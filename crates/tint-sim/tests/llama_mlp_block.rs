@@ -1,4 +1,4 @@
-//! The SwiGLU MLP simulated with tint-ops modules (LinearForward, GluForward, LinearDescentBackward,
+//! The SwiGLU MLP simulated with tint-ops modules (LinearForward, GluForward, LinearBackwardDescent,
 //! GluBackward) equals the functional reference's MLP forward, first-order backward and descent,
 //! on the tiny LLaMA fixture's weights (D = 64, d_ff = 96 zero-padded to 2 chunks), in f64.
 
@@ -149,8 +149,8 @@ fn simulated_swiglu_equals_the_reference_mlp_step() {
     assert_eq!(values(padded)[0], 0.0);
 }
 
-/// The MLP half of a LLaMA block (`h_mid + SwiGLU(RMSNorm(h_mid))`) from RmsNormForward,
-/// RmsNormBackward and the simulated SwiGLU equals the reference's forward and first-order backward
+/// The MLP half of a LLaMA block (`h_mid + SwiGLU(RMSNorm(h_mid))`) from NormForward,
+/// NormBackward (RMSNorm) and the simulated SwiGLU equals the reference's forward and first-order backward
 /// (`delta_mid = delta + FD_rms(h_mid, gain, dm)`) and its SwiGLU descent.
 #[test]
 fn simulated_mlp_half_block_equals_the_reference() {

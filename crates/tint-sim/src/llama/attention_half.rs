@@ -7,14 +7,14 @@
 //! Prefix blocks (`[batch_size, P, Ds]` each): the norm `(diag(gain), 0)`, `W_Q` (`D × D`), `W_K`
 //! and `W_V` (`D → n_kv h_a`, zero-padded to `D × D`), `W_O` (`D × D`). LLaMA layers have no biases:
 //! the descent modules are built with a zero bias step
-//! ([`LinearDescentBackward::with_bias_step_scale`]), so every bias slot stays 0.
+//! ([`LinearBackwardDescent::with_bias_step_scale`]), so every bias slot stays 0.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
 use tint_ops::{
-    layout, prefix, AttentionVariant, GqaAttentionBackwardDescent, GqaAttentionForward,
-    LinearDescentBackward, LinearForward, QkvPrefixes, SimContext, TintDims, TintOptions,
+    layout, prefix, AttentionBackprop, AttentionVariant, DescentUpdate, LinearBackwardDescent,
+    LinearForward, NormBackward, NormForward, NormKind, QkvPrefixes, SelfAttentionBackwardDescent,
+    SelfAttentionForward, SimContext, TintDims, TintOptions,
 };
 
 use super::residual::add_token_residual;
@@ -23,12 +23,12 @@ use crate::error::SimError;
 /// The modules of the attention half-block (shared by every layer).
 #[derive(Debug)]
 pub struct SimulatedAttentionHalf<B: Backend> {
-    norm_forward: RmsNormForward<B>,
-    norm_backward: RmsNormBackward<B>,
-    attention_forward: GqaAttentionForward<B>,
-    attention_backward: GqaAttentionBackwardDescent<B>,
+    norm_forward: NormForward<B>,
+    norm_backward: NormBackward<B>,
+    attention_forward: SelfAttentionForward<B>,
+    attention_backward: SelfAttentionBackwardDescent<B>,
     output_forward: LinearForward<B>,
-    output_backward: LinearDescentBackward<B>,
+    output_backward: LinearBackwardDescent<B>,
     variant: AttentionVariant,
     dims: TintDims,
 }
@@ -95,15 +95,25 @@ impl<B: Backend> SimulatedAttentionHalf<B> {
     ) -> Result<Self, SimError> {
         let lin = dims.linear_memory_index();
         Ok(Self {
-            norm_forward: RmsNormForward::new(dims, options, device)?,
-            norm_backward: RmsNormBackward::new(dims, options, device)?,
-            attention_forward: GqaAttentionForward::new(dims, variant, options, device)?,
-            attention_backward: GqaAttentionBackwardDescent::with_bias_step_scale(
-                dims, variant, 0.0, options, device,
+            norm_forward: NormForward::new(NormKind::Rms, dims, options, device)?,
+            norm_backward: NormBackward::new(NormKind::Rms, dims, options, device)?,
+            attention_forward: SelfAttentionForward::new(dims, variant, options, device)?,
+            attention_backward: SelfAttentionBackwardDescent::with_bias_step_scale(
+                dims,
+                variant,
+                AttentionBackprop::ThroughAttention,
+                0.0,
+                options,
+                device,
             )?,
             output_forward: LinearForward::new(dims, Some(lin), options, device)?,
-            output_backward: LinearDescentBackward::with_bias_step_scale(
-                dims, lin, false, 0.0, options, device,
+            output_backward: LinearBackwardDescent::with_bias_step_scale(
+                dims,
+                lin,
+                DescentUpdate::WeightAndBias,
+                0.0,
+                options,
+                device,
             )?,
             variant: *variant,
             dims: *dims,

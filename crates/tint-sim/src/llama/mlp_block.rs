@@ -6,7 +6,7 @@
 //! `ceil(d_ff / D)` chunks. Padded hidden units stay exactly 0 and never move: `g = u = 0` gives
 //! `hidden = 0`, `d_up = d_hidden ⊙ silu(0) = 0`, `d_gate = u ⊙ (…) = 0`, and the `W_down` update
 //! `hiddenᵀ delta = 0`. Each chunk costs three prefix blocks (gate, up, down) and three
-//! LinearForward / LinearDescentBackward module calls.
+//! LinearForward / LinearBackwardDescent module calls.
 //!
 //! Per chunk `k` (token rows; `lin = Ds - D` is the LinearForward memory):
 //! forward  `g_k = LF(m; W_gate,k)`, `u_k = LF(m; W_up,k)`, state `[g_k, u_k, …]`,
@@ -15,14 +15,15 @@
 //!          `dm = Σ_k LDB(d_g_k; W_gate,k) + LDB(d_u_k; W_up,k)`.
 //! Moving `u_k` into `[D, 2D)` and `d_u_k` back into `[0, D)` are plain copies (a constructed TinT
 //! linear layer would do them; not counted here). LLaMA has no MLP biases: the descent modules are
-//! built with a zero bias step ([`LinearDescentBackward::with_bias_step_scale`]), so the bias slots
+//! built with a zero bias step ([`LinearBackwardDescent::with_bias_step_scale`]), so the bias slots
 //! stay 0.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use tint_ops::glu::{GluBackward, GluForward};
 use tint_ops::{
-    layout, prefix, LinearDescentBackward, LinearForward, SimContext, TintDims, TintOptions,
+    layout, prefix, DescentUpdate, LinearBackwardDescent, LinearForward, SimContext, TintDims,
+    TintOptions,
 };
 
 use crate::error::SimError;
@@ -33,7 +34,7 @@ use crate::simulator::add_rows;
 pub struct SimulatedSwiGlu<B: Backend> {
     forward_linear: LinearForward<B>,
     glu_forward: GluForward<B>,
-    backward_linear: LinearDescentBackward<B>,
+    backward_linear: LinearBackwardDescent<B>,
     glu_backward: GluBackward<B>,
     dims: TintDims,
 }
@@ -94,8 +95,13 @@ impl<B: Backend> SimulatedSwiGlu<B> {
         Ok(Self {
             forward_linear: LinearForward::new(dims, Some(lin), options, device)?,
             glu_forward: GluForward::new(dims, options, device)?,
-            backward_linear: LinearDescentBackward::with_bias_step_scale(
-                dims, lin, false, 0.0, options, device,
+            backward_linear: LinearBackwardDescent::with_bias_step_scale(
+                dims,
+                lin,
+                DescentUpdate::WeightAndBias,
+                0.0,
+                options,
+                device,
             )?,
             glu_backward: GluBackward::new(dims, options, device)?,
             dims: *dims,
@@ -103,7 +109,7 @@ impl<B: Backend> SimulatedSwiGlu<B> {
     }
 
     /// Parameters of (forward, backward) module copies: the gate and up projections share one
-    /// LinearForward / LinearDescentBackward (paper J.3 parameter sharing), the down projection
+    /// LinearForward / LinearBackwardDescent (paper J.3 parameter sharing), the down projection
     /// has its own; every chunk reuses them.
     pub fn num_module_params(&self) -> (usize, usize) {
         use burn::module::Module;

@@ -5,8 +5,8 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
 use tint_ops::{layout, prefix, SimContext, TintDims, TintOptions};
+use tint_ops::{NormBackward, NormForward, NormKind};
 
 use super::mlp_block::{SimulatedSwiGlu, SwiGluActs, SwiGluPrefixes};
 use super::residual::add_token_residual;
@@ -15,8 +15,8 @@ use crate::error::SimError;
 /// The modules of the MLP half-block.
 #[derive(Debug)]
 pub struct SimulatedMlpHalf<B: Backend> {
-    norm_forward: RmsNormForward<B>,
-    norm_backward: RmsNormBackward<B>,
+    norm_forward: NormForward<B>,
+    norm_backward: NormBackward<B>,
     /// The SwiGLU MLP.
     pub mlp: SimulatedSwiGlu<B>,
     dims: TintDims,
@@ -40,8 +40,8 @@ impl<B: Backend> SimulatedMlpHalf<B> {
         device: &B::Device,
     ) -> Result<Self, SimError> {
         Ok(Self {
-            norm_forward: RmsNormForward::new(dims, options, device)?,
-            norm_backward: RmsNormBackward::new(dims, options, device)?,
+            norm_forward: NormForward::new(NormKind::Rms, dims, options, device)?,
+            norm_backward: NormBackward::new(NormKind::Rms, dims, options, device)?,
             mlp: SimulatedSwiGlu::new(dims, options, device)?,
             dims: *dims,
         })

@@ -19,8 +19,8 @@ use burn::module::Module;
 use burn::tensor::backend::Backend;
 use burn::tensor::DType;
 use tint_ops::dims::MAX_POSITION_EMBEDDINGS;
-use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
 use tint_ops::{param_count as ops, AttentionVariant, TintDims, TintOptions};
+use tint_ops::{NormBackward, NormForward, NormKind};
 
 use super::attention_half::SimulatedAttentionHalf;
 use super::mlp_half::SimulatedMlpHalf;
@@ -212,8 +212,8 @@ pub fn module_param_count<B: Backend>(
         SimulatedAttentionHalf::<B>::new(&dims, &variant, &options, device)?.num_module_params();
     let (mlp_forward, mlp_backward) =
         SimulatedMlpHalf::<B>::new(&dims, &options, device)?.num_module_params();
-    let gradient = RmsNormForward::<B>::new(&dims, &options, device)?.num_params()
-        + RmsNormBackward::<B>::new(&dims, &options, device)?.num_params();
+    let gradient = NormForward::<B>::new(NormKind::Rms, &dims, &options, device)?.num_params()
+        + NormBackward::<B>::new(NormKind::Rms, &dims, &options, device)?.num_params();
     Ok(assemble(
         sizes,
         config,

@@ -17,8 +17,8 @@ use burn::tensor::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 use tint_aux::AuxModel;
 use tint_ops::dims::MAX_POSITION_EMBEDDINGS;
-use tint_ops::rms_norm::{RmsNormBackward, RmsNormForward};
 use tint_ops::{layout, prefix, AttentionVariant, Derivative, SimContext, TintDims, TintOptions};
+use tint_ops::{NormBackward, NormForward, NormKind};
 
 use super::attention_half::{
     AttentionHalfActs, AttentionPrefixes, AttentionWeights, SimulatedAttentionHalf,
@@ -160,8 +160,8 @@ pub struct LlamaSimulator<B: Backend> {
     final_norm_prefix: Tensor<B, 3>,
     attention: SimulatedAttentionHalf<B>,
     mlp: SimulatedMlpHalf<B>,
-    final_norm_forward: RmsNormForward<B>,
-    final_norm_backward: RmsNormBackward<B>,
+    final_norm_forward: NormForward<B>,
+    final_norm_backward: NormBackward<B>,
 }
 
 /// The tint-ops options of a LLaMA simulator: the model's RMSNorm epsilon, the configured
@@ -273,8 +273,8 @@ impl<B: Backend> LlamaSimulator<B> {
         )?;
         Ok(Self {
             head_rows: params.head_rows(),
-            final_norm_forward: RmsNormForward::new(&dims, &options, &device)?,
-            final_norm_backward: RmsNormBackward::new(&dims, &options, &device)?,
+            final_norm_forward: NormForward::new(NormKind::Rms, &dims, &options, &device)?,
+            final_norm_backward: NormBackward::new(NormKind::Rms, &dims, &options, &device)?,
             config,
             dims,
             layers,

@@ -1,11 +1,11 @@
-//! RMSNorm modules for LLaMA-family auxiliary models (paper appendix J.1, Def. J.2): the group
-//! RMSnorm over the first `D` dims, forward, and first-order (or exact) backward.
+//! The norm modules (docs/construction.md §6.5–6.6 for LayerNorm; paper appendix J.1, Def. J.2 for
+//! RMSNorm): forward and first-order (or exact) backward of the group norm over the first `D` dims,
+//! one pair of modules for both normalisations ([`NormKind`]).
 //!
-//! They mirror the LayerNorm modules (docs/construction.md §6.5–6.6) with `f(x) = x / sqrt(mean(x²) + eps)` in
-//! place of the centred normalisation. The prefix rows hold `(diag(gamma), 0)`
-//! ([`crate::prefix::write_layer_norm`] with a zero bias): RMSNorm has no bias, and its gain is not
-//! updated (the descent of a gain needs `Σ_t z_t ⊙ dy_t`, an element-wise product the linear descent
-//! module does not compute — paper Def. F.2 — so there is no RMSNorm descent module).
+//! The prefix rows hold `(diag(gamma), beta)` ([`crate::prefix::write_layer_norm`]; RMSNorm with a
+//! zero bias). Only LayerNorm has a descent ([`crate::layer_norm::LayerNormBackwardDescent`], bias
+//! only): the descent of a gain needs `Σ_t z_t ⊙ dy_t`, an element-wise product the linear descent
+//! module does not compute (paper Def. F.2), so RMSNorm's gain is not updated.
 
 use burn::{
     module::Module,
@@ -14,62 +14,29 @@ use burn::{
 
 use crate::{
     context::SimContext,
-    difference::rms_norm_difference,
     dims::TintDims,
     error::TintOpsError,
     gates::{GateKind, Gates},
-    group_norm::constructed_norm_difference,
+    group_norm::{constructed_norm_difference, NormKind},
     hsplit::{DimWise, DimWiseBuilder},
-    linear::{LinearBackward, LinearForward},
+    layout,
+    linear::{cat_columns, columns, LinearBackward, LinearForward},
     options::{Derivative, TintOptions},
 };
 
-/// `w x / sqrt(eps + w mean(x²))` over the last dim (`w = 1`: plain RMSNorm without gain).
-///
-/// # Shapes
-/// * `x`: `[batch_size, n_rows, d]` → `[batch_size, n_rows, d]`
-pub fn rms_norm_plain<B: Backend>(x: Tensor<B, 3>, eps: f64, gate_value: f64) -> Tensor<B, 3> {
-    let mean_square = x.clone().powi_scalar(2).mean_dim(2);
-    let rms = (mean_square * gate_value + eps).sqrt();
-    x * gate_value / rms
-}
-
-/// The group RMSnorm over the first `D` dims of a row (Def. J.2 without affine; the gain is applied
-/// by the following linear module): [`rms_norm_plain`] on dims `< d_model`, plus `(1 - w) x` there
-/// for a non-exact gate value `w`; identity on dims `>= d_model`.
-///
-/// # Shapes
-/// * `x`: `[batch_size, n_rows, d_sim]` → `[batch_size, n_rows, d_sim]`
-pub fn group_rms_norm_first<B: Backend>(
-    x: Tensor<B, 3>,
-    d_model: usize,
-    eps: f64,
-    gate_value: f64,
-) -> Tensor<B, 3> {
-    let [_, _, d_sim] = x.dims();
-    let head = x.clone().narrow(2, 0, d_model);
-    let normed = rms_norm_plain(head.clone(), eps, gate_value);
-    let head = if gate_value == 1.0 {
-        normed
-    } else {
-        normed + head * (1.0 - gate_value)
-    };
-    if d_sim == d_model {
-        head
-    } else {
-        Tensor::cat(vec![head, x.narrow(2, d_model, d_sim - d_model)], 2)
-    }
-}
-
-/// RmsNormForward: token rows `gamma ⊙ f(x)` in dims `[0, D)`, memory `[mem, mem + D) = f(x)`,
-/// `[mem + D, mem + 2D) = x` (`mem = Ds - 2D`, as LayerNormForward); prefix rows unchanged.
+/// NormForward (§6.5): token rows `gamma ⊙ f(x) + beta` in dims `[0, D)`, memory
+/// `[mem, mem + D) = f(x)`, `[mem + D, mem + 2D) = x` (`mem = Ds - 2D`); prefix rows unchanged.
+/// The prefix rows hold `(diag(gamma), beta)` ([`crate::prefix::write_layer_norm`]).
 #[derive(Module, Debug)]
-pub struct RmsNormForward<B: Backend> {
-    /// Gate of the group-RMSnorm stage (prefix rows bypass the normalisation).
+pub struct NormForward<B: Backend> {
+    /// Which normalisation `f` is.
+    #[module(skip)]
+    pub kind: NormKind,
+    /// Gate of the group-norm stage (prefix rows bypass the normalisation).
     pub norm_gates: Gates<B>,
-    /// `(diag(gamma), 0)` applied to `f(x)`, storing `f(x)` at the memory.
+    /// `(diag(gamma), beta)` applied to `f(x)`, storing `f(x)` at the memory.
     pub linear: LinearForward<B>,
-    /// RMSNorm epsilon.
+    /// Norm epsilon.
     pub epsilon: f64,
     /// Group-norm weight value (`tanh(g10)`, 1 for exact gates).
     pub gate_value: f64,
@@ -79,18 +46,20 @@ pub struct RmsNormForward<B: Backend> {
     pub memory_index: usize,
 }
 
-impl<B: Backend> RmsNormForward<B> {
-    /// Constructs the module (`options.ln_epsilon` is the RMSNorm epsilon).
+impl<B: Backend> NormForward<B> {
+    /// Constructs the module (`options.ln_epsilon` is the norm's epsilon).
     ///
     /// # Errors
     /// Invalid options.
     pub fn new(
+        kind: NormKind,
         dims: &TintDims,
         options: &TintOptions,
         device: &B::Device,
     ) -> Result<Self, TintOpsError> {
         let mem = dims.ln_memory_index();
         Ok(Self {
+            kind,
             norm_gates: Gates::new(GateKind::ForwardBackward, dims, options, device),
             linear: LinearForward::new(dims, Some(mem), options, device)?,
             epsilon: options.ln_epsilon,
@@ -106,7 +75,9 @@ impl<B: Backend> RmsNormForward<B> {
         let [batch_size, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
         let d = self.d_model;
-        let normed = group_rms_norm_first(state.clone(), d, self.epsilon, self.gate_value);
+        let normed = self
+            .kind
+            .group_first(state.clone(), d, self.epsilon, self.gate_value);
         let normed = self.norm_gates.forward(state.clone(), normed, ctx);
         let out = self.linear.forward(normed, ctx);
         let mem = self.memory_index + d;
@@ -115,13 +86,48 @@ impl<B: Backend> RmsNormForward<B> {
             state.narrow(1, p, n_rows - p).narrow(2, 0, d),
         )
     }
+
+    /// The token rows of [`NormForward::forward`] on the state `[prefix; tokens]`, without
+    /// building it: `[gamma ⊙ f(x) + beta, 0, …, f(x), x]` with one matmul by `diag(gamma)`.
+    ///
+    /// # Shapes
+    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+    pub fn forward_rows(
+        &self,
+        prefix: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let exact = self.norm_gates.is_selection()
+            && self.linear.gates.is_selection()
+            && self.gate_value == 1.0;
+        if !(exact && self.linear.is_structured()) {
+            let p = ctx.n_prefixes;
+            return layout::token_rows(self.forward(layout::join_rows(prefix, tokens), ctx), p);
+        }
+        let [_, _, ds] = tokens.dims();
+        let (d, mem) = (self.d_model, self.memory_index);
+        let x = columns(&tokens, 0, d);
+        let normed = self.kind.normalize_rows(x.clone(), self.epsilon);
+        let y = self.linear.structured_product(&prefix, normed.clone());
+        cat_columns(vec![
+            (Some(y), d),
+            (None, mem - d),
+            (Some(normed), d),
+            (Some(x), d),
+            (None, ds - mem - 2 * d),
+        ])
+    }
 }
 
-/// RmsNormBackward, first order: `dz = gamma ⊙ dy`, then `dx = s (f(x + dz/s) - zhat)` (or the exact
-/// `J_f(x) dz = (dz - z mean(z dz)) / rms(x)`), `x`, `zhat` read from the memory written by
-/// [`RmsNormForward`]; memory passes through; prefix rows unchanged.
+/// NormBackward (§6.6), first order: `dz = gamma ⊙ dy`, then
+/// `dx = s (f(x + dz/s) - zhat)` (or the exact `J_f(x) dz`), `x`, `zhat` read from the memory
+/// written by [`NormForward`]; memory passes through; prefix rows unchanged.
 #[derive(Module, Debug)]
-pub struct RmsNormBackward<B: Backend> {
+pub struct NormBackward<B: Backend> {
+    /// Which normalisation `f` is.
+    #[module(skip)]
+    pub kind: NormKind,
     /// `dz = gamma ⊙ dy` (LinearBackward with `diag(gamma)`).
     pub linear: LinearBackward<B>,
     /// Heads `< D/hd` ← `signal/s + x` (dimension-wise over `Hs` heads).
@@ -133,7 +139,7 @@ pub struct RmsNormBackward<B: Backend> {
     /// Finite differences or exact.
     #[module(skip)]
     pub derivative: Derivative,
-    /// RMSNorm epsilon.
+    /// Norm epsilon.
     pub epsilon: f64,
     /// Group-norm weight value.
     pub gate_value: f64,
@@ -143,12 +149,13 @@ pub struct RmsNormBackward<B: Backend> {
     pub memory_index: usize,
 }
 
-impl<B: Backend> RmsNormBackward<B> {
+impl<B: Backend> NormBackward<B> {
     /// Constructs the module.
     ///
     /// # Errors
     /// Invalid options.
     pub fn new(
+        kind: NormKind,
         dims: &TintDims,
         options: &TintOptions,
         device: &B::Device,
@@ -169,6 +176,7 @@ impl<B: Backend> RmsNormBackward<B> {
             shift_out.set_all_coords(i, zhat_head + i, -scale);
         }
         Ok(Self {
+            kind,
             linear: LinearBackward::new(dims, Some(mem), options, device)?,
             shift_in: shift_in.build(options.float_dtype, device),
             shift_out: shift_out.build(options.float_dtype, device),
@@ -184,7 +192,7 @@ impl<B: Backend> RmsNormBackward<B> {
     /// # Shapes
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, _, ds] = state.dims();
+        let [batch_size, _, _] = state.dims();
         let d = self.d_model;
         let dz = self.linear.forward_tokens(state.clone(), ctx); // [B, T, Ds]
         let tokens = match self.derivative {
@@ -195,37 +203,30 @@ impl<B: Backend> RmsNormBackward<B> {
                 // cancellation-free form (crate::difference; docs/tint-llama.md).
                 let x = dz.clone().narrow(2, self.memory_index + d, d);
                 let grad = dz.clone().narrow(2, 0, d);
-                let dx = rms_norm_difference(x, grad, self.epsilon, scale);
+                let dx = self.kind.difference(x, grad, self.epsilon, scale);
                 dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
             }
             Derivative::FiniteDifference { .. } => {
                 // Constructed execution: shift map, group norm of `dz/s + x` and of `x`, shift
                 // map, in float64 arithmetic (docs/construction.md §6.6).
-                let (eps, gate) = (self.epsilon, self.gate_value);
+                let (kind, eps, gate) = (self.kind, self.epsilon, self.gate_value);
                 constructed_norm_difference(
                     dz,
                     &self.shift_in,
                     &self.shift_out,
                     d,
                     self.memory_index,
-                    |t| group_rms_norm_first(t, d, eps, gate),
+                    |t| kind.group_first(t, d, eps, gate),
                 )
             }
             Derivative::Exact => {
                 let x = dz.clone().narrow(2, self.memory_index + d, d);
                 let grad = dz.clone().narrow(2, 0, d);
-                let rms = (x.clone().powi_scalar(2).mean_dim(2) + self.epsilon).sqrt();
-                let z = x / rms.clone();
-                let dx = (grad.clone() - z.clone() * (grad * z).mean_dim(2)) / rms;
+                let dx = self.kind.jacobian_product(x, grad, self.epsilon);
                 dz.slice_assign([0..batch_size, 0..dx.dims()[1], 0..d], dx)
             }
         };
-        let prefix = Tensor::zeros(
-            [batch_size, ctx.n_prefixes, ds],
-            (&state.device(), state.dtype()),
-        );
-        self.gates
-            .forward(state, Tensor::cat(vec![prefix, tokens], 1), ctx)
+        self.gates.combine(state, None, Some(tokens), ctx)
     }
 }
 
@@ -247,6 +248,43 @@ mod tests {
         let prefix = prefix::write_layer_norm(gamma, zero_bias, dims).unwrap();
         let tokens = random([BATCH, dims.seq_length(), dims.d_sim()], 1.0) * 2.0 + 0.5;
         Tensor::cat(vec![prefix, tokens], 1)
+    }
+
+    #[test]
+    fn row_forms_equal_the_forward_token_rows_for_both_norms() {
+        // forward_rows (structured: one matmul by diag(gamma), constructed: the forward on the
+        // joined state) against the token rows of the constructed forward, f64, random gamma and
+        // beta, LayerNorm and RMSNorm.
+        let device = Default::default();
+        let constructed = f64_options();
+        let structured = constructed.with_execution(crate::options::Execution::Structured);
+        for kind in [NormKind::Layer, NormKind::Rms] {
+            for dims in test_dims() {
+                let p = dims.n_prefixes();
+                let ctx = context(&dims, BATCH);
+                let gamma = random([BATCH, dims.d_model()], 1.0);
+                let beta = random([BATCH, dims.d_model()], 1.0);
+                let prefix = prefix::write_layer_norm(gamma, beta, &dims).unwrap();
+                let tokens = random([BATCH, dims.seq_length(), dims.d_sim()], 1.0) * 2.0 + 0.5;
+                let state = Tensor::cat(vec![prefix, tokens], 1);
+                let expected = layout::token_rows(
+                    NormForward::<TestBackend>::new(kind, &dims, &constructed, &device)
+                        .unwrap()
+                        .forward(state.clone(), &ctx),
+                    p,
+                );
+                for options in [structured, constructed] {
+                    let module = NormForward::new(kind, &dims, &options, &device).unwrap();
+                    let rows = module.forward_rows(
+                        layout::prefix_rows(state.clone(), p),
+                        layout::token_rows(state.clone(), p),
+                        &ctx,
+                    );
+                    let err = max_abs_diff(rows, expected.clone());
+                    assert!(err < F64_TOL, "{kind:?}, S = {}: {err}", dims.stack());
+                }
+            }
+        }
     }
 
     /// Plain RMSNorm without gain, written out per row.
@@ -279,7 +317,8 @@ mod tests {
             .into_iter()
             .map(|dims| {
                 let module =
-                    RmsNormForward::<TestBackend>::new(&dims, &f64_options(), &device).unwrap();
+                    NormForward::<TestBackend>::new(NormKind::Rms, &dims, &f64_options(), &device)
+                        .unwrap();
                 let gamma = random([BATCH, dims.d_model()], 1.0);
                 let state = rms_state(&dims, gamma.clone());
                 let out = module.forward(state.clone(), &context(&dims, BATCH));
@@ -338,7 +377,8 @@ mod tests {
             let dz = dy * gamma.unsqueeze_dim(1);
 
             let options = f64_options().with_derivative(Derivative::FiniteDifference { scale });
-            let module = RmsNormBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let module =
+                NormBackward::<TestBackend>::new(NormKind::Rms, &dims, &options, &device).unwrap();
             let got = layout::token_rows(module.forward(bwd_state.clone(), &ctx), p);
             let expected =
                 (plain_rms(x.clone() + dz.clone() / scale) - plain_rms(x.clone())) * scale;
@@ -355,7 +395,8 @@ mod tests {
 
             // Exact: central differences of the plain math in f64 (step 1e-6: error ~1e-10).
             let options = f64_options().with_derivative(Derivative::Exact);
-            let module = RmsNormBackward::<TestBackend>::new(&dims, &options, &device).unwrap();
+            let module =
+                NormBackward::<TestBackend>::new(NormKind::Rms, &dims, &options, &device).unwrap();
             let exact = layout::token_rows(module.forward(bwd_state, &ctx), p).narrow(2, 0, d);
             let h = 1e-6;
             let central =
@@ -369,20 +410,20 @@ mod tests {
     }
 
     #[test]
-    fn parameter_counts_equal_the_layer_norm_closed_forms() {
+    fn rms_norm_parameter_counts_equal_the_layer_norm_closed_forms() {
         use burn::module::Module;
         let device = Default::default();
         for dims in test_dims() {
             let o = f64_options();
             assert_eq!(
-                RmsNormForward::<TestBackend>::new(&dims, &o, &device)
+                NormForward::<TestBackend>::new(NormKind::Rms, &dims, &o, &device)
                     .unwrap()
                     .num_params(),
                 crate::param_count::layer_norm_forward(&dims)
             );
             // LayerNormDescent_Backward = backward + LinearDescent (LB); the backward alone is LNB - LB.
             assert_eq!(
-                RmsNormBackward::<TestBackend>::new(&dims, &o, &device)
+                NormBackward::<TestBackend>::new(NormKind::Rms, &dims, &o, &device)
                     .unwrap()
                     .num_params(),
                 crate::param_count::layer_norm_descent_backward(&dims)
