@@ -211,9 +211,9 @@ fn run_tint(args: &LogitsArgs, ids: &IdsFile, model: &tint_aux::AuxModel<B>) -> 
         hidden_size,
         num_prefixes,
         num_heads,
-        config.n_simulation_layers,
-        config.n_forward_backward,
-        config.inner_lr,
+        config.step.n_simulation_layers,
+        config.step.n_forward_backward,
+        config.step.inner_lr,
         simulator.num_params(),
         simulator.num_params_read()
     );

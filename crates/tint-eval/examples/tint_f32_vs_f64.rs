@@ -26,8 +26,7 @@ use tint_aux::AuxModel;
 use tint_eval::documents::tokenized_documents;
 use tint_eval::lm_split::{LmSplit, SplitSpec};
 use tint_eval::methods::{block_ids, default_tint_config, eval_part_nll, TintMethod};
-use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig};
-use tint_sim::{ModelSimulator, SimInput, SimOutput};
+use tint_sim::{SimInput, SimOutput, TintStep};
 
 type B = burn::backend::Flex;
 
@@ -96,47 +95,14 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// One TinT method on `model`'s weights in `dtype`.
-enum Engine {
-    Simulator(Box<ModelSimulator<B>>),
-    Reference(Box<LlamaReference<B>>),
-}
-
-impl Engine {
-    fn new(
-        model: &AuxModel<B>,
-        method: TintMethod,
-        config: tint_sim::TintConfig,
-        dtype: DType,
-    ) -> Result<Self, String> {
-        let text = |e: &dyn std::fmt::Display| e.to_string();
-        Ok(match method.execution() {
-            Some(execution) => {
-                let mut config = config;
-                config.execution = execution;
-                Engine::Simulator(Box::new(
-                    ModelSimulator::new(model, config, Some(dtype)).map_err(|e| text(&e))?,
-                ))
-            }
-            None => {
-                let params = LlamaParams::from_aux(model)
-                    .map_err(|e| text(&e))?
-                    .cast(dtype);
-                Engine::Reference(Box::new(
-                    LlamaReference::from_params(params, LlamaTintConfig::from_tint(&config))
-                        .map_err(|e| text(&e))?,
-                ))
-            }
-        })
-    }
-
-    fn run(&self, input: &SimInput<B>) -> Result<SimOutput<B>, String> {
-        match self {
-            Engine::Simulator(sim) => sim.forward(input),
-            Engine::Reference(reference) => reference.forward(input),
-        }
-        .map_err(|e| e.to_string())
-    }
+/// One TinT method on `model`'s weights in `dtype` ([`tint_sim::build`]).
+fn engine(
+    model: &AuxModel<B>,
+    method: TintMethod,
+    config: &tint_sim::TintConfig,
+    dtype: DType,
+) -> Result<Box<dyn TintStep<B>>, String> {
+    tint_sim::build(model, config, method.engine(), Some(dtype)).map_err(|e| e.to_string())
 }
 
 fn max_abs_diff(a: Tensor<B, 3>, b: Tensor<B, 3>) -> f64 {
@@ -183,14 +149,13 @@ fn run() -> Result<(), String> {
     // The settings of `cargo xtask eval lm` (one step, reuse on, restricted prefixes).
     let mut config = default_tint_config(model.hidden_size(), n_heads, None, None, None);
     config.restrict_prefixes = true;
-    config.inner_lr = args.eta;
-    config.derivatives = args.derivatives;
-    config.n_simulation_layers = Some(args.sim_layers);
+    config.step.inner_lr = args.eta;
+    config.step.derivatives = args.derivatives;
+    config.step.n_simulation_layers = Some(args.sim_layers);
     let mut rows = Vec::new();
     let (mut worst_nll, mut worst_logits) = (0.0f64, 0.0f64);
     for method in &args.methods {
-        let engines = [DType::F32, DType::F64]
-            .map(|dtype| Engine::new(&model, *method, config.clone(), dtype));
+        let engines = [DType::F32, DType::F64].map(|dtype| engine(&model, *method, &config, dtype));
         let [f32_engine, f64_engine] = engines;
         let (f32_engine, f64_engine) = (f32_engine?, f64_engine?);
         for (index, block) in split.eval.iter().enumerate() {
@@ -200,9 +165,9 @@ fn run() -> Result<(), String> {
                 let input = SimInput::with_train_lengths(ids.clone(), &[train_len])
                     .map_err(|e| e.to_string())?;
                 let start = Instant::now();
-                let low = f32_engine.run(&input)?;
+                let low = f32_engine.forward(&input).map_err(|e| e.to_string())?;
                 let f32_seconds = start.elapsed().as_secs_f64();
-                let high = f64_engine.run(&input)?;
+                let high = f64_engine.forward(&input).map_err(|e| e.to_string())?;
                 let nll = |output: &SimOutput<B>| {
                     eval_part_nll(output.final_logits.clone(), ids.clone(), train_len)
                         .map(|b| b.sum_nll / b.count as f64)

@@ -100,9 +100,9 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
         }),
         Method::Tint(method) => {
             let mut config = tint.clone();
-            config.inner_lr = spec.eta;
-            config.n_forward_backward = spec.budget.steps;
-            config.n_simulation_layers = spec.budget.layers;
+            config.step.inner_lr = spec.eta;
+            config.step.n_forward_backward = spec.budget.steps;
+            config.step.n_simulation_layers = spec.budget.layers;
             Box::new(Tint::for_method(inference, config, method)?)
         }
     };

@@ -7,10 +7,7 @@ use std::collections::HashMap;
 use tint_aux::loss::next_token_nll;
 
 use tint_aux::{continuation_nll, dynamic_eval, AuxModel, DynEvalConfig};
-use tint_sim::llama::{LlamaReference, LlamaSimulator, LlamaSimulatorConfig, LlamaTintConfig};
-use tint_sim::{
-    AuxParams, Execution, FunctionalReference, SimInput, SimOutput, TintConfig, TintSimulator,
-};
+use tint_sim::{Engine, Execution, SimInput, SimOutput, TintConfig, TintStep};
 
 use crate::lm::LmMethod;
 use crate::non_finite::{adapted_origin, all_finite, weights_origin, NonFiniteOrigin};
@@ -237,10 +234,27 @@ impl TintMethod {
 
     /// The simulator execution of the method (`None` for the functional reference).
     pub fn execution(self) -> Option<Execution> {
+        match self.engine() {
+            Engine::Simulator(execution) => Some(execution),
+            Engine::Reference => None,
+        }
+    }
+
+    /// The engine that runs the method.
+    pub fn engine(self) -> Engine {
         match self {
-            TintMethod::Constructed => Some(Execution::Constructed),
-            TintMethod::Structured => Some(Execution::Structured),
-            TintMethod::Reference => None,
+            TintMethod::Constructed => Engine::Simulator(Execution::Constructed),
+            TintMethod::Structured => Engine::Simulator(Execution::Structured),
+            TintMethod::Reference => Engine::Reference,
+        }
+    }
+
+    /// The method an engine runs.
+    pub fn of(engine: Engine) -> Self {
+        match engine {
+            Engine::Simulator(Execution::Constructed) => TintMethod::Constructed,
+            Engine::Simulator(Execution::Structured) => TintMethod::Structured,
+            Engine::Reference => TintMethod::Reference,
         }
     }
 }
@@ -253,109 +267,54 @@ impl std::str::FromStr for TintMethod {
     }
 }
 
-/// Which TinT implementation scores a block.
-enum TintEngine<B: Backend> {
-    /// The constructed simulator network (boxed: it is much larger than the reference).
-    Simulator(Box<TintSimulator<B>>),
-    /// The functional reference (the same update with plain tensor ops).
-    Reference(FunctionalReference<B>),
-    /// The functional reference for the LLaMA family (RMSNorm, SwiGLU, rotary, GQA).
-    LlamaReference(LlamaReference<B>),
-    /// The constructed simulator network for the LLaMA family.
-    LlamaSimulator(Box<LlamaSimulator<B>>),
-}
-
 /// TinT: one forward pass of the simulator (or of its functional reference) trains on the block's
-/// training part with `config.inner_lr` on the SUMMED loss and scores the rest.
+/// training part with `config.step.inner_lr` on the SUMMED loss and scores the rest.
 pub struct Tint<B: Backend> {
-    engine: TintEngine<B>,
+    /// The engine, built by [`tint_sim::build`].
+    engine: Box<dyn TintStep<B>>,
     device: B::Device,
     /// The auxiliary model (a cheap handle copy), to find a non-finite weight.
     model: AuxModel<B>,
-    /// Step size and simulated steps, to describe the update.
-    step: (f64, usize),
 }
 
 impl<B: Backend> Tint<B> {
-    /// The TinT `method` for `model`: the simulator with the method's execution (replacing
-    /// `config.execution`), or the functional reference.
+    /// The TinT `method` for `model` ([`tint_sim::build`] with the method's [`Engine`]; a
+    /// simulator replaces `config.execution` with the method's execution).
     ///
     /// # Errors
-    /// As [`Tint::simulator`] / [`Tint::reference`].
+    /// The construction errors of the engine ([`EvalError::Sim`]).
     pub fn for_method(
         model: &AuxModel<B>,
-        mut config: TintConfig,
+        config: TintConfig,
         method: TintMethod,
     ) -> Result<Self, EvalError> {
-        match method.execution() {
-            Some(execution) => {
-                config.execution = execution;
-                Self::simulator(model, config)
-            }
-            None => Self::reference(model, config),
-        }
+        Ok(Self {
+            engine: tint_sim::build(model, &config, method.engine(), None)?,
+            device: model.devices()[0].clone(),
+            model: model.clone(),
+        })
     }
 
-    /// The constructed simulator for `model` (GPT-2/OPT, or LLaMA with
-    /// [`LlamaSimulatorConfig::from_tint`]), evaluated with `config.execution`.
+    /// The constructed simulator for `model`, evaluated with `config.execution`.
+    ///
+    /// # Errors
+    /// As [`Tint::for_method`].
     pub fn simulator(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
-        if let AuxModel::Llama(_) = model {
-            let device = model.devices()[0].clone();
-            let step = (config.inner_lr, config.n_forward_backward);
-            let config = LlamaSimulatorConfig::from_tint(&config);
-            return Ok(Self {
-                engine: TintEngine::LlamaSimulator(Box::new(LlamaSimulator::new(model, config)?)),
-                device,
-                model: model.clone(),
-                step,
-            });
-        }
-        let aux = AuxParams::from_aux(model)?;
-        let step = (config.inner_lr, config.n_forward_backward);
-        Ok(Self {
-            engine: TintEngine::Simulator(Box::new(TintSimulator::new(&aux, config)?)),
-            device: aux.device(),
-            model: model.clone(),
-            step,
-        })
+        let method = TintMethod::of(Engine::Simulator(config.execution));
+        Self::for_method(model, config, method)
     }
 
-    /// The functional reference for `model` (GPT-2/OPT, or LLaMA with [`LlamaTintConfig::from_tint`]).
+    /// The functional reference for `model`.
+    ///
+    /// # Errors
+    /// As [`Tint::for_method`].
     pub fn reference(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
-        if let AuxModel::Llama(_) = model {
-            let device = model.devices()[0].clone();
-            return Ok(Self {
-                engine: TintEngine::LlamaReference(LlamaReference::new(
-                    model,
-                    LlamaTintConfig::from_tint(&config),
-                )?),
-                device,
-                model: model.clone(),
-                step: (config.inner_lr, config.n_forward_backward),
-            });
-        }
-        let aux = AuxParams::from_aux(model)?;
-        let device = aux.device();
-        let step = (config.inner_lr, config.n_forward_backward);
-        Ok(Self {
-            engine: TintEngine::Reference(FunctionalReference::new(aux, config)?),
-            device,
-            model: model.clone(),
-            step,
-        })
+        Self::for_method(model, config, TintMethod::Reference)
     }
 
     /// The method this engine runs.
     pub fn method(&self) -> TintMethod {
-        let of = |execution: Execution| match execution {
-            Execution::Constructed => TintMethod::Constructed,
-            Execution::Structured => TintMethod::Structured,
-        };
-        match &self.engine {
-            TintEngine::Simulator(sim) => of(sim.config().execution),
-            TintEngine::LlamaSimulator(sim) => of(sim.config().execution),
-            TintEngine::Reference(_) | TintEngine::LlamaReference(_) => TintMethod::Reference,
-        }
+        TintMethod::of(self.engine.engine())
     }
 
     /// The auxiliary model it was built from.
@@ -370,20 +329,15 @@ impl<B: Backend> Tint<B> {
             format!(
                 "{}: inner_lr {:e}, {} simulated step(s)",
                 self.method().name(),
-                self.step.0,
-                self.step.1
+                self.engine.step().inner_lr,
+                self.engine.step().n_forward_backward
             )
         })
     }
 
     /// First-pass and final logits of one `[1, T]` block.
     pub fn run(&self, input: &SimInput<B>) -> Result<SimOutput<B>, EvalError> {
-        Ok(match &self.engine {
-            TintEngine::Simulator(sim) => sim.forward(input)?,
-            TintEngine::Reference(reference) => reference.forward(input)?,
-            TintEngine::LlamaReference(reference) => reference.forward(input)?,
-            TintEngine::LlamaSimulator(sim) => sim.forward(input)?,
-        })
+        Ok(self.engine.forward(input)?)
     }
 }
 
@@ -452,6 +406,9 @@ mod tests {
             Some(Execution::Structured)
         );
         assert_eq!(TintMethod::Reference.execution(), None);
+        for method in TintMethod::ALL {
+            assert_eq!(TintMethod::of(method.engine()), method);
+        }
         let err = TintMethod::parse("tint-constructed")
             .unwrap_err()
             .to_string();

@@ -102,15 +102,15 @@ impl TintFlags {
             self.tint_prefixes,
             self.tint_heads,
         );
-        config.inner_lr = inner_lr;
-        config.n_forward_backward = steps;
+        config.step.inner_lr = inner_lr;
+        config.step.n_forward_backward = steps;
         config.official_compat = self.official_compat;
         config.reuse_forward_blocks = !self.no_reuse;
         config.reuse_backward_blocks = !self.no_reuse;
         config.restrict_prefixes = true;
-        config.n_simulation_layers = self.sim_layer_count()?;
+        config.step.n_simulation_layers = self.sim_layer_count()?;
         if self.exact_derivatives {
-            config.derivatives = tint_sim::DerivativeMode::Exact;
+            config.step.derivatives = tint_sim::DerivativeMode::Exact;
         }
         Ok(config)
     }

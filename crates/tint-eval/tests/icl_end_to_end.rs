@@ -337,7 +337,7 @@ fn tint_plugs_in_as_a_method() {
     let reference = run_icl_cell(&mut plain, &encoder, &data, &settings, &mut |_| {}).unwrap();
 
     let mut config = default_tint_config(32, 4, None, None, None);
-    config.inner_lr = 0.0;
+    config.step.inner_lr = 0.0;
     let tint = Tint::reference(&model, config.clone()).unwrap();
     let mut frozen = TintIcl::new(tint, "tint-ref(eta=0)", &device);
     let cell = run_icl_cell(&mut frozen, &encoder, &data, &settings, &mut |_| {}).unwrap();
@@ -358,7 +358,7 @@ fn tint_plugs_in_as_a_method() {
         }
     }
 
-    config.inner_lr = 1e-1;
+    config.step.inner_lr = 1e-1;
     let tint = Tint::reference(&model, config).unwrap();
     let mut trained = TintIcl::new(tint, "tint-ref", &device);
     let cell = run_icl_cell(&mut trained, &encoder, &data, &settings, &mut |_| {}).unwrap();
@@ -388,7 +388,7 @@ fn tint_single_token_scores_equal_the_batched_path() {
     let device: burn::tensor::Device<B> = Default::default();
     let model: AuxModel<B> = load_model(&micro_dir(), &device).unwrap();
     let mut config = default_tint_config(32, 4, None, None, None);
-    config.inner_lr = 1e-1;
+    config.step.inner_lr = 1e-1;
     let context: Vec<u32> = vec![5, 17, 23, 99, 4, 61, 8, 250];
     let targets = vec![false, true, true, true, false, false, false, false];
     let single: Vec<Vec<u32>> = vec![vec![42], vec![7]];

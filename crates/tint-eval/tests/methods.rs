@@ -88,7 +88,7 @@ fn tint_simulator_matches_its_reference_and_moves_the_loss() {
         (config.hidden_size, config.num_prefixes, config.num_heads),
         (160, 8, 20)
     );
-    config.inner_lr = 1e-2;
+    config.step.inner_lr = 1e-2;
     let block = block();
     let mut sim = Tint::simulator(&model, config.clone()).unwrap();
     let mut reference = Tint::reference(&model, config.clone()).unwrap();
@@ -107,7 +107,7 @@ fn tint_simulator_matches_its_reference_and_moves_the_loss() {
         (plain.sum_nll - r.sum_nll).abs() > 1e-3,
         "the update must change the loss"
     );
-    config.inner_lr = 0.0;
+    config.step.inner_lr = 0.0;
     let mut still = Tint::reference(&model, config).unwrap();
     let z = still.block_nll(&block, 24).unwrap();
     assert!(

@@ -86,7 +86,7 @@ fn a_nan_weight_is_named_by_every_lm_method_and_recorded_only_when_allowed() {
     assert!(weight.contains("(1 of 4096 values non-finite)"), "{weight}");
     let tint_config = {
         let mut c = default_tint_config(32, 4, None, None, None);
-        c.inner_lr = 1e-3;
+        c.step.inner_lr = 1e-3;
         c
     };
     let mut methods: Vec<Box<dyn LmMethod + '_>> = vec![
@@ -142,7 +142,7 @@ fn a_step_of_1e300_is_named_as_the_update() {
     let model = load::<AB>(&fixture());
     let inference: AuxModel<B> = model.valid();
     let mut tint_config = default_tint_config(32, 4, None, None, None);
-    tint_config.inner_lr = 1e300;
+    tint_config.step.inner_lr = 1e300;
     let mut reference = Tint::for_method(&inference, tint_config, TintMethod::Reference).unwrap();
     let mut dyn_eval = DynEval {
         model: &model,

@@ -6,6 +6,7 @@
 //! Run: `cargo bench -p tint-sim --bench step`.
 
 use std::hint::black_box;
+use tint_sim::StepConfig;
 
 use burn::tensor::{Int, Tensor, TensorData};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -41,7 +42,10 @@ fn cases() -> Vec<Case> {
         n_positions: 256,
     };
     let config = |d, p, head| TintConfig {
-        inner_lr: 1e-3,
+        step: StepConfig {
+            inner_lr: 1e-3,
+            ..StepConfig::default()
+        },
         restrict_prefixes: true,
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,

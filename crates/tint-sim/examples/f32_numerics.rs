@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use tint_sim::StepConfig;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Distribution, Int, Tensor, TensorData};
@@ -108,9 +109,12 @@ fn main() {
         Tensor::<B, 2, Int>::from_data(TensorData::new(chunk, [1, SEQ_LENGTH]), &device);
     let input = SimInput::with_train_lengths(input_ids, &[train_length]).expect("input");
     let config = LlamaTintConfig {
-        n_simulation_layers: Some(n_sim),
-        inner_lr: lr,
-        derivatives: mode,
+        step: StepConfig {
+            n_simulation_layers: Some(n_sim),
+            inner_lr: lr,
+            derivatives: mode,
+            ..StepConfig::default()
+        },
         ..Default::default()
     };
     let params32 = LlamaParams::from_aux(&model).expect("LLaMA weights");
@@ -151,7 +155,7 @@ fn main() {
     }
 
     // Local errors: each first-order backward in f32 on the f64 run's inputs.
-    let (eps, s) = (params64.rms_eps, config.scale_embeddings);
+    let (eps, s) = (params64.rms_eps, config.step.scale_embeddings);
     let get = |name: &str| stored[&format!("b0 {name}")].clone();
     let local_rms = |x: Tensor<B, 2>, gain: &Tensor<B, 1>, dy: Tensor<B, 2>| {
         let exact64 = rms_norm_backward(x.clone(), gain, dy.clone(), eps, mode, s);

@@ -15,6 +15,7 @@
 #![allow(clippy::print_stdout)] // the timings are the output
 
 use std::time::Instant;
+use tint_sim::StepConfig;
 
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use tint_sim::llama::{
@@ -68,8 +69,11 @@ fn main() {
         max_positions: 1024,
     };
     let step = LlamaTintConfig {
-        n_simulation_layers: Some(n_layers.min(2)),
-        inner_lr: 1e-3,
+        step: StepConfig {
+            n_simulation_layers: Some(n_layers.min(2)),
+            inner_lr: 1e-3,
+            ..StepConfig::default()
+        },
         ..Default::default()
     };
     let ids: Vec<i64> = (0..(batch_size * seq_length) as i64)

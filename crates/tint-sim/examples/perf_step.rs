@@ -18,6 +18,7 @@
 
 use std::path::Path;
 use std::time::Instant;
+use tint_sim::StepConfig;
 
 use burn::backend::Autodiff;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -71,7 +72,10 @@ fn main() {
         ),
     };
     let config = TintConfig {
-        inner_lr: 1e-3,
+        step: StepConfig {
+            inner_lr: 1e-3,
+            ..StepConfig::default()
+        },
         restrict_prefixes: true,
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,

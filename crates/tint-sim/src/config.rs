@@ -5,32 +5,7 @@ pub use tint_ops::{Execution, GateMode};
 
 use crate::error::SimError;
 use crate::params::AuxParams;
-
-/// How the gradient of the language-modelling loss with respect to the final hidden state is
-/// approximated (docs/construction.md §7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum LossGradientKind {
-    /// `E^T softmax(E h) - e_next`: the exact cross-entropy gradient (official default,
-    /// `use_prediction_loss`).
-    #[default]
-    Prediction,
-    /// `E^T (E h) - e_next` (official `use_quad`).
-    Quadratic,
-    /// `mean_rows(E) - e_next` (official: neither flag set).
-    MeanEmbedding,
-}
-
-/// How LayerNorm and activation backward passes are computed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum DerivativeMode {
-    /// First-order finite differences with step `1/s` (what TinT computes, docs/construction.md §6.6, §6.9).
-    #[default]
-    FiniteDifference,
-    /// Exact Jacobian-vector products (functional reference only; TinT cannot express them).
-    Exact,
-}
+pub use crate::step_config::{DerivativeMode, LossGradientKind, StepConfig};
 
 /// Hyper-parameters of a TinT simulator (names follow docs/construction.md §1.1).
 ///
@@ -44,14 +19,10 @@ pub struct TintConfig {
     pub num_prefixes: usize,
     /// Number of heads `Hs` of TinT's softmax modules (head size `Ds / Hs`).
     pub num_heads: usize,
-    /// Number of top auxiliary layers that are back-propagated and updated; `None` means all.
-    pub n_simulation_layers: Option<usize>,
-    /// Number of simulated SGD steps. Default: 1.
-    pub n_forward_backward: usize,
-    /// Inner learning rate `eta` of the descent on the **summed** loss. Default: 1e-6.
-    pub inner_lr: f64,
-    /// Finite-difference factor `s` of the LayerNorm and activation backward passes. Default: 1000.
-    pub scale_embeddings: f64,
+    /// What the simulated step does (layers, steps, `η`, `s`, loss gradient, derivatives), shared
+    /// with the LLaMA configurations; flattened in JSON (the keys stay top-level).
+    #[serde(flatten)]
+    pub step: StepConfig,
     /// LayerNorm epsilon used by TinT (also by the functional reference). Default: 1e-5.
     pub epsilon: f64,
     /// The final forward pass reuses the first-pass forward modules (fewer parameters, same result).
@@ -61,14 +32,10 @@ pub struct TintConfig {
     /// Linear attention only between token queries and prefix keys (a speed-up, same result). Kept for
     /// the official interface and the JSON config: tint-ops always computes the restricted form.
     pub restrict_prefixes: bool,
-    /// Which loss gradient is fed to the backward pass. Default: [`LossGradientKind::Prediction`].
-    pub loss_gradient: LossGradientKind,
     /// Reproduce the official code's quirks (docs/construction.md §12 bugs 1 and 2): the MLP output bias takes
     /// a step of `(n_inner / D) * eta`, and the loss gradient at the last position is not masked.
     /// Off by default (the paper's math).
     pub official_compat: bool,
-    /// Finite differences (TinT) or exact derivatives (functional reference only).
-    pub derivatives: DerivativeMode,
     /// How the simulator evaluates its constructed network. Default: [`Execution::Constructed`]
     /// (every module from its stored weights); [`Execution::Structured`] is the proven-equal
     /// shortcut (docs/construction.md §15, "Executions").
@@ -100,17 +67,12 @@ impl TintConfig {
             hidden_size,
             num_prefixes,
             num_heads: hidden_size / head_size.max(1),
-            n_simulation_layers: None,
-            n_forward_backward: 1,
-            inner_lr: 1e-6,
-            scale_embeddings: 1000.0,
+            step: StepConfig::default(),
             epsilon: 1e-5,
             reuse_forward_blocks: false,
             reuse_backward_blocks: false,
             restrict_prefixes: false,
-            loss_gradient: LossGradientKind::Prediction,
             official_compat: false,
-            derivatives: DerivativeMode::FiniteDifference,
             execution: Execution::Constructed,
             gate_mode: GateMode::Exact,
             gate_scale: DEFAULT_GATE_SCALE,
@@ -119,31 +81,13 @@ impl TintConfig {
 
     /// Number of updated layers for an auxiliary model with `n_layers` layers.
     pub fn simulated_layers(&self, n_layers: usize) -> usize {
-        self.n_simulation_layers.unwrap_or(n_layers).min(n_layers)
+        self.step.simulated_layers(n_layers)
     }
 
     /// Checks the hyper-parameters that the functional reference needs (finite, positive values).
     pub fn validate_reference(&self, n_layers: usize) -> Result<(), SimError> {
+        self.step.validate(n_layers)?;
         let bad = |msg: String| Err(SimError::InvalidConfig(msg));
-        if let Some(n) = self.n_simulation_layers {
-            if n == 0 || n > n_layers {
-                return bad(format!(
-                    "n_simulation_layers = {n} must be in 1..={n_layers} (the auxiliary model has {n_layers} layers)"
-                ));
-            }
-        }
-        if self.n_forward_backward == 0 {
-            return bad("n_forward_backward must be at least 1".into());
-        }
-        if !self.inner_lr.is_finite() {
-            return bad(format!("inner_lr = {} is not finite", self.inner_lr));
-        }
-        if !(self.scale_embeddings.is_finite() && self.scale_embeddings > 0.0) {
-            return bad(format!(
-                "scale_embeddings = {} must be finite and > 0",
-                self.scale_embeddings
-            ));
-        }
         if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
             return bad(format!("epsilon = {} must be finite and > 0", self.epsilon));
         }

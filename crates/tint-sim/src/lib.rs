@@ -5,7 +5,9 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`config`] | [`TintConfig`]: TinT hyper-parameters, loss-gradient kind, compatibility switch |
+//! | [`step_config`] | [`StepConfig`]: the simulated step every engine shares (layers, steps, `η`, `s`, loss gradient, derivatives), one validation |
+//! | [`engine`] | [`build`]: any engine (simulator with either execution, or functional reference) of any auxiliary model behind the [`TintStep`] trait |
+//! | [`config`] | [`TintConfig`]: TinT sizes, the step, gates, execution, compatibility switch |
 //! | [`params`] | [`AuxParams`]: auxiliary weights in `[in, out]` layout with per-sequence copies |
 //! | [`input`] | [`SimInput`]: token ids, training mask, optional gradient / ICL masks |
 //! | [`math`] | LayerNorm / activation forward and first-order or exact backward |
@@ -22,7 +24,8 @@
 //! ```text
 //! let model = tint_aux::load_model::<B>(dir, &device)?;
 //! let aux = AuxParams::from_aux(&model)?;                 // .cast(DType::F64) for exactness checks
-//! let config = TintConfig { inner_lr: 1e-4, ..TintConfig::for_model(768, 256, 256) };
+//! let mut config = TintConfig::for_model(768, 256, 256);
+//! config.step.inner_lr = 1e-4;
 //! let input = SimInput::with_train_lengths(input_ids, &train_lengths)?;   // or SimInput::new(ids, mask)
 //! let out = TintSimulator::new(&aux, config.clone())?.forward(&input)?;   // first/final logits + losses
 //! let fast = FunctionalReference::new(aux, config)?.forward(&input)?;     // same result, plain tensors
@@ -42,6 +45,7 @@
 
 pub mod any_model;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod flops;
 mod from_aux;
@@ -54,12 +58,15 @@ pub mod param_count;
 pub mod params;
 pub mod reference;
 pub mod simulator;
+pub mod step_config;
 
 pub use any_model::ModelSimulator;
-pub use config::{DerivativeMode, Execution, GateMode, LossGradientKind, TintConfig};
+pub use config::{Execution, GateMode, TintConfig};
+pub use engine::{build, Engine, TintStep};
 pub use error::SimError;
 pub use input::SimInput;
 pub use loss::EvalLoss;
 pub use params::{Activation, AuxDims, AuxParams, LayerNormParams, LayerParams};
 pub use reference::{FunctionalReference, SimOutput};
 pub use simulator::TintSimulator;
+pub use step_config::{DerivativeMode, LossGradientKind, StepConfig};

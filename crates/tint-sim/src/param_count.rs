@@ -73,7 +73,7 @@ pub fn official_param_count(
     let gradient_module =
         ops::layer_norm_forward(&dims) + ops::layer_norm_descent_backward(&dims) + p * ds;
     let n_sim = config.simulated_layers(aux.n_layers);
-    let n_fb = config.n_forward_backward;
+    let n_fb = config.step.n_forward_backward;
     let backward_copies = if config.reuse_backward_blocks {
         1
     } else {
@@ -144,6 +144,7 @@ pub fn paper_param_count(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::StepConfig;
 
     /// GPT-2 small (docs/construction.md §1.3).
     fn gpt2() -> AuxDims {
@@ -160,7 +161,10 @@ mod tests {
     #[test]
     fn gpt2_readme_settings_give_the_official_count() {
         let config = TintConfig {
-            n_simulation_layers: Some(12),
+            step: StepConfig {
+                n_simulation_layers: Some(12),
+                ..StepConfig::default()
+            },
             reuse_forward_blocks: true,
             reuse_backward_blocks: true,
             restrict_prefixes: true,

@@ -288,7 +288,7 @@ impl<B: Backend> FunctionalReference<B> {
         let mut params = self.aux.clone();
         let mut pass = self.top_pass(&params, continued.clone(), first, &masks);
         let first_logits = pass.logits.clone();
-        for _ in 0..cfg.n_forward_backward {
+        for _ in 0..cfg.step.n_forward_backward {
             self.descend(&mut params, &pass, first, input, &masks);
             pass = self.top_pass(&params, continued.clone(), first, &masks);
         }
@@ -346,10 +346,10 @@ impl<B: Backend> FunctionalReference<B> {
     ) {
         let cfg = &self.config;
         let (lr, eps, s, mode) = (
-            cfg.inner_lr,
+            cfg.step.inner_lr,
             cfg.epsilon,
-            cfg.scale_embeddings,
-            cfg.derivatives,
+            cfg.step.scale_embeddings,
+            cfg.step.derivatives,
         );
         let activation = params.activation;
         let train = &masks.train;
@@ -359,7 +359,7 @@ impl<B: Backend> FunctionalReference<B> {
             params.head_matrix(),
             &input.input_ids,
             &masks.next_target,
-            cfg.loss_gradient,
+            cfg.step.loss_gradient,
         );
         let mut delta = match &mut params.ln_f {
             Some(ln_f) => {

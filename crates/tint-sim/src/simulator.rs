@@ -436,7 +436,7 @@ impl<B: Backend> TintSimulator<B> {
         let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
         let n_layers = self.aux_dims.n_layers;
         let n_sim = self.config.simulated_layers(n_layers);
-        let n_fb = self.config.n_forward_backward;
+        let n_fb = self.config.step.n_forward_backward;
         let forward_modules = self.forward_block.num_params();
         let forward = forward_modules + blocks_per_layer(self.n_chunks()) * p * ds;
         let backward_copies = if self.config.reuse_backward_blocks {
@@ -531,7 +531,7 @@ impl<B: Backend> TintSimulator<B> {
         let continued = tokens;
         let mut pass = self.top_forward(continued.clone(), &prefixes, &ln_f_prefix, &ctx);
         let first_logits = pass.logits.clone();
-        for _ in 0..self.config.n_forward_backward {
+        for _ in 0..self.config.step.n_forward_backward {
             // Loss gradient (§7) into the token signal (the ln_f memory is already in place), then
             // ln_f backward + descent.
             let grad = loss_gradient(
@@ -539,7 +539,7 @@ impl<B: Backend> TintSimulator<B> {
                 self.head_matrix(),
                 &input.input_ids,
                 &masks.next_target,
-                self.config.loss_gradient,
+                self.config.step.loss_gradient,
             );
             let signal = Tensor::cat(vec![grad, pass.tokens.clone().narrow(2, d, ds - d)], 2);
             let mut delta = if self.head.final_norm {
@@ -844,14 +844,14 @@ pub(crate) fn tint_options(
         gate_mode: config.gate_mode,
         gate_scale: config.gate_scale,
         execution: config.execution,
-        derivative: match config.derivatives {
+        derivative: match config.step.derivatives {
             DerivativeMode::FiniteDifference => Derivative::FiniteDifference {
-                scale: config.scale_embeddings,
+                scale: config.step.scale_embeddings,
             },
             DerivativeMode::Exact => Derivative::Exact,
         },
         ln_epsilon: config.epsilon,
-        inner_lr: config.inner_lr,
+        inner_lr: config.step.inner_lr,
         activation: match activation {
             Activation::GeluNew => ActivationKind::GeluNew,
             Activation::Relu => ActivationKind::Relu,

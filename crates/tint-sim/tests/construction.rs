@@ -5,11 +5,15 @@ mod common;
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use common::*;
 use tint_sim::param_count::official_param_count;
+use tint_sim::StepConfig;
 use tint_sim::{FunctionalReference, SimError, SimInput, TintConfig, TintSimulator};
 
 fn micro_config() -> TintConfig {
     TintConfig {
-        inner_lr: 0.01,
+        step: StepConfig {
+            inner_lr: 0.01,
+            ..StepConfig::default()
+        },
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,
         restrict_prefixes: true,
@@ -35,18 +39,27 @@ fn constructed_micro_model_has_the_official_parameter_count() {
     assert_eq!(sim.num_params(), 1_206_166);
     let variants = [
         TintConfig {
-            n_simulation_layers: Some(1),
+            step: StepConfig {
+                n_simulation_layers: Some(1),
+                ..micro_config().step.clone()
+            },
             ..micro_config()
         },
         TintConfig {
-            n_forward_backward: 2,
+            step: StepConfig {
+                n_forward_backward: 2,
+                ..micro_config().step.clone()
+            },
             reuse_forward_blocks: false,
             reuse_backward_blocks: false,
             ..micro_config()
         },
         TintConfig {
-            n_simulation_layers: Some(1),
-            n_forward_backward: 3,
+            step: StepConfig {
+                n_simulation_layers: Some(1),
+                n_forward_backward: 3,
+                ..micro_config().step.clone()
+            },
             reuse_forward_blocks: false,
             ..micro_config()
         },
@@ -62,7 +75,10 @@ fn constructed_micro_model_has_the_official_parameter_count() {
 fn saved_and_loaded_simulator_gives_identical_logits() {
     let device = Default::default();
     let config = TintConfig {
-        n_simulation_layers: Some(1),
+        step: StepConfig {
+            n_simulation_layers: Some(1),
+            ..micro_config().step.clone()
+        },
         ..micro_config()
     };
     let sim = TintSimulator::new(&micro_params(), config).unwrap();
@@ -91,8 +107,11 @@ fn opt_pre_ln_simulator_matches_reference() {
         .cast(DType::F64);
     // OPT: D = 32, 4 heads, ffn 64 (2 chunks), ReLU, positions offset by 2.
     let config = TintConfig {
-        inner_lr: 0.01,
-        n_forward_backward: 2,
+        step: StepConfig {
+            inner_lr: 0.01,
+            n_forward_backward: 2,
+            ..StepConfig::default()
+        },
         ..TintConfig::for_model(32, 8, 8)
     };
     let ids: Vec<i64> = (0..20).map(|i| (i * 53 + 7) % 512).collect();
@@ -206,35 +225,50 @@ fn constraint_violations_are_reported() {
         ),
         (
             TintConfig {
-                n_simulation_layers: Some(3),
+                step: StepConfig {
+                    n_simulation_layers: Some(3),
+                    ..micro_config().step.clone()
+                },
                 ..micro_config()
             },
             &["n_simulation_layers = 3", "1..=2"],
         ),
         (
             TintConfig {
-                n_simulation_layers: Some(0),
+                step: StepConfig {
+                    n_simulation_layers: Some(0),
+                    ..micro_config().step.clone()
+                },
                 ..micro_config()
             },
             &["n_simulation_layers = 0", "1..=2"],
         ),
         (
             TintConfig {
-                n_forward_backward: 0,
+                step: StepConfig {
+                    n_forward_backward: 0,
+                    ..micro_config().step.clone()
+                },
                 ..micro_config()
             },
             &["n_forward_backward", "at least 1"],
         ),
         (
             TintConfig {
-                inner_lr: f64::NAN,
+                step: StepConfig {
+                    inner_lr: f64::NAN,
+                    ..micro_config().step.clone()
+                },
                 ..micro_config()
             },
             &["inner_lr = NaN", "not finite"],
         ),
         (
             TintConfig {
-                scale_embeddings: 0.0,
+                step: StepConfig {
+                    scale_embeddings: 0.0,
+                    ..micro_config().step.clone()
+                },
                 ..micro_config()
             },
             &["scale_embeddings = 0", "> 0"],
@@ -265,7 +299,10 @@ fn constraint_violations_are_reported() {
     let err = FunctionalReference::new(
         aux,
         TintConfig {
-            n_forward_backward: 0,
+            step: StepConfig {
+                n_forward_backward: 0,
+                ..micro_config().step.clone()
+            },
             ..micro_config()
         },
     )
@@ -273,7 +310,7 @@ fn constraint_violations_are_reported() {
     assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
     assert_eq!(
         err.to_string(),
-        "invalid TinT configuration: n_forward_backward must be at least 1"
+        "invalid TinT configuration: n_forward_backward = 0 must be at least 1"
     );
 }
 

@@ -8,6 +8,7 @@
 mod common;
 
 use std::path::PathBuf;
+use tint_sim::StepConfig;
 
 use burn::tensor::{DType, Int, Tensor, TensorData};
 use common::*;
@@ -125,9 +126,12 @@ fn gpt2_executions_equal_the_reference() {
     let aux = micro_params();
     for (steps, reuse, lr, seed) in [(1, true, 0.02, 11), (3, false, 0.02, 12)] {
         let config = TintConfig {
-            inner_lr: lr,
-            n_simulation_layers: Some(1),
-            n_forward_backward: steps,
+            step: StepConfig {
+                inner_lr: lr,
+                n_simulation_layers: Some(1),
+                n_forward_backward: steps,
+                ..StepConfig::default()
+            },
             reuse_forward_blocks: reuse,
             reuse_backward_blocks: reuse,
             ..TintConfig::for_model(32, 8, 8)
@@ -148,9 +152,12 @@ fn opt_pre_ln_executions_equal_the_reference() {
         [(1, false, 0.2, false, 21), (3, true, 0.1, true, 22)]
     {
         let config = TintConfig {
-            inner_lr: lr,
-            n_simulation_layers: Some(1),
-            n_forward_backward: steps,
+            step: StepConfig {
+                inner_lr: lr,
+                n_simulation_layers: Some(1),
+                n_forward_backward: steps,
+                ..StepConfig::default()
+            },
             reuse_forward_blocks: reuse,
             reuse_backward_blocks: reuse,
             official_compat,
@@ -186,9 +193,12 @@ fn opt_post_ln_with_projections_executions_equal_the_reference() {
         (1, false, 30.0, false, 33, 2),
     ] {
         let config = TintConfig {
-            inner_lr: lr,
-            n_simulation_layers: Some(n_sim),
-            n_forward_backward: steps,
+            step: StepConfig {
+                inner_lr: lr,
+                n_simulation_layers: Some(n_sim),
+                n_forward_backward: steps,
+                ..StepConfig::default()
+            },
             reuse_forward_blocks: reuse,
             reuse_backward_blocks: reuse,
             official_compat,
@@ -223,9 +233,12 @@ fn llama_gqa_executions_equal_the_reference() {
     let params = LlamaParams::from_aux(&model).unwrap().cast(DType::F64);
     for (steps, lr, seed) in [(1, 0.05, 1), (3, 0.02, 2)] {
         let step = LlamaTintConfig {
-            n_simulation_layers: Some(1),
-            n_forward_backward: steps,
-            inner_lr: lr,
+            step: StepConfig {
+                n_simulation_layers: Some(1),
+                n_forward_backward: steps,
+                inner_lr: lr,
+                ..StepConfig::default()
+            },
             ..Default::default()
         };
         let input = SimInput::with_train_lengths(llama_ids(2, 10, seed), &[6, 9]).unwrap();
@@ -254,7 +267,10 @@ fn llama_gqa_executions_equal_the_reference() {
 
 fn golden_config(gate_mode: GateMode, gate_scale: f64) -> TintConfig {
     TintConfig {
-        inner_lr: 0.01,
+        step: StepConfig {
+            inner_lr: 0.01,
+            ..StepConfig::default()
+        },
         official_compat: true,
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,
@@ -344,4 +360,55 @@ fn constructed_execution_reproduces_the_official_f64_golden_with_tanh_gates() {
         tanh10 > 1e-10 && tanh10 < TANH10_EFFECT,
         "tanh(10) vs exact: {tanh10}"
     );
+}
+
+#[test]
+fn build_makes_every_engine_of_both_families_and_they_agree() {
+    // tint_sim::build: the one entry point. For a pre-LN OPT and a LLaMA-GQA model, each engine
+    // it builds reports the engine and step it was asked for, and the three agree (f64, as the
+    // cases above) while the step moves the logits.
+    let opt = tint_aux::load_model::<TestBackend>(
+        &repo_root().join("fixtures/aux/opt-pre-ln"),
+        &Default::default(),
+    )
+    .expect("OPT fixture loads");
+    let llama_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/llama/tiny");
+    let llama = tint_aux::load_model::<TestBackend>(&llama_dir, &Default::default()).unwrap();
+    let step = StepConfig {
+        inner_lr: 0.05,
+        n_simulation_layers: Some(1),
+        ..StepConfig::default()
+    };
+    let cases = [
+        (
+            "OPT pre-LN via build",
+            &opt,
+            TintConfig::for_model(32, 8, 8),
+            random_input(31, 2, 10, 512, &[6, 10]),
+        ),
+        (
+            "LLaMA GQA via build",
+            &llama,
+            TintConfig::for_model(64, 16, 16),
+            SimInput::with_train_lengths(llama_ids(2, 10, 3), &[6, 9]).unwrap(),
+        ),
+    ];
+    for (name, model, sizes, input) in cases {
+        let config = TintConfig {
+            step: step.clone(),
+            ..sizes
+        };
+        let run = |engine: tint_sim::Engine| {
+            let built = tint_sim::build(model, &config, engine, Some(DType::F64)).unwrap();
+            assert_eq!(built.engine(), engine, "{name}");
+            assert_eq!(built.step(), &config.step, "{name}");
+            built.forward(&input).unwrap()
+        };
+        check_three(
+            name,
+            &run(tint_sim::Engine::Simulator(Execution::Constructed)),
+            &run(tint_sim::Engine::Simulator(Execution::Structured)),
+            &run(tint_sim::Engine::Reference),
+        );
+    }
 }

@@ -12,6 +12,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::PathBuf;
+use tint_sim::StepConfig;
 
 use burn::backend::Flex;
 use burn::tensor::{DType, Int, Tensor, TensorData};
@@ -97,8 +98,11 @@ enum Engine {
 fn f32_error(engine: Engine, derivatives: DerivativeMode) -> (f64, f64) {
     let params = massive_tiny();
     let step = LlamaTintConfig {
-        inner_lr: 1e-6,
-        derivatives,
+        step: StepConfig {
+            inner_lr: 1e-6,
+            derivatives,
+            ..StepConfig::default()
+        },
         ..Default::default()
     };
     let (seq_length, train_length) = (32, 16);

@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::PathBuf;
+use tint_sim::StepConfig;
 
 use burn::backend::Flex;
 use tint_sim::llama::param_count::{closed_form_param_count, module_param_count, LlamaSizes};
@@ -12,8 +13,11 @@ use tint_sim::param_count::paper_param_count;
 
 fn step(n_sim: usize, steps: usize) -> LlamaTintConfig {
     LlamaTintConfig {
-        n_simulation_layers: Some(n_sim),
-        n_forward_backward: steps,
+        step: StepConfig {
+            n_simulation_layers: Some(n_sim),
+            n_forward_backward: steps,
+            ..StepConfig::default()
+        },
         ..Default::default()
     }
 }

@@ -3,6 +3,7 @@
 //! identity, finite differences against exact derivatives, descent, and typed errors.
 
 use std::path::PathBuf;
+use tint_sim::StepConfig;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::Param;
@@ -76,10 +77,13 @@ fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 
 fn exact_top_layer_config(lr: f64, steps: usize) -> LlamaTintConfig {
     LlamaTintConfig {
-        n_simulation_layers: Some(1),
-        n_forward_backward: steps,
-        inner_lr: lr,
-        derivatives: DerivativeMode::Exact,
+        step: StepConfig {
+            n_simulation_layers: Some(1),
+            n_forward_backward: steps,
+            inner_lr: lr,
+            derivatives: DerivativeMode::Exact,
+            ..StepConfig::default()
+        },
         updates: LlamaUpdates {
             attn_value: true,
             attn_output: true,
@@ -98,9 +102,12 @@ fn lr_zero_reproduces_the_aux_forward() {
         let expected = model.forward(input.clone()).unwrap().into_data();
         for n_sim in [1, 2] {
             let config = LlamaTintConfig {
-                inner_lr: 0.0,
-                n_simulation_layers: Some(n_sim),
-                n_forward_backward: 2,
+                step: StepConfig {
+                    inner_lr: 0.0,
+                    n_simulation_layers: Some(n_sim),
+                    n_forward_backward: 2,
+                    ..StepConfig::default()
+                },
                 updates: LlamaUpdates {
                     norm_gains: true,
                     ..Default::default()
@@ -257,9 +264,12 @@ fn finite_differences_converge_to_exact_derivatives_on_all_layers() {
     let input = ids::<Flex>(10, 4);
     let run = |mode: DerivativeMode| {
         let config = LlamaTintConfig {
-            inner_lr: 0.05,
-            scale_embeddings: 1e6,
-            derivatives: mode,
+            step: StepConfig {
+                inner_lr: 0.05,
+                scale_embeddings: 1e6,
+                derivatives: mode,
+                ..StepConfig::default()
+            },
             updates: LlamaUpdates {
                 norm_gains: true,
                 ..Default::default()
@@ -301,7 +311,10 @@ fn approximate_step_on_all_layers_descends_and_batches_are_independent() {
     let a = ids::<Flex>(seq_length, 5);
     let b = ids::<Flex>(seq_length, 6);
     let config = LlamaTintConfig {
-        inner_lr: 0.01,
+        step: StepConfig {
+            inner_lr: 0.01,
+            ..StepConfig::default()
+        },
         updates: LlamaUpdates {
             norm_gains: true,
             ..Default::default()
@@ -353,7 +366,10 @@ fn bad_models_configs_and_inputs_are_typed_errors() {
     ));
     let model = load::<Flex>("tiny");
     let bad_config = LlamaTintConfig {
-        n_simulation_layers: Some(3),
+        step: StepConfig {
+            n_simulation_layers: Some(3),
+            ..StepConfig::default()
+        },
         ..Default::default()
     };
     let Err(err) = LlamaReference::new(&model, bad_config) else {
@@ -453,7 +469,10 @@ fn icl_mask_isolates_a_block_and_rotary_scores_are_relative() {
         &Default::default(),
     );
     let config = LlamaTintConfig {
-        inner_lr: 0.0,
+        step: StepConfig {
+            inner_lr: 0.0,
+            ..StepConfig::default()
+        },
         ..Default::default()
     };
     let reference = LlamaReference::new(&model, config).unwrap();

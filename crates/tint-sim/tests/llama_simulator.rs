@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::PathBuf;
+use tint_sim::StepConfig;
 
 use burn::backend::Flex;
 use burn::tensor::backend::Backend;
@@ -65,10 +66,13 @@ fn max_abs_diff<const D: usize>(a: Tensor<Flex, D>, b: Tensor<Flex, D>) -> f64 {
 
 fn step(n_sim: usize, steps: usize, lr: f64, derivatives: DerivativeMode) -> LlamaTintConfig {
     LlamaTintConfig {
-        n_simulation_layers: Some(n_sim),
-        n_forward_backward: steps,
-        inner_lr: lr,
-        derivatives,
+        step: StepConfig {
+            n_simulation_layers: Some(n_sim),
+            n_forward_backward: steps,
+            inner_lr: lr,
+            derivatives,
+            ..StepConfig::default()
+        },
         ..Default::default()
     }
 }
@@ -254,7 +258,10 @@ fn constraint_violations_are_typed_errors() {
     );
     let too_many_layers = LlamaSimulatorConfig {
         step: LlamaTintConfig {
-            n_simulation_layers: Some(3),
+            step: StepConfig {
+                n_simulation_layers: Some(3),
+                ..StepConfig::default()
+            },
             ..Default::default()
         },
         ..ok.clone()
@@ -322,10 +329,13 @@ fn constraint_violations_are_typed_errors() {
 #[test]
 fn config_from_a_tint_config_takes_its_sizes_and_step() {
     let tint = tint_sim::TintConfig {
-        n_simulation_layers: Some(1),
-        n_forward_backward: 2,
-        inner_lr: 0.02,
-        derivatives: DerivativeMode::Exact,
+        step: StepConfig {
+            n_simulation_layers: Some(1),
+            n_forward_backward: 2,
+            inner_lr: 0.02,
+            derivatives: DerivativeMode::Exact,
+            ..tint_sim::TintConfig::for_model(64, 16, 16).step.clone()
+        },
         ..tint_sim::TintConfig::for_model(64, 16, 16)
     };
     let config = LlamaSimulatorConfig::from_tint(&tint);

@@ -13,6 +13,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
 use std::path::{Path, PathBuf};
+use tint_sim::StepConfig;
 
 use burn::backend::Flex;
 use burn::tensor::{Int, Tensor, TensorData};
@@ -81,8 +82,11 @@ fn smollm2_first_pass_equals_aux_forward_and_step_is_finite() {
     let ids = sotu_ids(&path);
     let input = block(&ids[..48]);
     let config = LlamaTintConfig {
-        n_simulation_layers: Some(2),
-        inner_lr: 1e-4,
+        step: StepConfig {
+            n_simulation_layers: Some(2),
+            inner_lr: 1e-4,
+            ..StepConfig::default()
+        },
         ..Default::default()
     };
     let out = LlamaReference::new(&model, config)
@@ -114,8 +118,11 @@ fn smollm2_sotu_blocks_t256() {
     let (seq_length, train_length) = (256, 128);
     for lr in [1e-5, 1e-4] {
         let config = LlamaTintConfig {
-            n_simulation_layers: Some(4),
-            inner_lr: lr,
+            step: StepConfig {
+                n_simulation_layers: Some(4),
+                inner_lr: lr,
+                ..StepConfig::default()
+            },
             ..Default::default()
         };
         let reference = LlamaReference::new(&model, config).unwrap();
@@ -192,9 +199,12 @@ fn smollm2_simulator_top2_equals_aux_forward_and_reference() {
             tint_sim::SimInput::with_train_lengths(input_ids.clone(), &train_lengths[..batch_size])
                 .unwrap();
         let step = LlamaTintConfig {
-            n_simulation_layers: Some(2),
-            inner_lr: 1e-4,
-            derivatives,
+            step: StepConfig {
+                n_simulation_layers: Some(2),
+                inner_lr: 1e-4,
+                derivatives,
+                ..StepConfig::default()
+            },
             ..Default::default()
         };
         let params = LlamaParams::from_aux(&model).unwrap().cast(dtype);
@@ -248,9 +258,12 @@ fn smollm2_simulator_sotu_block_t256() {
         tint_sim::DerivativeMode::FiniteDifference
     };
     let step = LlamaTintConfig {
-        n_simulation_layers: Some(n_sim),
-        inner_lr: 1e-4,
-        derivatives,
+        step: StepConfig {
+            n_simulation_layers: Some(n_sim),
+            inner_lr: 1e-4,
+            derivatives,
+            ..StepConfig::default()
+        },
         ..Default::default()
     };
     let start = std::time::Instant::now();

@@ -19,6 +19,7 @@ use common::{repo_root, train_lengths_input};
 use tint_aux::loss::lm_loss;
 use tint_aux::{AuxModel, LossMask, LossReduction, ParamInfo, ParamMapper};
 use tint_sim::params::NormPlacement;
+use tint_sim::StepConfig;
 use tint_sim::{
     AuxParams, DerivativeMode, Execution, FunctionalReference, SimError, TintConfig, TintSimulator,
 };
@@ -85,8 +86,11 @@ fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
 
 fn config(execution: Execution) -> TintConfig {
     TintConfig {
-        inner_lr: 1.0,
-        n_simulation_layers: Some(1),
+        step: StepConfig {
+            inner_lr: 1.0,
+            n_simulation_layers: Some(1),
+            ..StepConfig::default()
+        },
         execution,
         ..TintConfig::for_model(32, 8, 8)
     }
@@ -234,10 +238,13 @@ fn check_against_autodiff(name: &str, model: &AuxModel<Ad>, n_sim: usize) {
         let reference = FunctionalReference::new(
             AuxParams::from_aux(model).unwrap(),
             TintConfig {
-                inner_lr: lr,
-                n_forward_backward: steps,
-                n_simulation_layers: Some(n_sim),
-                derivatives: DerivativeMode::Exact,
+                step: StepConfig {
+                    inner_lr: lr,
+                    n_forward_backward: steps,
+                    n_simulation_layers: Some(n_sim),
+                    derivatives: DerivativeMode::Exact,
+                    ..config(Execution::Structured).step.clone()
+                },
                 ..config(Execution::Structured)
             },
         )

@@ -8,6 +8,7 @@ mod common;
 
 use common::TestBackend;
 use tint_sim::param_count::{official_param_count, paper_param_count};
+use tint_sim::StepConfig;
 use tint_sim::{Activation, AuxDims, AuxParams, TintConfig, TintSimulator};
 
 /// GPT-2 small (docs/construction.md §1.3): D = 768, 12 heads, 12 layers, n_inner 3072, 1024 positions.
@@ -38,7 +39,10 @@ fn tiny_dims() -> AuxDims {
 /// reused forward / backward blocks, restricted prefixes.
 fn gpt2_readme_config() -> TintConfig {
     TintConfig {
-        n_simulation_layers: Some(12),
+        step: StepConfig {
+            n_simulation_layers: Some(12),
+            ..StepConfig::default()
+        },
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,
         restrict_prefixes: true,

@@ -7,6 +7,7 @@ mod common;
 
 use burn::tensor::DType;
 use common::*;
+use tint_sim::StepConfig;
 use tint_sim::{DerivativeMode, FunctionalReference, TintConfig};
 
 /// Columns of the golden logits kept in the fixture.
@@ -22,7 +23,10 @@ const MIN_UPDATE: f64 = 0.1;
 
 fn golden_config() -> TintConfig {
     TintConfig {
-        inner_lr: 0.01,
+        step: StepConfig {
+            inner_lr: 0.01,
+            ..StepConfig::default()
+        },
         official_compat: true,
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,
@@ -81,7 +85,10 @@ fn reference_exact_derivatives_match_official_reference() {
     let device = Default::default();
     let fx = fixture();
     let config = TintConfig {
-        derivatives: DerivativeMode::Exact,
+        step: StepConfig {
+            derivatives: DerivativeMode::Exact,
+            ..golden_config().step.clone()
+        },
         ..golden_config()
     };
     let reference = FunctionalReference::new(micro_params(), config).unwrap();

@@ -7,6 +7,7 @@ mod common;
 use burn::tensor::DType;
 use common::*;
 use tint_aux::AuxModel;
+use tint_sim::StepConfig;
 use tint_sim::{
     Activation, AuxDims, AuxParams, FunctionalReference, LossGradientKind, SimInput, TintConfig,
     TintSimulator,
@@ -37,7 +38,10 @@ const MEAN_EMBEDDING_INNER_LR: f64 = 0.02;
 
 fn golden_config() -> TintConfig {
     TintConfig {
-        inner_lr: 0.01,
+        step: StepConfig {
+            inner_lr: 0.01,
+            ..StepConfig::default()
+        },
         official_compat: true,
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,
@@ -112,7 +116,10 @@ fn s3_model() -> (AuxParams<TestBackend>, TintConfig) {
     };
     let aux = SeededRng::new(3).aux_params(dims, Activation::GeluNew);
     let config = TintConfig {
-        inner_lr: S3_INNER_LR,
+        step: StepConfig {
+            inner_lr: S3_INNER_LR,
+            ..StepConfig::default()
+        },
         ..TintConfig::for_model(24, 8, 6)
     };
     (aux, config)
@@ -210,9 +217,12 @@ fn check_dtype_against_reference(
 #[test]
 fn s4_micro_top_layer_two_steps_matches_reference() {
     let config = TintConfig {
-        inner_lr: MICRO_INNER_LR,
-        n_simulation_layers: Some(1),
-        n_forward_backward: 2,
+        step: StepConfig {
+            inner_lr: MICRO_INNER_LR,
+            n_simulation_layers: Some(1),
+            n_forward_backward: 2,
+            ..golden_config().step.clone()
+        },
         official_compat: false,
         reuse_forward_blocks: false,
         reuse_backward_blocks: false,
@@ -231,9 +241,12 @@ fn s4_micro_top_layer_two_steps_matches_reference() {
 #[test]
 fn s4_micro_top_layer_three_steps_reuse_on_matches_reference() {
     let config = TintConfig {
-        inner_lr: MICRO_INNER_LR,
-        n_simulation_layers: Some(1),
-        n_forward_backward: 3,
+        step: StepConfig {
+            inner_lr: MICRO_INNER_LR,
+            n_simulation_layers: Some(1),
+            n_forward_backward: 3,
+            ..golden_config().step.clone()
+        },
         official_compat: false,
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,
@@ -251,8 +264,11 @@ fn s4_micro_top_layer_three_steps_reuse_on_matches_reference() {
 fn s3_random_three_steps_reuse_off_matches_reference() {
     let (aux, config) = s3_model();
     let config = TintConfig {
-        n_simulation_layers: Some(2),
-        n_forward_backward: 3,
+        step: StepConfig {
+            n_simulation_layers: Some(2),
+            n_forward_backward: 3,
+            ..config.step.clone()
+        },
         official_compat: true,
         reuse_forward_blocks: false,
         reuse_backward_blocks: false,
@@ -276,8 +292,11 @@ fn s3_random_all_layers_one_step_matches_reference() {
 fn opt_top_layer_one_step_matches_reference() {
     let (model, aux) = opt_model();
     let config = TintConfig {
-        inner_lr: OPT_ONE_STEP_INNER_LR,
-        n_simulation_layers: Some(1),
+        step: StepConfig {
+            inner_lr: OPT_ONE_STEP_INNER_LR,
+            n_simulation_layers: Some(1),
+            ..StepConfig::default()
+        },
         ..TintConfig::for_model(32, 8, 8)
     };
     check_against_reference(
@@ -292,9 +311,12 @@ fn opt_top_layer_one_step_matches_reference() {
 fn opt_top_layer_three_steps_reuse_on_matches_reference() {
     let (model, aux) = opt_model();
     let config = TintConfig {
-        inner_lr: OPT_THREE_STEPS_INNER_LR,
-        n_simulation_layers: Some(1),
-        n_forward_backward: 3,
+        step: StepConfig {
+            inner_lr: OPT_THREE_STEPS_INNER_LR,
+            n_simulation_layers: Some(1),
+            n_forward_backward: 3,
+            ..StepConfig::default()
+        },
         reuse_forward_blocks: true,
         reuse_backward_blocks: true,
         restrict_prefixes: true,
@@ -312,9 +334,12 @@ fn opt_top_layer_three_steps_reuse_on_matches_reference() {
 fn opt_top_layer_three_steps_reuse_off_matches_reference() {
     let (model, aux) = opt_model();
     let config = TintConfig {
-        inner_lr: OPT_THREE_STEPS_INNER_LR,
-        n_simulation_layers: Some(1),
-        n_forward_backward: 3,
+        step: StepConfig {
+            inner_lr: OPT_THREE_STEPS_INNER_LR,
+            n_simulation_layers: Some(1),
+            n_forward_backward: 3,
+            ..StepConfig::default()
+        },
         official_compat: true,
         ..TintConfig::for_model(32, 8, 8)
     };
@@ -338,10 +363,13 @@ fn non_default_loss_gradients_match_reference() {
     ] {
         eprintln!("{kind:?}:");
         let config = TintConfig {
-            inner_lr,
-            loss_gradient: kind,
-            n_simulation_layers: Some(1),
-            n_forward_backward: 2,
+            step: StepConfig {
+                inner_lr,
+                loss_gradient: kind,
+                n_simulation_layers: Some(1),
+                n_forward_backward: 2,
+                ..golden_config().step.clone()
+            },
             official_compat: false,
             ..golden_config()
         };

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use tint_sim::llama::{LlamaSimulatorConfig, LlamaTintConfig};
+use tint_sim::StepConfig;
 use tint_sim::{AuxDims, Execution, TintConfig};
 
 /// Inner learning rate of the timed step (any finite value times the same work).
@@ -86,11 +87,14 @@ impl BenchConfig {
     /// `sim_layers` layers simulated (`None`: all).
     pub fn tint_config(&self, execution: Execution, sim_layers: Option<usize>) -> TintConfig {
         TintConfig {
-            inner_lr: INNER_LR,
+            step: StepConfig {
+                inner_lr: INNER_LR,
+                n_simulation_layers: sim_layers,
+                ..StepConfig::default()
+            },
             restrict_prefixes: true,
             reuse_forward_blocks: true,
             reuse_backward_blocks: true,
-            n_simulation_layers: sim_layers,
             execution,
             ..TintConfig::for_model(self.d_model, self.n_prefixes, self.sim_head_size)
         }
@@ -100,8 +104,11 @@ impl BenchConfig {
 /// The LLaMA step of the SmolLM2 simulator and reference rows: top `layers` layers, one step.
 pub fn smollm2_step_config(layers: usize) -> LlamaTintConfig {
     LlamaTintConfig {
-        n_simulation_layers: Some(layers),
-        inner_lr: INNER_LR,
+        step: StepConfig {
+            n_simulation_layers: Some(layers),
+            inner_lr: INNER_LR,
+            ..StepConfig::default()
+        },
         ..Default::default()
     }
 }

@@ -20,7 +20,7 @@ use tint_aux::{
 };
 use tint_sim::llama::param_count::LlamaSizes;
 use tint_sim::llama::{LlamaParams, LlamaReference, LlamaSimulator};
-use tint_sim::{AuxParams, Execution, FunctionalReference, SimInput, TintSimulator};
+use tint_sim::{Engine, Execution, SimInput};
 
 use super::checkpoint::token_ids;
 use super::config::{
@@ -234,22 +234,16 @@ pub fn run_measurement<B: Backend>(
     let step: Step<'_> = match mode {
         "structured" | "constructed" | "ref" => {
             let model: AuxModel<B> = load_model(model_dir, device)?;
-            let aux = AuxParams::from_aux(&model)?;
             let ids = ids_tensor::<B>(config.vocab_size, batch_size, seq_length, device);
             let input = SimInput::with_train_lengths(ids, &vec![train_length; batch_size])?;
-            let execution = if mode == "constructed" {
-                Execution::Constructed
-            } else {
-                Execution::Structured
+            let engine = match mode {
+                "constructed" => Engine::Simulator(Execution::Constructed),
+                "structured" => Engine::Simulator(Execution::Structured),
+                _ => Engine::Reference,
             };
-            let tint = config.tint_config(execution, request.shape.sim_layers);
-            if mode == "ref" {
-                let reference = FunctionalReference::new(aux, tint)?;
-                Box::new(move || Ok(reference.forward(&input)?.final_loss.mean()))
-            } else {
-                let sim = TintSimulator::new(&aux, tint)?;
-                Box::new(move || Ok(sim.forward(&input)?.final_loss.mean()))
-            }
+            let tint = config.tint_config(Execution::Constructed, request.shape.sim_layers);
+            let step = tint_sim::build(&model, &tint, engine, None)?;
+            Box::new(move || Ok(step.forward(&input)?.final_loss.mean()))
         }
         "aux" => {
             let model: AuxModel<B> = load_model(model_dir, device)?;

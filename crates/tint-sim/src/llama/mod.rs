@@ -15,7 +15,8 @@
 //!
 //! ```text
 //! let model = tint_aux::load_model::<B>(Path::new("model.gguf"), &device)?;
-//! let config = LlamaTintConfig { inner_lr: 1e-5, n_simulation_layers: Some(4), ..Default::default() };
+//! let step = StepConfig { inner_lr: 1e-5, n_simulation_layers: Some(4), ..Default::default() };
+//! let config = LlamaTintConfig { step, ..Default::default() };
 //! let out = LlamaReference::new(&model, config)?.forward_with_train_lengths(ids, &[128])?;
 //! // out.final_logits: [batch_size, seq_length, vocab_size]; out.final_loss: CE on the evaluation part
 //! ```

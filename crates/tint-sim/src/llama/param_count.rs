@@ -150,7 +150,7 @@ fn assemble(
     let prefix_per_layer = (6 + 3 * sizes.n_chunks()) * p * ds;
     let embeddings = sizes.vocab_size * sizes.d_model * if sizes.tied { 1 } else { 2 };
     let n_sim = config.step.simulated_layers(sizes.n_layers);
-    let copies = n_sim * config.step.n_forward_backward;
+    let copies = n_sim * config.step.step.n_forward_backward;
     let total = embeddings
         + sizes.n_layers * (forward_modules + prefix_per_layer)
         + copies * (backward_modules + forward_modules)

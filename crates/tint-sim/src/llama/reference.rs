@@ -507,7 +507,7 @@ impl<B: Backend> LlamaReference<B> {
         observe("h_last", pass.h_last.clone());
         observe("hf", pass.hf.clone());
         observe("first_logits", first_logits.clone());
-        for k in 0..self.config.n_forward_backward {
+        for k in 0..self.config.step.n_forward_backward {
             let prefix = if k == 0 {
                 String::new()
             } else {
@@ -533,9 +533,9 @@ impl<B: Backend> LlamaReference<B> {
     ) {
         let cfg = &self.config;
         let (lr, s, mode, eps) = (
-            cfg.inner_lr,
-            cfg.scale_embeddings,
-            cfg.derivatives,
+            cfg.step.inner_lr,
+            cfg.step.scale_embeddings,
+            cfg.step.derivatives,
             params.rms_eps,
         );
         let updates = cfg.updates;
@@ -546,7 +546,7 @@ impl<B: Backend> LlamaReference<B> {
             &params.head_rows(),
             &ctx.ids.clone().reshape([1, seq_length]),
             &ctx.next_target.clone().unsqueeze_dim::<3>(0),
-            cfg.loss_gradient,
+            cfg.step.loss_gradient,
         )
         .reshape([seq_length, d_model]);
         observe("grad", grad.clone());

@@ -173,14 +173,14 @@ fn tint_options(config: &LlamaSimulatorConfig, rms_eps: f64, dtype: DType) -> Ti
         gate_mode: config.gate_mode,
         gate_scale: config.gate_scale,
         execution: config.execution,
-        derivative: match step.derivatives {
+        derivative: match step.step.derivatives {
             DerivativeMode::FiniteDifference => Derivative::FiniteDifference {
-                scale: step.scale_embeddings,
+                scale: step.step.scale_embeddings,
             },
             DerivativeMode::Exact => Derivative::Exact,
         },
         ln_epsilon: rms_eps,
-        inner_lr: step.inner_lr,
+        inner_lr: step.step.inner_lr,
         ..TintOptions::default()
     }
 }
@@ -361,13 +361,13 @@ impl<B: Backend> LlamaSimulator<B> {
             step.updates.attn_value,
             step.updates.mlp,
         );
-        for _ in 0..step.n_forward_backward {
+        for _ in 0..step.step.n_forward_backward {
             let grad = loss_gradient(
                 pass.hf.clone(),
                 &self.head_rows,
                 &input.input_ids,
                 &masks.next_target,
-                step.loss_gradient,
+                step.step.loss_gradient,
             );
             let signal = pass
                 .state
@@ -521,7 +521,7 @@ impl<B: Backend> LlamaSimulator<B> {
         let n_layers = self.layers.len();
         let step = &self.config.step;
         let n_sim = step.simulated_layers(n_layers);
-        let n_fb = step.n_forward_backward;
+        let n_fb = step.step.n_forward_backward;
         let (forward_modules, backward_modules, gradient) = self.module_params();
         let params = self.params();
         let embeddings = params.embedding.dims().iter().product::<usize>()

@@ -1,0 +1,158 @@
+//! One entry point for every TinT engine: [`build`] makes the constructed simulator (either
+//! [`Execution`]) or the functional reference of any loaded auxiliary model — GPT-2 / OPT or the
+//! LLaMA family — from one [`TintConfig`], behind the [`TintStep`] trait that every engine
+//! implements.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::DType;
+use tint_aux::AuxModel;
+
+use crate::any_model::ModelSimulator;
+use crate::config::{Execution, TintConfig};
+use crate::error::SimError;
+use crate::input::SimInput;
+use crate::llama::{LlamaParams, LlamaReference, LlamaSimulator, LlamaTintConfig};
+use crate::params::AuxParams;
+use crate::reference::{FunctionalReference, SimOutput};
+use crate::simulator::TintSimulator;
+use crate::step_config::StepConfig;
+
+/// Which implementation runs the TinT step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The constructed simulator network, evaluated with this execution (docs/construction.md §15).
+    Simulator(Execution),
+    /// The functional reference: the same update with plain tensor maths (docs/construction.md §9).
+    Reference,
+}
+
+/// A TinT step: one forward pass that runs the auxiliary model on the training part, applies the
+/// simulated update and evaluates the updated model. Implemented by every engine: [`TintSimulator`]
+/// and [`FunctionalReference`] (GPT-2 / OPT), [`LlamaSimulator`] and [`LlamaReference`] (LLaMA
+/// family), and [`ModelSimulator`].
+pub trait TintStep<B: Backend> {
+    /// First-pass and final logits (and losses) of a batch.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidInput`] for inputs that do not match the model.
+    fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError>;
+
+    /// Which engine this is.
+    fn engine(&self) -> Engine;
+
+    /// The simulated step it runs.
+    fn step(&self) -> &StepConfig;
+}
+
+impl<B: Backend> TintStep<B> for TintSimulator<B> {
+    fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        TintSimulator::forward(self, input)
+    }
+    fn engine(&self) -> Engine {
+        Engine::Simulator(self.config().execution)
+    }
+    fn step(&self) -> &StepConfig {
+        &self.config().step
+    }
+}
+
+impl<B: Backend> TintStep<B> for LlamaSimulator<B> {
+    fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        LlamaSimulator::forward(self, input)
+    }
+    fn engine(&self) -> Engine {
+        Engine::Simulator(self.config().execution)
+    }
+    fn step(&self) -> &StepConfig {
+        &self.config().step.step
+    }
+}
+
+impl<B: Backend> TintStep<B> for FunctionalReference<B> {
+    fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        FunctionalReference::forward(self, input)
+    }
+    fn engine(&self) -> Engine {
+        Engine::Reference
+    }
+    fn step(&self) -> &StepConfig {
+        &self.config().step
+    }
+}
+
+impl<B: Backend> TintStep<B> for LlamaReference<B> {
+    fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        LlamaReference::forward(self, input)
+    }
+    fn engine(&self) -> Engine {
+        Engine::Reference
+    }
+    fn step(&self) -> &StepConfig {
+        &self.config().step
+    }
+}
+
+impl<B: Backend> TintStep<B> for ModelSimulator<B> {
+    fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        ModelSimulator::forward(self, input)
+    }
+    fn engine(&self) -> Engine {
+        match self {
+            Self::Gpt2(sim) => sim.engine(),
+            Self::Llama(sim) => sim.engine(),
+        }
+    }
+    fn step(&self) -> &StepConfig {
+        match self {
+            Self::Gpt2(sim) => TintStep::step(sim.as_ref()),
+            Self::Llama(sim) => TintStep::step(sim.as_ref()),
+        }
+    }
+}
+
+/// The TinT `engine` of `model` with `config`, in `dtype` (`None`: the model's own dtype;
+/// `Some(DType::F64)` for a float64 run). A simulator engine replaces `config.execution` with its
+/// own; GPT-2 / OPT get [`TintSimulator`] / [`FunctionalReference`], LLaMA-family models
+/// [`LlamaSimulator`] (sizes from [`crate::llama::LlamaSimulatorConfig::from_tint`]) /
+/// [`LlamaReference`] (step from [`LlamaTintConfig::from_tint`]).
+///
+/// # Errors
+/// The construction errors of the engine ([`SimError::InvalidConfig`] naming the rule and values),
+/// and [`SimError::UnsupportedModel`] for what TinT cannot simulate.
+pub fn build<B: Backend>(
+    model: &AuxModel<B>,
+    config: &TintConfig,
+    engine: Engine,
+    dtype: Option<DType>,
+) -> Result<Box<dyn TintStep<B>>, SimError> {
+    match engine {
+        Engine::Simulator(execution) => {
+            let config = TintConfig {
+                execution,
+                ..config.clone()
+            };
+            Ok(match ModelSimulator::new(model, config, dtype)? {
+                ModelSimulator::Gpt2(sim) => sim,
+                ModelSimulator::Llama(sim) => sim,
+            })
+        }
+        Engine::Reference => {
+            if let AuxModel::Llama(_) = model {
+                let mut params = LlamaParams::from_aux(model)?;
+                if let Some(dtype) = dtype {
+                    params = params.cast(dtype);
+                }
+                let step = LlamaTintConfig::from_tint(config);
+                return Ok(Box::new(LlamaReference::from_params(params, step)?));
+            }
+            let mut aux = AuxParams::from_aux(model)?;
+            if let Some(dtype) = dtype {
+                aux = aux.cast(dtype);
+            }
+            Ok(Box::new(FunctionalReference::new(aux, config.clone())?))
+        }
+    }
+}
