@@ -90,7 +90,6 @@ fn exact_top_layer_config(lr: f64, steps: usize) -> LlamaTintConfig {
             mlp: true,
             norm_gains: false,
         },
-        ..Default::default()
     }
 }
 
@@ -112,7 +111,6 @@ fn lr_zero_reproduces_the_aux_forward() {
                     norm_gains: true,
                     ..Default::default()
                 },
-                ..Default::default()
             };
             let out = LlamaReference::new(&model, config)
                 .unwrap()
@@ -274,7 +272,6 @@ fn finite_differences_converge_to_exact_derivatives_on_all_layers() {
                 norm_gains: true,
                 ..Default::default()
             },
-            ..Default::default()
         };
         let out = LlamaReference::new(&model, config)
             .unwrap()
@@ -319,7 +316,6 @@ fn approximate_step_on_all_layers_descends_and_batches_are_independent() {
             norm_gains: true,
             ..Default::default()
         },
-        ..Default::default()
     };
     let reference = LlamaReference::new(&model, config).unwrap();
     let out_a = reference
