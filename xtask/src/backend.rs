@@ -10,6 +10,11 @@ mod chosen {
     pub(super) type Inner = burn::backend::Cuda;
     /// Name printed in reports.
     pub(super) const NAME: &str = "cuda";
+    /// Whether f64 matrix products run.
+    pub(super) const F64_MATMUL: bool = false;
+    /// Why not.
+    pub(super) const F64_MATMUL_NOTE: &str = "cubek-matmul 0.2 refuses f64 operands: \
+        `--f64` panicked there on an H200 on 2026-11-26";
 
     /// GPU `index`.
     pub(super) fn nth_device(index: usize) -> burn::tensor::Device<Inner> {
@@ -23,6 +28,10 @@ mod chosen {
     pub(super) type Inner = burn::backend::Wgpu;
     /// Name printed in reports.
     pub(super) const NAME: &str = "wgpu";
+    /// Whether f64 matrix products run.
+    pub(super) const F64_MATMUL: bool = false;
+    /// Why not.
+    pub(super) const F64_MATMUL_NOTE: &str = "WGSL has no f64 type";
 
     /// Discrete GPU `index`.
     pub(super) fn nth_device(index: usize) -> burn::tensor::Device<Inner> {
@@ -36,6 +45,10 @@ mod chosen {
     pub(super) type Inner = burn::backend::Flex;
     /// Name printed in reports.
     pub(super) const NAME: &str = "flex";
+    /// Whether f64 matrix products run.
+    pub(super) const F64_MATMUL: bool = true;
+    /// Why not (unused: they run).
+    pub(super) const F64_MATMUL_NOTE: &str = "";
 
     /// The CPU device (one for every index: peers share it).
     pub(super) fn nth_device(_index: usize) -> burn::tensor::Device<Inner> {
@@ -52,6 +65,10 @@ pub(crate) type B = chosen::Inner;
 pub(crate) type AB = burn::backend::Autodiff<B>;
 /// Human-readable backend name.
 pub(crate) const BACKEND_NAME: &str = chosen::NAME;
+/// Whether the backend multiplies f64 matrices (`logits --f64` refuses to start otherwise).
+pub(crate) const F64_MATMUL: bool = chosen::F64_MATMUL;
+/// Why the backend has no f64 matrix products.
+pub(crate) const F64_MATMUL_NOTE: &str = chosen::F64_MATMUL_NOTE;
 
 /// The default device of the chosen backend.
 pub(crate) fn device() -> burn::tensor::Device<B> {

@@ -158,6 +158,14 @@ pub(crate) fn write_safetensors(path: &Path, tensors: Vec<(&str, Tensor<B, 3>)>)
 
 /// Runs `cargo xtask logits`.
 pub(crate) fn run(args: &LogitsArgs) -> Result<()> {
+    if args.f64 && !crate::backend::F64_MATMUL {
+        bail!(
+            "--f64 needs f64 matrix products, which the {} backend does not have ({}); \
+             run --f64 with the default flex build",
+            crate::backend::BACKEND_NAME,
+            crate::backend::F64_MATMUL_NOTE
+        );
+    }
     let ids = read_ids(&args.ids)?;
     let model = load_aux::<B>(&args.model, &device())?;
     // Before any tensor: an id that does not fit the backend's integer type would panic in the cast.

@@ -649,8 +649,13 @@ impl<B: Backend> DimWise<B> {
                 heads
             } else {
                 let (device, dtype) = (heads.device(), heads.dtype());
-                let zeros = |n: usize| Tensor::zeros([batch_size, n, n_rows, nx], (&device, dtype));
-                Tensor::cat(vec![zeros(blocks.start), heads, zeros(nf - blocks.end)], 1)
+                // No empty zero blocks: a tensor with no elements is a launch error on cuda
+                // (a grid of zero blocks), although flex accepts it.
+                let zeros = |n: usize| {
+                    (n > 0).then(|| Tensor::zeros([batch_size, n, n_rows, nx], (&device, dtype)))
+                };
+                let parts = [zeros(blocks.start), Some(heads), zeros(nf - blocks.end)];
+                Tensor::cat(parts.into_iter().flatten().collect(), 1)
             };
             let merged = full.swap_dims(1, 2).reshape([batch_size, n_rows, nf * nx]);
             return self.forward(merged);

@@ -87,14 +87,18 @@ impl TintConfig {
     /// Checks the hyper-parameters that the functional reference needs (finite, positive values).
     pub fn validate_reference(&self, n_layers: usize) -> Result<(), SimError> {
         self.step.validate(n_layers)?;
-        let bad = |msg: String| Err(SimError::InvalidConfig(msg));
         if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
-            return bad(format!("epsilon = {} must be finite and > 0", self.epsilon));
+            return Err(SimError::invalid_config(
+                "epsilon",
+                self.epsilon,
+                "must be finite and > 0",
+            ));
         }
         if !(self.gate_scale.is_finite() && self.gate_scale > 0.0) {
-            return bad(format!(
-                "gate_scale = {} must be finite and > 0",
-                self.gate_scale
+            return Err(SimError::invalid_config(
+                "gate_scale",
+                self.gate_scale,
+                "must be finite and > 0",
             ));
         }
         Ok(())
@@ -107,7 +111,6 @@ impl TintConfig {
     ) -> Result<(), SimError> {
         let dims = aux.dims();
         self.validate_reference(dims.n_layers)?;
-        let bad = |msg: String| Err(SimError::InvalidConfig(msg));
         let (d, p, ds, hs) = (
             dims.d_model,
             self.num_prefixes,
@@ -115,46 +118,62 @@ impl TintConfig {
             self.num_heads,
         );
         if p == 0 || !d.is_multiple_of(p) {
-            return bad(format!(
-                "the model width D = {d} must be a multiple of num_prefixes P = {p}"
+            return Err(SimError::invalid_config(
+                "num_prefixes P",
+                p,
+                format!("must divide the model width D = {d}"),
             ));
         }
         let stack = d / p;
         if !ds.is_multiple_of(p) || ds < d * (stack + 1) {
-            return bad(format!(
-                "hidden_size Ds = {ds} must be a multiple of P = {p} and at least D (D/P + 1) = {}",
-                d * (stack + 1)
+            return Err(SimError::invalid_config(
+                "hidden_size Ds",
+                ds,
+                format!(
+                    "must be a multiple of P = {p} and at least D (D/P + 1) = {}",
+                    d * (stack + 1)
+                ),
             ));
         }
         if ds < 4 * d {
-            return bad(format!(
-                "hidden_size Ds = {ds} must be at least 4 D = {} (memory layout)",
-                4 * d
+            return Err(SimError::invalid_config(
+                "hidden_size Ds",
+                ds,
+                format!("must be at least 4 D = {} (memory layout)", 4 * d),
             ));
         }
         if hs == 0 || !ds.is_multiple_of(hs) {
-            return bad(format!(
-                "num_heads Hs = {hs} must divide hidden_size Ds = {ds}"
+            return Err(SimError::invalid_config(
+                "num_heads Hs",
+                hs,
+                format!("must divide hidden_size Ds = {ds}"),
             ));
         }
         let head = ds / hs;
         if !d.is_multiple_of(head) {
-            return bad(format!(
-                "the softmax head size Ds/Hs = {head} must divide D = {d}"
+            return Err(SimError::invalid_config(
+                "num_heads Hs",
+                hs,
+                format!("makes the softmax head size Ds/Hs = {head}, which must divide D = {d}"),
             ));
         }
         let npart = d / head;
         if !dims.n_heads.is_multiple_of(npart) || dims.n_heads > hs {
-            return bad(format!(
-                "the auxiliary heads H = {} must be a multiple of D/(Ds/Hs) = {npart} and at most Hs = {hs}",
-                dims.n_heads
+            return Err(SimError::invalid_config(
+                "num_heads Hs",
+                hs,
+                format!(
+                    "must be at least the auxiliary heads H = {}, and H must be a multiple of \
+                     D/(Ds/Hs) = {npart}",
+                    dims.n_heads
+                ),
             ));
         }
         if !dims.d_inner.is_multiple_of(d) {
-            return bad(format!(
+            return Err(SimError::UnsupportedModel(format!(
                 "the MLP inner size {} must be a multiple of D = {d}",
                 dims.d_inner
-            ));
+            )));
         }
         check_memory(
             self.simulated_layers(dims.n_layers),
@@ -193,14 +212,20 @@ fn check_memory(
             kib.checked_mul(1024)
         });
     match (needed, total) {
-        (Some(needed), Some(total)) if needed > total => Err(SimError::InvalidConfig(format!(
-            "hidden_size Ds = {ds} needs at least {needed} bytes ({:.1} GiB) for the simulator's \
-             weights, more than this machine's {total} bytes of memory",
-            needed as f64 / (1u64 << 30) as f64
-        ))),
-        (None, _) => Err(SimError::InvalidConfig(format!(
-            "hidden_size Ds = {ds}: the simulator's memory overflows a 64-bit byte count"
-        ))),
+        (Some(needed), Some(total)) if needed > total => Err(SimError::invalid_config(
+            "hidden_size Ds",
+            ds,
+            format!(
+                "needs at least {needed} bytes ({:.1} GiB) for the simulator's weights, more than \
+                 this machine's {total} bytes of memory",
+                needed as f64 / (1u64 << 30) as f64
+            ),
+        )),
+        (None, _) => Err(SimError::invalid_config(
+            "hidden_size Ds",
+            ds,
+            "makes the simulator's memory overflow a 64-bit byte count",
+        )),
         _ => Ok(()),
     }
 }
@@ -215,7 +240,10 @@ mod memory_tests {
         check_memory(12, 8, 768, 4, 3072).unwrap();
         // Ds = 2^40: Ds² overflows 64 bits.
         let err = check_memory(12, 8, 768, 4, 1 << 40).unwrap_err();
-        assert!(err.to_string().contains("overflows"), "{err}");
+        assert!(
+            err.to_string().contains("overflow a 64-bit byte count"),
+            "{err}"
+        );
         // Ds = 10^8: 4 · 12 · (8 · 4 · 10^8 + 10^16 / 768) bytes ≈ 569 TiB, beyond any MemTotal.
         if std::path::Path::new("/proc/meminfo").exists() {
             let err = check_memory(12, 8, 768, 4, 100_000_000).unwrap_err();

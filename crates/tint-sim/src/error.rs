@@ -3,9 +3,17 @@
 /// Everything that can go wrong while configuring, building, running, saving or loading a simulator.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// A TinT hyper-parameter violates one of the construction constraints (docs/construction.md §1.2).
-    #[error("invalid TinT configuration: {0}")]
-    InvalidConfig(String),
+    /// A TinT hyper-parameter violates one of the construction constraints (docs/construction.md §1.2)
+    /// or a range of the step settings: names the field, its value and the rule it breaks.
+    #[error("invalid TinT configuration: {field} = {value} {rule}")]
+    InvalidConfig {
+        /// The configuration field (with the paper's symbol where it has one, e.g. `hidden_size Ds`).
+        field: &'static str,
+        /// Its value.
+        value: String,
+        /// The rule it breaks, with the other values the rule involves.
+        rule: String,
+    },
     /// The auxiliary model cannot be simulated (unsupported architecture or sizes).
     #[error("unsupported auxiliary model: {0}")]
     UnsupportedModel(String),
@@ -30,4 +38,19 @@ pub enum SimError {
     /// An error of the TinT primitives crate.
     #[error(transparent)]
     Ops(#[from] tint_ops::TintOpsError),
+}
+
+impl SimError {
+    /// [`SimError::InvalidConfig`] for `field = value` breaking `rule`.
+    pub(crate) fn invalid_config(
+        field: &'static str,
+        value: impl std::fmt::Display,
+        rule: impl Into<String>,
+    ) -> Self {
+        Self::InvalidConfig {
+            field,
+            value: value.to_string(),
+            rule: rule.into(),
+        }
+    }
 }

@@ -53,7 +53,7 @@ pub fn official_param_count(
 ) -> Result<OfficialParamCount, SimError> {
     let dims = tint_dims(aux, config, max_seq_length)?;
     if !aux.d_inner.is_multiple_of(aux.d_model) {
-        return Err(SimError::InvalidConfig(format!(
+        return Err(SimError::UnsupportedModel(format!(
             "the MLP inner size {} must be a multiple of D = {}",
             aux.d_inner, aux.d_model
         )));

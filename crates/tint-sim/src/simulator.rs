@@ -352,7 +352,7 @@ impl<B: Backend> TintSimulator<B> {
         } = parts;
         config.validate_reference(aux_dims.n_layers)?;
         if aux_dims.d_model == 0 || !aux_dims.d_inner.is_multiple_of(aux_dims.d_model) {
-            return Err(SimError::InvalidConfig(format!(
+            return Err(SimError::UnsupportedModel(format!(
                 "the MLP inner size {} must be a multiple of D = {}",
                 aux_dims.d_inner, aux_dims.d_model
             )));

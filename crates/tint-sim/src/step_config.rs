@@ -76,24 +76,36 @@ impl StepConfig {
     /// outside `1..=n_layers`, zero steps, a non-finite `inner_lr`, or a non-positive / non-finite
     /// `scale_embeddings`.
     pub fn validate(&self, n_layers: usize) -> Result<(), SimError> {
-        let bad = |msg: String| Err(SimError::InvalidConfig(msg));
         if let Some(n) = self.n_simulation_layers {
             if n == 0 || n > n_layers {
-                return bad(format!(
-                    "n_simulation_layers = {n} must be in 1..={n_layers} (the auxiliary model has {n_layers} layers)"
+                return Err(SimError::invalid_config(
+                    "n_simulation_layers",
+                    n,
+                    format!(
+                        "must be in 1..={n_layers} (the auxiliary model has {n_layers} layers)"
+                    ),
                 ));
             }
         }
         if self.n_forward_backward == 0 {
-            return bad("n_forward_backward = 0 must be at least 1".into());
+            return Err(SimError::invalid_config(
+                "n_forward_backward",
+                0,
+                "must be at least 1",
+            ));
         }
         if !self.inner_lr.is_finite() {
-            return bad(format!("inner_lr = {} is not finite", self.inner_lr));
+            return Err(SimError::invalid_config(
+                "inner_lr",
+                self.inner_lr,
+                "is not finite",
+            ));
         }
         if !(self.scale_embeddings.is_finite() && self.scale_embeddings > 0.0) {
-            return bad(format!(
-                "scale_embeddings = {} must be finite and > 0",
-                self.scale_embeddings
+            return Err(SimError::invalid_config(
+                "scale_embeddings",
+                self.scale_embeddings,
+                "must be finite and > 0",
             ));
         }
         Ok(())
@@ -148,7 +160,8 @@ mod tests {
         ];
         for (config, needle) in cases {
             match config.validate(2) {
-                Err(SimError::InvalidConfig(message)) => {
+                Err(error @ SimError::InvalidConfig { .. }) => {
+                    let message = error.to_string();
                     assert!(message.contains(needle), "{message} lacks {needle}")
                 }
                 other => panic!("{config:?}: {other:?}"),

@@ -184,7 +184,7 @@ fn constraint_violations_are_reported() {
                 num_prefixes: 5,
                 ..micro_config()
             },
-            &["D = 32", "multiple of num_prefixes P = 5"],
+            &["num_prefixes P = 5", "divide the model width D = 32"],
         ),
         (
             TintConfig {
@@ -221,7 +221,11 @@ fn constraint_violations_are_reported() {
                 num_heads: 40,
                 ..micro_config()
             },
-            &["auxiliary heads H = 4", "D/(Ds/Hs) = 8", "at most Hs = 40"],
+            &[
+                "num_heads Hs = 40",
+                "auxiliary heads H = 4",
+                "D/(Ds/Hs) = 8",
+            ],
         ),
         (
             TintConfig {
@@ -284,7 +288,7 @@ fn constraint_violations_are_reported() {
     for (config, expected) in cases {
         let err = TintSimulator::new(&aux, config.clone()).unwrap_err();
         assert!(
-            matches!(err, SimError::InvalidConfig(_)),
+            matches!(err, SimError::InvalidConfig { .. }),
             "{config:?}: {err}"
         );
         let message = err.to_string();
@@ -307,7 +311,7 @@ fn constraint_violations_are_reported() {
         },
     )
     .unwrap_err();
-    assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    assert!(matches!(err, SimError::InvalidConfig { .. }), "{err}");
     assert_eq!(
         err.to_string(),
         "invalid TinT configuration: n_forward_backward = 0 must be at least 1"

@@ -371,7 +371,7 @@ fn bad_models_configs_and_inputs_are_typed_errors() {
     let Err(err) = LlamaReference::new(&model, bad_config) else {
         panic!("3 of 2 layers is rejected");
     };
-    assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    assert!(matches!(err, SimError::InvalidConfig { .. }), "{err}");
     // The message names the rule and the values.
     let message = err.to_string();
     assert!(

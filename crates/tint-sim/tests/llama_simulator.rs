@@ -249,7 +249,7 @@ fn constraint_violations_are_typed_errors() {
     let Err(err) = LlamaSimulator::new(&model, gains) else {
         panic!("gain updates are rejected");
     };
-    assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    assert!(matches!(err, SimError::InvalidConfig { .. }), "{err}");
     // The message names the rule (gains are frozen in the simulator).
     let message = err.to_string();
     assert!(
@@ -269,7 +269,7 @@ fn constraint_violations_are_typed_errors() {
     let Err(err) = LlamaSimulator::new(&model, too_many_layers) else {
         panic!("3 of 2 layers is rejected");
     };
-    assert!(matches!(err, SimError::InvalidConfig(_)), "{err}");
+    assert!(matches!(err, SimError::InvalidConfig { .. }), "{err}");
     let message = err.to_string();
     assert!(
         message.contains("n_simulation_layers = 3") && message.contains("1..=2"),

@@ -24,6 +24,11 @@ pub const GOAL_CONSTRUCTED_SECONDS: [(usize, f64); 2] = [(1, 0.28), (2, 0.54)];
 pub const GOAL_REF_SECONDS: f64 = 0.15;
 /// Goal of issue 17 for the auxiliary forward, B = 1 (HF's figure).
 pub const GOAL_AUX_SECONDS: f64 = 0.02;
+/// Issue 17's goals on a GPU backend: the structured execution against our functional reference
+/// on the same device (ratio, at most)...
+pub const GOAL_GPU_STRUCTURED_OVER_REF: f64 = 2.0;
+/// ... and the constructed execution.
+pub const GOAL_GPU_CONSTRUCTED_OVER_REF: f64 = 4.0;
 /// Issue 17's goal for the SmolLM2 simulator against the LLaMA reference (ratio, at most).
 pub const GOAL_SMOLLM2_SIM_OVER_REF: f64 = 3.0;
 

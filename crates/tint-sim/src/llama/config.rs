@@ -96,7 +96,7 @@ mod tests {
         assert!(llama.validate(2).is_ok());
         assert!(matches!(
             llama.validate(1),
-            Err(SimError::InvalidConfig(message)) if message.contains("n_simulation_layers = 2")
+            Err(SimError::InvalidConfig { field: "n_simulation_layers", ref value, .. }) if value == "2"
         ));
     }
 }

@@ -208,10 +208,11 @@ impl<B: Backend> LlamaSimulator<B> {
         config: LlamaSimulatorConfig,
     ) -> Result<Self, SimError> {
         if config.step.updates.norm_gains {
-            return Err(SimError::InvalidConfig(
-                "RMSNorm gain updates are a functional-reference option only; the simulator freezes \
-                 the gains (docs/tint-llama.md)"
-                    .into(),
+            return Err(SimError::invalid_config(
+                "updates.norm_gains",
+                true,
+                "is not simulated: RMSNorm gain updates are a functional-reference option only; the \
+                 simulator freezes the gains (docs/tint-llama.md)",
             ));
         }
         let d = params.d_model();
