@@ -1,5 +1,6 @@
 //! Run-time options of the constructed TinT modules (docs/construction.md §1.1 defaults).
 
+use burn::config::Config;
 use burn::tensor::DType;
 use serde::{Deserialize, Serialize};
 
@@ -41,7 +42,8 @@ pub enum GateMode {
 }
 
 /// How the first-order backward of LayerNorm and activations is computed (§6.6, §6.9).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Derivative {
     /// `s · (f(x + dy/s) - f(x))` with `s` = `scale_embeddings` (default 1000).
     FiniteDifference {
@@ -53,7 +55,8 @@ pub enum Derivative {
 }
 
 /// The auxiliary model's activation function (§6.8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ActivationKind {
     /// GPT-2 `gelu_new`: `0.5 x (1 + tanh(sqrt(2/π)(x + 0.044715 x³)))`.
     GeluNew,
@@ -61,84 +64,43 @@ pub enum ActivationKind {
     Relu,
 }
 
-/// Options shared by all constructed modules.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Options shared by all constructed modules: a burn [`Config`], so `TintOptions::new()` gives the
+/// defaults below, each field has a `with_<field>` setter, and the options save and load as JSON.
+#[derive(Config, Debug, Copy, PartialEq)]
 pub struct TintOptions {
     /// Float dtype of every constructed weight (states must use the same dtype). Default: F32.
+    #[config(default = "DType::F32")]
     pub float_dtype: DType,
     /// Gate evaluation. Default: [`GateMode::Exact`].
+    #[config(default = "GateMode::Exact")]
     pub gate_mode: GateMode,
     /// Gate logit scale `g10` stored in the gate weights. Default: 10.
+    #[config(default = 10.0)]
     pub gate_scale: f64,
     /// First-order backward. Default: finite differences with `s = 1000`.
+    #[config(default = "Derivative::FiniteDifference { scale: 1000.0 }")]
     pub derivative: Derivative,
     /// LayerNorm epsilon used inside TinT. Default: 1e-5.
+    #[config(default = 1e-5)]
     pub ln_epsilon: f64,
     /// Inner learning rate `η` (on the summed loss). Default: 1e-6.
+    #[config(default = 1e-6)]
     pub inner_lr: f64,
     /// Auxiliary activation. Default: [`ActivationKind::GeluNew`].
+    #[config(default = "ActivationKind::GeluNew")]
     pub activation: ActivationKind,
     /// Constructed or structured evaluation. Default: [`Execution::Constructed`].
+    #[config(default = "Execution::Constructed")]
     pub execution: Execution,
 }
 
 impl Default for TintOptions {
     fn default() -> Self {
-        Self {
-            float_dtype: DType::F32,
-            gate_mode: GateMode::Exact,
-            gate_scale: 10.0,
-            derivative: Derivative::FiniteDifference { scale: 1000.0 },
-            ln_epsilon: 1e-5,
-            inner_lr: 1e-6,
-            activation: ActivationKind::GeluNew,
-            execution: Execution::Constructed,
-        }
+        Self::new()
     }
 }
 
 impl TintOptions {
-    /// Sets [`TintOptions::float_dtype`].
-    pub fn with_float_dtype(mut self, dtype: DType) -> Self {
-        self.float_dtype = dtype;
-        self
-    }
-    /// Sets [`TintOptions::gate_mode`].
-    pub fn with_gate_mode(mut self, mode: GateMode) -> Self {
-        self.gate_mode = mode;
-        self
-    }
-    /// Sets [`TintOptions::gate_scale`].
-    pub fn with_gate_scale(mut self, scale: f64) -> Self {
-        self.gate_scale = scale;
-        self
-    }
-    /// Sets [`TintOptions::derivative`].
-    pub fn with_derivative(mut self, derivative: Derivative) -> Self {
-        self.derivative = derivative;
-        self
-    }
-    /// Sets [`TintOptions::ln_epsilon`].
-    pub fn with_ln_epsilon(mut self, eps: f64) -> Self {
-        self.ln_epsilon = eps;
-        self
-    }
-    /// Sets [`TintOptions::inner_lr`].
-    pub fn with_inner_lr(mut self, lr: f64) -> Self {
-        self.inner_lr = lr;
-        self
-    }
-    /// Sets [`TintOptions::execution`].
-    pub fn with_execution(mut self, execution: Execution) -> Self {
-        self.execution = execution;
-        self
-    }
-    /// Sets [`TintOptions::activation`].
-    pub fn with_activation(mut self, activation: ActivationKind) -> Self {
-        self.activation = activation;
-        self
-    }
-
     /// Checks that every scalar option is usable.
     ///
     /// # Errors
@@ -192,6 +154,55 @@ impl TintOptions {
         match self.gate_mode {
             GateMode::Exact => 1.0,
             GateMode::Tanh => self.gate_scale.tanh(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_setters_and_saved_json_round_trip() {
+        let defaults = TintOptions::default();
+        assert_eq!(defaults, TintOptions::new());
+        assert_eq!(defaults.float_dtype, DType::F32);
+        assert_eq!(defaults.gate_mode, GateMode::Exact);
+        assert_eq!(defaults.gate_scale, 10.0);
+        assert_eq!(
+            defaults.derivative,
+            Derivative::FiniteDifference { scale: 1000.0 }
+        );
+        assert_eq!(defaults.ln_epsilon, 1e-5);
+        assert_eq!(defaults.inner_lr, 1e-6);
+        assert_eq!(defaults.activation, ActivationKind::GeluNew);
+        assert_eq!(defaults.execution, Execution::Constructed);
+        defaults.validate().unwrap();
+
+        let custom = TintOptions::new()
+            .with_float_dtype(DType::F64)
+            .with_gate_mode(GateMode::Tanh)
+            .with_derivative(Derivative::Exact)
+            .with_activation(ActivationKind::Relu)
+            .with_execution(Execution::Structured)
+            .with_inner_lr(2.5e-4);
+        assert_ne!(custom, defaults);
+        let path = std::env::temp_dir().join(format!("tint-options-{}.json", std::process::id()));
+        custom.save(&path).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"execution\": \"structured\""), "{text}");
+        assert!(text.contains("\"derivative\": \"exact\""), "{text}");
+        let loaded = TintOptions::load(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(loaded, custom);
+    }
+
+    #[test]
+    fn validate_names_the_bad_option() {
+        let bad = TintOptions::new().with_derivative(Derivative::FiniteDifference { scale: 0.0 });
+        match bad.validate() {
+            Err(TintOpsError::BadOption { name, .. }) => assert_eq!(name, "scale_embeddings"),
+            other => panic!("{other:?}"),
         }
     }
 }

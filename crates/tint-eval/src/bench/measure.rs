@@ -387,8 +387,9 @@ fn gpu_memory_mb() -> Option<u64> {
         })
 }
 
-/// User + system CPU seconds of this process (`/proc/self/stat`, 100 Hz ticks; 0 elsewhere).
-fn cpu_seconds() -> f64 {
+/// User + system CPU seconds of this process (`/proc/self/stat`, 100 Hz ticks; 0 elsewhere): on a
+/// shared machine it is less disturbed by other jobs than wall time.
+pub fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let after_name = stat.rsplit(')').next().unwrap_or("");
     let fields: Vec<&str> = after_name.split_whitespace().collect();

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! python3 scripts/make_bench_gpt2_tiny.py /tmp/gpt2-tiny-bench      # seeded random checkpoint
-//! cargo run -p tint-sim --example perf_step -- <sim|structured|ref|dyn|aux> <batch_size> <repeats> [model_dir]
+//! cargo run -p tint-eval --example perf_step -- <sim|structured|ref|dyn|aux> <batch_size> <repeats> [model_dir]
 //! ```
 //!
 //! `sim`: [`TintSimulator::forward`] with the constructed execution (the default,
@@ -18,6 +18,7 @@
 
 use std::path::Path;
 use std::time::Instant;
+use tint_eval::bench::measure::cpu_seconds;
 use tint_sim::StepConfig;
 
 use burn::backend::Autodiff;
@@ -162,20 +163,4 @@ fn main() {
             eprintln!("warm-up {seconds:.4} s (value {value})");
         }
     }
-}
-
-/// User + system CPU time of this process (Linux `/proc/self/stat`, 100 Hz ticks; 0 elsewhere):
-/// on a shared machine it is less disturbed by other jobs than wall time.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after_name = stat.rsplit(')').next().unwrap_or("");
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the `(name)` field.
-    (ticks(11) + ticks(12)) / 100.0
 }
