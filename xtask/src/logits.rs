@@ -156,16 +156,31 @@ pub(crate) fn write_safetensors(path: &Path, tensors: Vec<(&str, Tensor<B, 3>)>)
     Ok(())
 }
 
-/// Runs `cargo xtask logits`.
-pub(crate) fn run(args: &LogitsArgs) -> Result<()> {
-    if args.f64 && !crate::backend::F64_MATMUL {
+/// Refuses `--f64` (`requested`) on a backend without f64 matrix products (`supported` false),
+/// naming the backend and why, before any model is loaded.
+fn refuse_f64_without_matmul(
+    requested: bool,
+    supported: bool,
+    backend: &str,
+    why: &str,
+) -> Result<()> {
+    if requested && !supported {
         bail!(
-            "--f64 needs f64 matrix products, which the {} backend does not have ({}); \
-             run --f64 with the default flex build",
-            crate::backend::BACKEND_NAME,
-            crate::backend::F64_MATMUL_NOTE
+            "--f64 needs f64 matrix products, which the {backend} backend does not have ({why}); \
+             run --f64 with the default flex build"
         );
     }
+    Ok(())
+}
+
+/// Runs `cargo xtask logits`.
+pub(crate) fn run(args: &LogitsArgs) -> Result<()> {
+    refuse_f64_without_matmul(
+        args.f64,
+        crate::backend::F64_MATMUL,
+        crate::backend::BACKEND_NAME,
+        crate::backend::F64_MATMUL_NOTE,
+    )?;
     let ids = read_ids(&args.ids)?;
     let model = load_aux::<B>(&args.model, &device())?;
     // Before any tensor: an id that does not fit the backend's integer type would panic in the cast.
@@ -275,6 +290,19 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         args: LogitsArgs,
+    }
+
+    #[test]
+    fn f64_is_refused_only_where_the_backend_has_no_f64_matmul() {
+        let err = refuse_f64_without_matmul(true, false, "cuda", "no f64 kernels").unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("the cuda backend does not have (no f64 kernels)")
+                && message.contains("default flex build"),
+            "{message}"
+        );
+        refuse_f64_without_matmul(true, true, "flex", "").unwrap();
+        refuse_f64_without_matmul(false, false, "cuda", "no f64 kernels").unwrap();
     }
 
     fn read_f32(path: &Path, name: &str) -> (Vec<usize>, Vec<f32>) {

@@ -18,30 +18,27 @@
 
 use std::path::Path;
 use std::time::Instant;
-use tint_eval::bench::measure::cpu_seconds;
-use tint_sim::StepConfig;
 
 use burn::backend::Autodiff;
 use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::{dynamic_eval, load_model, AuxModel, DynEvalConfig};
-use tint_sim::{
-    Activation, AuxDims, AuxParams, Execution, FunctionalReference, SimInput, TintConfig,
-    TintSimulator,
-};
+use tint_eval::bench::checkpoint::token_ids;
+use tint_eval::bench::config::INNER_LR;
+use tint_eval::bench::measure::cpu_seconds;
+use tint_eval::bench::BenchConfig;
+use tint_sim::{Activation, AuxParams, Execution, FunctionalReference, SimInput, TintSimulator};
 
 type Backend = burn::backend::Flex;
 type AdBackend = Autodiff<Backend>;
 
-const SEQ_LENGTH: usize = 256;
-const TRAIN_LENGTH: usize = 128;
-const VOCAB_SIZE: usize = 4096;
+/// The sizes `cargo xtask bench` times.
+const TINY: BenchConfig = BenchConfig::TINY;
 
+/// The bench's token ids: `batch_size` sequences of `TINY.seq_length`.
 fn ids<B: burn::tensor::backend::Backend>(batch_size: usize) -> Tensor<B, 2, Int> {
-    let ids: Vec<i64> = (0..(batch_size * SEQ_LENGTH) as i64)
-        .map(|i| (i * 7919 + 13) % VOCAB_SIZE as i64)
-        .collect();
+    let ids = token_ids(TINY.vocab_size, batch_size, TINY.seq_length);
     Tensor::from_data(
-        TensorData::new(ids, [batch_size, SEQ_LENGTH]),
+        TensorData::new(ids, [batch_size, TINY.seq_length]),
         &Default::default(),
     )
 }
@@ -59,30 +56,9 @@ fn main() {
             let model: AuxModel<Backend> = load_model(dir, &device).expect("loads the model");
             AuxParams::from_aux(&model).expect("GPT-2 weights")
         }
-        None => AuxParams::<Backend>::random(
-            AuxDims {
-                d_model: 128,
-                n_heads: 4,
-                n_layers: 4,
-                d_inner: 512,
-                vocab_size: VOCAB_SIZE,
-                n_positions: SEQ_LENGTH,
-            },
-            Activation::GeluNew,
-            &device,
-        ),
+        None => AuxParams::<Backend>::random(TINY.aux_dims(), Activation::GeluNew, &device),
     };
-    let config = TintConfig {
-        step: StepConfig {
-            inner_lr: 1e-3,
-            ..StepConfig::default()
-        },
-        restrict_prefixes: true,
-        reuse_forward_blocks: true,
-        reuse_backward_blocks: true,
-        ..TintConfig::for_model(128, 32, 32)
-    };
-    let input = SimInput::with_train_lengths(ids(batch_size), &vec![TRAIN_LENGTH; batch_size])
+    let input = SimInput::with_train_lengths(ids(batch_size), &vec![TINY.train_length; batch_size])
         .expect("valid train lengths");
     let step: Box<dyn Fn() -> f64> = match which.as_str() {
         "sim" | "structured" => {
@@ -91,17 +67,12 @@ fn main() {
             } else {
                 Execution::Structured
             };
-            let sim = TintSimulator::new(
-                &aux,
-                TintConfig {
-                    execution,
-                    ..config
-                },
-            )
-            .expect("valid config");
+            let sim =
+                TintSimulator::new(&aux, TINY.tint_config(execution, None)).expect("valid config");
             Box::new(move || sim.forward(&input).expect("runs").final_loss.mean())
         }
         "ref" => {
+            let config = TINY.tint_config(Execution::Constructed, None);
             let reference = FunctionalReference::new(aux, config).expect("valid config");
             Box::new(move || reference.forward(&input).expect("runs").final_loss.mean())
         }
@@ -119,12 +90,12 @@ fn main() {
                 load_model(model_dir.expect("dyn needs model_dir"), &device).expect("loads");
             let ids = ids::<AdBackend>(batch_size);
             let dyn_config = DynEvalConfig {
-                lr: 1e-3,
+                lr: INNER_LR,
                 ..Default::default()
             };
             Box::new(move || {
-                let outcome =
-                    dynamic_eval(&model, ids.clone(), TRAIN_LENGTH, &dyn_config).expect("runs");
+                let outcome = dynamic_eval(&model, ids.clone(), TINY.train_length, &dyn_config)
+                    .expect("runs");
                 outcome.train_losses[0]
             })
         }

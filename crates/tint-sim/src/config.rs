@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 pub use tint_ops::{Execution, GateMode};
 
 use crate::error::SimError;
-use crate::params::AuxParams;
+use crate::params::{AuxDims, AuxParams};
 pub use crate::step_config::{DerivativeMode, LossGradientKind, StepConfig};
 
 /// Hyper-parameters of a TinT simulator (names follow docs/construction.md §1.1).
@@ -169,12 +169,7 @@ impl TintConfig {
                 ),
             ));
         }
-        if !dims.d_inner.is_multiple_of(d) {
-            return Err(SimError::UnsupportedModel(format!(
-                "the MLP inner size {} must be a multiple of D = {d}",
-                dims.d_inner
-            )));
-        }
+        check_mlp_width(&dims)?;
         check_memory(
             self.simulated_layers(dims.n_layers),
             crate::simulator::blocks_per_layer(dims.d_inner / d),
@@ -183,6 +178,18 @@ impl TintConfig {
             ds,
         )
     }
+}
+
+/// Refuses an auxiliary MLP whose inner size is not a multiple of `D` (the simulator splits it into
+/// `d_inner / D` chunks of width `D`), or `D = 0`.
+pub(crate) fn check_mlp_width(dims: &AuxDims) -> Result<(), SimError> {
+    if dims.d_model == 0 || !dims.d_inner.is_multiple_of(dims.d_model) {
+        return Err(SimError::UnsupportedModel(format!(
+            "the MLP inner size {} must be a multiple of D = {}",
+            dims.d_inner, dims.d_model
+        )));
+    }
+    Ok(())
 }
 
 /// Refuses sizes whose simulator cannot fit in this machine's memory, before anything is allocated.

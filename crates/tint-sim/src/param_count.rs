@@ -52,12 +52,7 @@ pub fn official_param_count(
     max_seq_length: usize,
 ) -> Result<OfficialParamCount, SimError> {
     let dims = tint_dims(aux, config, max_seq_length)?;
-    if !aux.d_inner.is_multiple_of(aux.d_model) {
-        return Err(SimError::UnsupportedModel(format!(
-            "the MLP inner size {} must be a multiple of D = {}",
-            aux.d_inner, aux.d_model
-        )));
-    }
+    crate::config::check_mlp_width(aux)?;
     let (d, p, ds) = (aux.d_model, config.num_prefixes, config.hidden_size);
     let n_chunks = aux.d_inner / d;
     let prefix_params = crate::simulator::blocks_per_layer(n_chunks) * p * ds;

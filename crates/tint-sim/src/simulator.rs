@@ -351,12 +351,7 @@ impl<B: Backend> TintSimulator<B> {
             ln_f_prefix,
         } = parts;
         config.validate_reference(aux_dims.n_layers)?;
-        if aux_dims.d_model == 0 || !aux_dims.d_inner.is_multiple_of(aux_dims.d_model) {
-            return Err(SimError::UnsupportedModel(format!(
-                "the MLP inner size {} must be a multiple of D = {}",
-                aux_dims.d_inner, aux_dims.d_model
-            )));
-        }
+        crate::config::check_mlp_width(&aux_dims)?;
         let max_seq_length = position_embedding.dims()[0].saturating_sub(position_offset);
         let dims = crate::param_count::tint_dims(&aux_dims, &config, max_seq_length)?;
         let dtype = token_embedding.dtype();

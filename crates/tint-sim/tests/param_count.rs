@@ -140,3 +140,24 @@ fn tiny_gpt2_constructed_count_is_the_spec_count() {
     assert_eq!(constructed, 19_382_818);
     assert_eq!(official.total, 19_382_818);
 }
+
+/// An MLP whose inner size is not a multiple of D cannot be split into D-wide chunks: the count,
+/// the configuration check and the simulator all refuse it as an unsupported model, naming both sizes.
+#[test]
+fn an_mlp_width_that_is_not_a_multiple_of_d_is_an_unsupported_model() {
+    let dims = AuxDims {
+        d_inner: 500,
+        ..tiny_dims()
+    };
+    let count = official_param_count(&dims, &tiny_config(), 256).unwrap_err();
+    let aux = AuxParams::<TestBackend>::random(dims, Activation::GeluNew, &Default::default());
+    let validate = tiny_config().validate(&aux).unwrap_err();
+    let build = TintSimulator::new(&aux, tiny_config()).unwrap_err();
+    for err in [count, validate, build] {
+        assert!(
+            matches!(&err, tint_sim::SimError::UnsupportedModel(m)
+                if m.contains("MLP inner size 500") && m.contains("multiple of D = 128")),
+            "{err}"
+        );
+    }
+}
