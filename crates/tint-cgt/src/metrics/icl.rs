@@ -18,6 +18,11 @@ const B_STD: f64 = 5.773_502_691_896_258;
 pub struct IclEvaluation {
     /// Answer-character accuracy on the last two examples of every task, dynamic `y`.
     pub dynamic_accuracy: f64,
+    /// Answer-character accuracy on the first example of every task, dynamic `y`: the model has seen no
+    /// example of that task (only other tasks' examples), so this is the level the answer format alone
+    /// gives (sign, leading zeros, magnitude); in-context learning is what `dynamic_accuracy` adds to it.
+    #[serde(default)]
+    pub no_example_accuracy: f64,
     /// Same with `y` frozen after the first `n_examples - 2` examples, which are removed from the context.
     pub specialised_accuracy: Option<f64>,
     /// Representation variation, eq. (4), averaged over tasks.
@@ -38,11 +43,11 @@ fn answer_hits(
     sample: usize,
     sequence: &ArithmeticSequence,
     task: usize,
-    first_example: usize,
+    scored: std::ops::Range<usize>,
 ) -> (usize, usize) {
     let mut hits = 0;
     let mut total = 0;
-    for example in &sequence.tasks[task].examples[first_example..] {
+    for example in &sequence.tasks[task].examples[scored] {
         for position in example.equals + 1..example.end {
             // Token `position` is predicted at input position `position - 1`.
             let predicted = predictions[sample * seq_length + position - 1];
@@ -69,7 +74,9 @@ pub fn evaluate_icl<B: Backend>(
     }
     let first_scored = n_examples - 2;
     let mut result = IclEvaluation::default();
+    let scored = first_scored..n_examples;
     let (mut dynamic_hits, mut specialised_hits, mut total) = (0usize, 0usize, 0usize);
+    let (mut no_example_hits, mut no_example_total) = (0usize, 0usize);
     let (mut variation_sum, mut variation_count) = (0.0, 0usize);
     let (mut features, mut targets) = (Vec::new(), Vec::new());
     for step in 0..n_batches {
@@ -87,9 +94,12 @@ pub fn evaluate_icl<B: Backend>(
         for (b, sequence) in sequences.iter().enumerate() {
             for task in 0..sequence.tasks.len() {
                 let (hits, count) =
-                    answer_hits(&predictions, seq_length, b, sequence, task, first_scored);
+                    answer_hits(&predictions, seq_length, b, sequence, task, scored.clone());
                 dynamic_hits += hits;
                 total += count;
+                let (hits, count) = answer_hits(&predictions, seq_length, b, sequence, task, 0..1);
+                no_example_hits += hits;
+                no_example_total += count;
             }
         }
         let Some(context) = output.context else {
@@ -136,12 +146,13 @@ pub fn evaluate_icl<B: Backend>(
                 .unwrap_or_default();
             for (b, sequence) in sequences.iter().enumerate() {
                 specialised_hits +=
-                    answer_hits(&predictions, seq_length, b, sequence, task, first_scored).0;
+                    answer_hits(&predictions, seq_length, b, sequence, task, scored.clone()).0;
             }
         }
     }
     result.answers_scored = total;
     result.dynamic_accuracy = dynamic_hits as f64 / total.max(1) as f64;
+    result.no_example_accuracy = no_example_hits as f64 / no_example_total.max(1) as f64;
     if model.is_guided() {
         result.specialised_accuracy = Some(specialised_hits as f64 / total.max(1) as f64);
         result.representation_variation = Some(variation_sum / variation_count.max(1) as f64);
@@ -149,4 +160,63 @@ pub fn evaluate_icl<B: Backend>(
         result.linear_fit_error = linear_fit_error(&features, d_y, &targets, 2).ok();
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    /// Predictions at input position `p` for token `p + 1`: the true next token everywhere, except
+    /// that every answer character of the examples in `wrong` is predicted as the token after it.
+    fn predictions_wrong_on(
+        sequence: &ArithmeticSequence,
+        wrong: std::ops::Range<usize>,
+    ) -> Vec<i64> {
+        let mut predictions: Vec<i64> = sequence.tokens[1..].iter().map(|&t| t as i64).collect();
+        for task in &sequence.tasks {
+            for example in &task.examples[wrong.clone()] {
+                for position in example.equals + 1..example.end {
+                    predictions[position - 1] = (sequence.tokens[position] as i64 + 1) % 16;
+                }
+            }
+        }
+        predictions
+    }
+
+    #[test]
+    fn answer_hits_scores_only_the_answers_of_the_examples_asked_for() {
+        let data = ArithmeticConfig {
+            n_tasks: 2,
+            n_examples: 4,
+            digits: 2,
+            batch_size: 1,
+            seed: 0,
+        };
+        let sequence = data.sample(&mut rand::rngs::StdRng::seed_from_u64(3));
+        let seq_length = sequence.tokens.len() - 1;
+        let answer = data.digits + 3; // sign and d + 2 digits
+                                      // Wrong on the first example of each task only: the no-example score is 0, the scored ones 1.
+        let predictions = predictions_wrong_on(&sequence, 0..1);
+        for task in 0..2 {
+            assert_eq!(
+                answer_hits(&predictions, seq_length, 0, &sequence, task, 0..1),
+                (0, answer)
+            );
+            assert_eq!(
+                answer_hits(&predictions, seq_length, 0, &sequence, task, 2..4),
+                (2 * answer, 2 * answer)
+            );
+        }
+        // Wrong on the last two: the reverse.
+        let predictions = predictions_wrong_on(&sequence, 2..4);
+        assert_eq!(
+            answer_hits(&predictions, seq_length, 0, &sequence, 1, 0..1),
+            (answer, answer)
+        );
+        assert_eq!(
+            answer_hits(&predictions, seq_length, 0, &sequence, 1, 2..4),
+            (0, 2 * answer)
+        );
+    }
 }

@@ -234,6 +234,24 @@ pub fn render_section(
                 "77.7 / 79.0 / 77.5 / 78.6 %",
             ));
             out.push_str(&row(
+                "no-example accuracy (first example of each task: the format-only level)",
+                &|r| icl(r).map(|e| e.no_example_accuracy),
+                100.0,
+                1,
+                " %",
+                None,
+                "–",
+            ));
+            out.push_str(&row(
+                "in-context gain: base − no-example accuracy (issue bar ≥ 20 points)",
+                &|r| icl(r).map(|e| e.dynamic_accuracy - e.no_example_accuracy),
+                100.0,
+                1,
+                " points",
+                None,
+                "–",
+            ));
+            out.push_str(&row(
                 "specialised accuracy",
                 &|r| icl(r).and_then(|e| e.specialised_accuracy),
                 100.0,

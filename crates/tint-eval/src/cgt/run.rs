@@ -306,6 +306,13 @@ mod tests {
             "{}",
             first.markdown
         );
+        assert!(
+            first
+                .markdown
+                .contains("| no-example accuracy (first example of each task"),
+            "{}",
+            first.markdown
+        );
         // A second invocation resumes from the final checkpoint: no step is trained again.
         let mut host = Recorder::default();
         let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
