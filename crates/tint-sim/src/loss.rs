@@ -2,7 +2,7 @@
 
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{IndexingUpdateOp, Int, Tensor};
 
 use crate::config::LossGradientKind;
 
@@ -38,34 +38,83 @@ pub fn loss_gradient_with_logits<B: Backend>(
     kind: LossGradientKind,
 ) -> Tensor<B, 3> {
     let [batch_size, seq_length, d_model] = hf.dims();
+    let device = hf.device();
+    let dtype = hf.dtype();
     let embedding = token_embedding.clone().unsqueeze_dim::<3>(0); // [1, vocab_size, d_model]
     let logits =
         |hf: Tensor<B, 3>| logits.unwrap_or_else(|| hf.matmul(embedding.clone().swap_dims(1, 2)));
-    let pred = match kind {
-        LossGradientKind::Prediction => softmax(logits(hf), 2).matmul(embedding),
-        LossGradientKind::Quadratic => logits(hf).matmul(embedding.clone()),
-        LossGradientKind::MeanEmbedding => embedding
-            .mean_dim(1)
-            .expand([batch_size, seq_length, d_model]),
-    };
-    // Target of position t is token t + 1; the last position has none (target 0).
-    let next_ids = input_ids
+    // Target of position t is token t + 1; the last position has none (its target embedding is 0).
+    let next_ids = input_ids.clone().slice([0..batch_size, 1..seq_length]);
+    let next_embedding = token_embedding
         .clone()
-        .slice([0..batch_size, 1..seq_length])
-        .reshape([batch_size * (seq_length - 1)]);
-    let next_embedding =
-        token_embedding
-            .clone()
-            .select(0, next_ids)
-            .reshape([batch_size, seq_length - 1, d_model]);
+        .select(0, next_ids.clone().reshape([batch_size * (seq_length - 1)]))
+        .reshape([batch_size, seq_length - 1, d_model]);
     let target = Tensor::cat(
         vec![
             next_embedding,
-            Tensor::zeros([batch_size, 1, d_model], (&pred.device(), pred.dtype())),
+            Tensor::zeros([batch_size, 1, d_model], (&device, dtype)),
         ],
         1,
     );
-    (pred - target) * next_target.clone()
+    let gradient = match kind {
+        LossGradientKind::Prediction => {
+            prediction_minus_target(softmax(logits(hf), 2), &embedding, next_ids, target)
+        }
+        LossGradientKind::Quadratic => logits(hf).matmul(embedding.clone()) - target,
+        LossGradientKind::MeanEmbedding => {
+            embedding
+                .mean_dim(1)
+                .expand([batch_size, seq_length, d_model])
+                - target
+        }
+    };
+    gradient * next_target.clone()
+}
+
+/// `p E − E[y]` for softmax rows `p` and next tokens `y`, evaluated without cancellation.
+///
+/// Written literally, `p E` is a sum over the vocabulary dominated by `p_y E[y]` when the model is
+/// confident (`p_y → 1`), and subtracting `E[y]` cancels it: the float32 rounding of the
+/// `vocab_size`-term product, of the size of `|E[y]|`, survives in a difference of the size of
+/// `(1 − p_y) |E[y]|`. On SmolLM2 this was the largest float32 error of the whole simulated step
+/// (docs/tint-llama.md, "Float32 numerics"). The same quantity, since `Σ_v p_v = 1`, is
+/// `Σ_{v≠y} p_v E[v] − (Σ_{v≠y} p_v) E[y]`: every term is small, so every rounding is relative to the
+/// result. The target entry is removed exactly (`p_y + (−p_y) = 0`); the last position, which has no
+/// next token, keeps `p E` (its `target` row is 0).
+///
+/// # Shapes
+/// `probs`: `[batch_size, seq_length, vocab_size]`, `embedding`: `[1, vocab_size, d_model]`,
+/// `next_ids`: `[batch_size, seq_length − 1]`, `target` (`E[y]`, last row 0):
+/// `[batch_size, seq_length, d_model]` → `[batch_size, seq_length, d_model]`.
+fn prediction_minus_target<B: Backend>(
+    probs: Tensor<B, 3>,
+    embedding: &Tensor<B, 3>,
+    next_ids: Tensor<B, 2, Int>,
+    target: Tensor<B, 3>,
+) -> Tensor<B, 3> {
+    let [batch_size, seq_length, _] = probs.dims();
+    let device = probs.device();
+    // Index of each row's target, [batch_size, seq_length, 1]; the last row takes index 0 with a
+    // removed probability of 0, which leaves its row unchanged.
+    let index = Tensor::cat(
+        vec![
+            next_ids,
+            Tensor::<B, 2, Int>::zeros([batch_size, 1], &device),
+        ],
+        1,
+    )
+    .unsqueeze_dim::<3>(2);
+    let has_next = Tensor::cat(
+        vec![
+            Tensor::<B, 3>::ones([batch_size, seq_length - 1, 1], (&device, probs.dtype())),
+            Tensor::zeros([batch_size, 1, 1], (&device, probs.dtype())),
+        ],
+        1,
+    );
+    let target_prob = probs.clone().gather(2, index.clone()) * has_next;
+    let others = probs.scatter(2, index, target_prob.neg(), IndexingUpdateOp::Add);
+    let others_mass = others.clone().sum_dim(2); // Σ_{v≠y} p_v, [batch_size, seq_length, 1]
+    others.matmul(embedding.clone()) - target * others_mass
 }
 
 /// Next-token cross-entropy on the evaluation part of each sequence.
