@@ -101,7 +101,7 @@ pub fn silu_difference<B: Backend, const D: usize>(
 /// `s (act(u + d/s) - act(u))` for the MLP activation:
 /// * `gelu_new(x) = x (1 + tanh(k(x)))/2`, `k(x) = c (x + a x³)`: with `h = d/s`,
 ///   `T = tanh(k(u))`, `T' = tanh(k(u + h))`,
-///   `d (1 + T')/2 + u s tanh(Δ) (1 - T T') / 2`,
+///   `d (1 + T')/2 + u s tanh(Δ) (1 - T T') / 2` (the first term evaluated as `d sigmoid(2 k(u+h))`),
 ///   `Δ = k(u+h) - k(u) = c h (1 + a (3u² + 3uh + h²))` (`T' - T = tanh(Δ) (1 - T T')`), and
 ///   `1 - T T'` without cancellation from `p = e^{-2|k(u)|}`, `q = e^{-2|k(u+h)|}`:
 ///   `2 (p + q) / ((1 + p)(1 + q))` when `k(u)` and `k(u+h)` have the same sign, else
@@ -139,9 +139,9 @@ pub fn activation_difference<B: Backend, const D: usize>(
                 .add_scalar(1.0)
                 .mask_where(same_sign, p + q)
                 / denominator;
-            (d * (k_new.tanh().add_scalar(1.0))
-                + u * step.tanh().mul_scalar(scale) * one_minus_product)
-                .mul_scalar(0.5)
+            // `0.5 (1 + tanh k) = sigmoid(2 k)`: one pass instead of tanh, add and scale (issue 17).
+            d * sigmoid(k_new.mul_scalar(2.0))
+                + u * step.tanh().mul_scalar(0.5 * scale) * one_minus_product
         }
         ActivationKind::Relu => {
             let positive = u.clone().greater_elem(0.0);

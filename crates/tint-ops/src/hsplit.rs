@@ -119,42 +119,60 @@ pub fn apply_segments<B: Backend>(
     let (device, dtype) = (x.device(), x.dtype());
     let x2 = x.reshape([rows, width]);
     let out_width: usize = plan.iter().map(Segment::len).sum();
+    let evaluate = |segment: &Segment| match segment {
+        Segment::Copy { source, len } => x2.clone().narrow(1, *source, *len),
+        Segment::Zero { len } => Tensor::zeros([rows, *len], (&device, dtype)),
+        Segment::Sum { terms, len } => {
+            let term = |&(source, coef): &(usize, f64)| {
+                let block = x2.clone().narrow(1, source, *len);
+                if coef == 1.0 {
+                    block
+                } else {
+                    // Scalar ops on a strided view walk element by element: copy first.
+                    block.clone().reshape(block.dims()).mul_scalar(coef)
+                }
+            };
+            terms
+                .iter()
+                .skip(1)
+                .fold(term(&terms[0]), |acc, t| acc + term(t))
+        }
+        Segment::Gather { index } => {
+            let index: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+            let n = index.len();
+            x2.clone()
+                .select(1, Tensor::from_data(TensorData::new(index, [n]), &device))
+        }
+        Segment::Dense { block, len } => {
+            dense_block(*block, x2.clone().narrow(1, block * len, *len))
+        }
+        Segment::PartialDense {
+            block,
+            len,
+            offset,
+            width,
+        } => {
+            dense_block(*block, x2.clone().narrow(1, block * len, *len)).narrow(1, *offset, *width)
+        }
+    };
+    // A segment that occurs more than once (the shared dimension-wise ops tile the same columns,
+    // or the same scaled columns, over every head block) is evaluated once, as a contiguous
+    // tensor: `cat` copies a strided view with flex's tiled strided copy, a contiguous one row by
+    // row with memcpy (issue 17).
+    let mut evaluated: Vec<(&Segment, Tensor<B, 2>)> = Vec::new();
     let parts: Vec<Tensor<B, 2>> = plan
         .iter()
-        .map(|segment| match segment {
-            Segment::Copy { source, len } => x2.clone().narrow(1, *source, *len),
-            Segment::Zero { len } => Tensor::zeros([rows, *len], (&device, dtype)),
-            Segment::Sum { terms, len } => {
-                let term = |&(source, coef): &(usize, f64)| {
-                    let block = x2.clone().narrow(1, source, *len);
-                    if coef == 1.0 {
-                        block
-                    } else {
-                        // Scalar ops on a strided view walk element by element: copy first.
-                        block.clone().reshape(block.dims()).mul_scalar(coef)
-                    }
-                };
-                terms
-                    .iter()
-                    .skip(1)
-                    .fold(term(&terms[0]), |acc, t| acc + term(t))
+        .map(|segment| {
+            if let Some((_, part)) = evaluated.iter().find(|(seen, _)| *seen == segment) {
+                return part.clone();
             }
-            Segment::Gather { index } => {
-                let index: Vec<i64> = index.iter().map(|&i| i as i64).collect();
-                let n = index.len();
-                x2.clone()
-                    .select(1, Tensor::from_data(TensorData::new(index, [n]), &device))
+            let part = evaluate(segment);
+            if plan.iter().filter(|other| *other == segment).count() > 1 {
+                let part = part.clone().reshape(part.dims());
+                evaluated.push((segment, part.clone()));
+                return part;
             }
-            Segment::Dense { block, len } => {
-                dense_block(*block, x2.clone().narrow(1, block * len, *len))
-            }
-            Segment::PartialDense {
-                block,
-                len,
-                offset,
-                width,
-            } => dense_block(*block, x2.clone().narrow(1, block * len, *len))
-                .narrow(1, *offset, *width),
+            part
         })
         .collect();
     let out = if parts.len() == 1 {

@@ -23,18 +23,23 @@ pub fn normalize<B: Backend>(x: Tensor<B, 3>, eps: f64) -> Tensor<B, 3> {
     (x - mean) / var.add_scalar(eps).sqrt()
 }
 
-/// The auxiliary MLP non-linearity, element-wise.
+/// The auxiliary MLP non-linearity, element-wise: tint-ops' own (one definition, so the
+/// executions and this reference round it alike).
+///
+/// # Shapes
+/// `x`: any `[..]` → same.
 pub fn activate<B: Backend, const D: usize>(
     x: Tensor<B, D>,
     activation: Activation,
 ) -> Tensor<B, D> {
+    tint_ops::activation::activate(activation_kind(activation), x)
+}
+
+/// The tint-ops name of an activation.
+fn activation_kind(activation: Activation) -> ActivationKind {
     match activation {
-        Activation::GeluNew => {
-            let cube = x.clone() * x.clone() * x.clone();
-            let inner = (x.clone() + cube.mul_scalar(GELU_A)).mul_scalar(GELU_C);
-            x.mul_scalar(0.5) * inner.tanh().add_scalar(1.0)
-        }
-        Activation::Relu => x.clamp_min(0.0),
+        Activation::GeluNew => ActivationKind::GeluNew,
+        Activation::Relu => ActivationKind::Relu,
     }
 }
 
@@ -79,11 +84,7 @@ pub fn activation_backward<B: Backend>(
 ) -> Tensor<B, 3> {
     match mode {
         DerivativeMode::FiniteDifference => {
-            let kind = match activation {
-                Activation::GeluNew => ActivationKind::GeluNew,
-                Activation::Relu => ActivationKind::Relu,
-            };
-            activation_difference(kind, u, dy, scale)
+            activation_difference(activation_kind(activation), u, dy, scale)
         }
         DerivativeMode::Exact => activation_derivative(u, activation) * dy,
     }

@@ -726,9 +726,11 @@ impl<B: Backend> TintSimulator<B> {
             self.dims.linear_memory_index(),
         );
         // Token rows with the stored activation written into the memory (before every backward
-        // module, §8).
+        // module, §8). Written over a copy of the (contiguous) token rows: a `cat` would first copy
+        // the column view `[0, mem)` with flex's tiled strided copy, several times slower than the
+        // whole-buffer memcpy (issue 17).
         let prepare = |tokens: Tensor<B, 3>, mem: usize, act: &Tensor<B, 3>| {
-            Tensor::cat(vec![tokens.narrow(2, 0, mem), act.clone()], 2)
+            layout::with_token_memory(tokens, 0, mem, act.clone())
         };
         let mut new_blocks = blocks.to_vec();
         let n_chunks = self.n_chunks();
