@@ -162,12 +162,13 @@ pub fn apply_segments<B: Backend>(
     let mut evaluated: Vec<(&Segment, Tensor<B, 2>)> = Vec::new();
     let parts: Vec<Tensor<B, 2>> = plan
         .iter()
-        .map(|segment| {
+        .enumerate()
+        .map(|(i, segment)| {
             if let Some((_, part)) = evaluated.iter().find(|(seen, _)| *seen == segment) {
                 return part.clone();
             }
             let part = evaluate(segment);
-            if plan.iter().filter(|other| *other == segment).count() > 1 {
+            if plan[i + 1..].contains(segment) {
                 let part = part.clone().reshape(part.dims());
                 evaluated.push((segment, part.clone()));
                 return part;

@@ -4,7 +4,6 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use tint_ops::difference::{activation_difference, layer_norm_difference};
-use tint_ops::ActivationKind;
 
 use crate::config::DerivativeMode;
 use crate::params::Activation;
@@ -32,15 +31,7 @@ pub fn activate<B: Backend, const D: usize>(
     x: Tensor<B, D>,
     activation: Activation,
 ) -> Tensor<B, D> {
-    tint_ops::activation::activate(activation_kind(activation), x)
-}
-
-/// The tint-ops name of an activation.
-fn activation_kind(activation: Activation) -> ActivationKind {
-    match activation {
-        Activation::GeluNew => ActivationKind::GeluNew,
-        Activation::Relu => ActivationKind::Relu,
-    }
+    tint_ops::activation::activate(activation.kind(), x)
 }
 
 /// Derivative of [`activate`], element-wise.
@@ -83,9 +74,7 @@ pub fn activation_backward<B: Backend>(
     scale: f64,
 ) -> Tensor<B, 3> {
     match mode {
-        DerivativeMode::FiniteDifference => {
-            activation_difference(activation_kind(activation), u, dy, scale)
-        }
+        DerivativeMode::FiniteDifference => activation_difference(activation.kind(), u, dy, scale),
         DerivativeMode::Exact => activation_derivative(u, activation) * dy,
     }
 }

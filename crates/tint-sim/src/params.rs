@@ -24,6 +24,17 @@ pub enum Activation {
     Relu,
 }
 
+impl Activation {
+    /// The same activation under its tint-ops name (the constructed modules and the shared
+    /// activation functions use it).
+    pub fn kind(self) -> tint_ops::ActivationKind {
+        match self {
+            Activation::GeluNew => tint_ops::ActivationKind::GeluNew,
+            Activation::Relu => tint_ops::ActivationKind::Relu,
+        }
+    }
+}
+
 /// Sizes of an auxiliary model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuxDims {

@@ -14,10 +14,10 @@ use burn::module::Module;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use tint_ops::{
-    layout, prefix, ActivationBackward, ActivationForward, ActivationKind, AttentionBackprop,
-    AttentionVariant, Derivative, DescentUpdate, LayerNormBackwardDescent, LinearBackwardDescent,
-    LinearForward, NormForward, NormKind, QkvPrefixes, SelfAttentionBackwardDescent,
-    SelfAttentionForward, SimContext, TintDims, TintOptions,
+    layout, prefix, ActivationBackward, ActivationForward, AttentionBackprop, AttentionVariant,
+    Derivative, DescentUpdate, LayerNormBackwardDescent, LinearBackwardDescent, LinearForward,
+    NormForward, NormKind, QkvPrefixes, SelfAttentionBackwardDescent, SelfAttentionForward,
+    SimContext, TintDims, TintOptions,
 };
 
 use crate::config::{DerivativeMode, TintConfig};
@@ -849,9 +849,6 @@ pub(crate) fn tint_options(
         },
         ln_epsilon: config.epsilon,
         inner_lr: config.step.inner_lr,
-        activation: match activation {
-            Activation::GeluNew => ActivationKind::GeluNew,
-            Activation::Relu => ActivationKind::Relu,
-        },
+        activation: activation.kind(),
     }
 }
