@@ -15,6 +15,12 @@ mod model_arg;
 
 use std::time::Instant;
 
+/// Every tensor op returns a fresh buffer; with glibc's allocator each buffer above its mmap
+/// threshold came from the kernel and paid a page fault per 4 KiB. mimalloc reuses freed pages
+/// (docs/performance.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

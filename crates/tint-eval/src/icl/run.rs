@@ -300,7 +300,11 @@ fn build_method<'a, AB: AutodiffBackend>(
             (Box::new(DynEvalIcl::new(models.model, config)), settings)
         }
         Method::Tint(method) => {
-            let config = args.tint.config(models.inference, value, args.steps)?;
+            let mut config = args.tint.config(models.inference, value, args.steps)?;
+            // The recorded settings name the execution that runs (the engine sets it).
+            if let Some(execution) = method.execution() {
+                config.execution = execution;
+            }
             let settings = format!("{config:?} {}", method.name());
             let tint = Tint::for_method(models.inference, config, method)?;
             let label = format!("{}(eta={value:e},steps={})", method.name(), args.steps);
@@ -744,5 +748,38 @@ mod tests {
             accuracy_svg_path(Path::new("r/icl.json"), "accuracy"),
             PathBuf::from("r/icl-accuracy.svg")
         );
+    }
+
+    /// The settings string stored with every cell names the execution that actually runs (the
+    /// engine picks it from the method; the flags' config alone would always say `Constructed`).
+    #[test]
+    fn recorded_settings_name_the_execution_that_runs() {
+        use crate::methods::TintMethod;
+        type AB = burn::backend::Autodiff<burn::backend::Flex>;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/official-tint/micro-gpt2-random");
+        let device = Default::default();
+        let model: AuxModel<AB> = tint_aux::load_model(&dir, &device).unwrap();
+        let inference = model.valid();
+        let models = Models {
+            model: &model,
+            inference: &inference,
+            device: &device,
+        };
+        let args = IclRunSettings::default();
+        for (method, execution) in [
+            (TintMethod::Constructed, "execution: Constructed"),
+            (TintMethod::Structured, "execution: Structured"),
+        ] {
+            let spec = MethodSpec {
+                method: Method::Tint(method),
+                step: Some(Step::Given(1e-3)),
+            };
+            let (_, settings) = build_method(&spec, 1e-3, &args, &models).unwrap();
+            assert!(
+                settings.contains(execution) && settings.ends_with(method.name()),
+                "{settings}"
+            );
+        }
     }
 }
