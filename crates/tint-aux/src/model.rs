@@ -31,6 +31,22 @@ pub trait CausalLm<B: Backend> {
     /// - input_ids: `[batch_size, seq_length]`
     /// - output: see [`ForwardTrace`]
     fn forward_traced_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> ForwardTrace<B>;
+    /// The hidden states the LM head reads (`final_normed` of [`ForwardTrace`]), without the head
+    /// and without keeping the intermediates. Does not validate `input_ids`.
+    ///
+    /// # Shapes
+    ///
+    /// - input_ids: `[batch_size, seq_length]`
+    /// - output: `[batch_size, seq_length, d_model]`
+    fn final_normed_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> Tensor<B, 3>;
+    /// The LM head (with any output projection before it) on `final_normed` rows: `logits` of
+    /// [`ForwardTrace`] is `head(final_normed)`.
+    ///
+    /// # Shapes
+    ///
+    /// - final_normed: `[batch_size, rows, d_model]`
+    /// - output: `[batch_size, rows, vocab_size]`
+    fn head(&self, final_normed: Tensor<B, 3>) -> Tensor<B, 3>;
 }
 
 /// An auxiliary language model of any supported architecture.
@@ -112,6 +128,28 @@ impl<B: Backend> AuxModel<B> {
     /// [`AuxError::TokenIdOutOfRange`], [`AuxError::SequenceTooLong`], [`AuxError::EmptyInput`].
     pub fn forward(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, AuxError> {
         Ok(self.forward_traced(input_ids)?.logits)
+    }
+
+    /// Next-token logits after the last position only: the LM head on the last row of the final
+    /// hidden states, which is `forward(input_ids)[.., seq_length - 1, ..]` without the head's
+    /// `seq_length - 1` other rows (a fifth of a SmolLM2 forward over a short prompt).
+    ///
+    /// # Shapes
+    ///
+    /// - input_ids: `[batch_size, seq_length]`
+    /// - output: `[batch_size, 1, vocab_size]`
+    ///
+    /// # Errors
+    ///
+    /// As [`AuxModel::forward`].
+    pub fn last_position_logits(
+        &self,
+        input_ids: Tensor<B, 2, Int>,
+    ) -> Result<Tensor<B, 3>, AuxError> {
+        self.validate_input_ids(&input_ids)?;
+        let seq_length = input_ids.dims()[1];
+        let normed = self.lm().final_normed_unchecked(input_ids);
+        Ok(self.lm().head(normed.narrow(1, seq_length - 1, 1)))
     }
 
     /// Logits and every intermediate activation the TinT construction needs.

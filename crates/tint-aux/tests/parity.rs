@@ -12,6 +12,28 @@ use tint_aux::{load_model, AuxModel};
 const LOGIT_TOL: f32 = 1e-4;
 /// Same bound for hidden states and attention probabilities (values of order 1).
 const ACTIVATION_TOL: f32 = 1e-4;
+/// `last_position_logits` against the last row of the full forward: the same f32 operations on the
+/// same row, except that the head's matmul has one row instead of `seq_length` (gemm may block
+/// the sums differently); logits of order 10, sums over at most 64 terms.
+const LAST_ROW_TOL: f32 = 1e-5;
+
+/// The last-position logits equal the last row of the full forward.
+fn check_last_position(
+    name: &str,
+    model: &AuxModel<TestBackend>,
+    ids: Tensor<TestBackend, 2, burn::tensor::Int>,
+) {
+    let full = model.forward(ids.clone()).unwrap();
+    let [batch_size, seq_length, vocab_size] = full.dims();
+    let last = model.last_position_logits(ids).unwrap();
+    assert_eq!(last.dims(), [batch_size, 1, vocab_size], "{name}");
+    let want = full.slice([0..batch_size, seq_length - 1..seq_length, 0..vocab_size]);
+    let diff = (last - want).abs().max().into_scalar();
+    assert!(
+        diff <= LAST_ROW_TOL,
+        "{name}: last-position logits differ by {diff}"
+    );
+}
 
 fn check_fixture(name: &str) {
     let device = Default::default();
@@ -19,6 +41,7 @@ fn check_fixture(name: &str) {
     let model: AuxModel<TestBackend> = load_model(&dir, &device).expect("fixture loads");
     let golden = Golden::open(dir.join("golden.safetensors"));
     let trace = model.forward_traced(golden.ids("input_ids")).unwrap();
+    check_last_position(name, &model, golden.ids("input_ids"));
 
     let diff = max_abs_diff(trace.logits, &golden.f32("logits"));
     assert!(diff <= LOGIT_TOL, "{name}: logits differ by {diff}");
@@ -83,5 +106,15 @@ fn official_micro_gpt2_matches_reference_logits() {
         let full = Golden::open(shared.join("micro_s4/golden.safetensors"));
         let diff = max_abs_diff(logits, &full.f32("ref_original_logits_f32"));
         assert!(diff <= LOGIT_TOL, "shared golden: logits differ by {diff}");
+    }
+}
+
+#[test]
+fn llama_last_position_logits_are_the_last_row_of_the_forward() {
+    for name in ["tiny", "tiny_tied"] {
+        let dir = repo_root().join("fixtures/llama").join(name);
+        let model: AuxModel<TestBackend> = load_model(&dir, &Default::default()).unwrap();
+        let golden = Golden::open(dir.join("golden.safetensors"));
+        check_last_position(name, &model, golden.ids("input_ids"));
     }
 }

@@ -9,7 +9,7 @@ use crate::config::Gpt2Config;
 use crate::layer_norm::LayerNorm;
 use crate::model::{embed_tokens, tied_lm_head, CausalLm};
 use crate::params::{map_layer_norm, ParamGroup, ParamInfo, ParamMapper};
-use crate::trace::ForwardTrace;
+use crate::trace::{ForwardTrace, LayerTrace};
 
 /// GPT-2 language model. Built by [`load_gpt2`](crate::gpt2::load_gpt2).
 #[derive(Module, Debug)]
@@ -68,6 +68,36 @@ impl<B: Backend> CausalLm<B> for Gpt2<B> {
     }
 
     fn forward_traced_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> ForwardTrace<B> {
+        let (layers, final_hidden, final_normed) = self.body(input_ids, true);
+        ForwardTrace {
+            logits: self.head(final_normed.clone()),
+            layers,
+            final_hidden,
+            final_normed,
+        }
+    }
+
+    fn final_normed_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        self.body(input_ids, false).2
+    }
+
+    fn head(&self, final_normed: Tensor<B, 3>) -> Tensor<B, 3> {
+        tied_lm_head(final_normed, self.wte.val())
+    }
+}
+
+impl<B: Backend> Gpt2<B> {
+    /// The blocks: their traces (kept when `keep_traces`), the last block's output and the final
+    /// LayerNorm's output.
+    ///
+    /// # Shapes
+    /// - input_ids: `[batch_size, seq_length]`
+    /// - output: (traces, `[batch_size, seq_length, d_model]`, the same)
+    fn body(
+        &self,
+        input_ids: Tensor<B, 2, Int>,
+        keep_traces: bool,
+    ) -> (Vec<LayerTrace<B>>, Tensor<B, 3>, Tensor<B, 3>) {
         let [_batch_size, seq_length] = input_ids.dims();
         let device = input_ids.device();
         // [batch_size, seq_length, d_model]
@@ -82,15 +112,11 @@ impl<B: Backend> CausalLm<B> for Gpt2<B> {
         for block in &self.blocks {
             let trace = block.forward_traced(hidden, Activation::GeluNew, NormPlacement::PreLn);
             hidden = trace.block_output.clone();
-            layers.push(trace);
+            if keep_traces {
+                layers.push(trace);
+            }
         }
         let final_normed = self.ln_f.forward(hidden.clone());
-        let logits = tied_lm_head(final_normed.clone(), self.wte.val());
-        ForwardTrace {
-            logits,
-            layers,
-            final_hidden: hidden,
-            final_normed,
-        }
+        (layers, hidden, final_normed)
     }
 }

@@ -150,13 +150,23 @@ impl<B: Backend> LlamaModel<B> {
     /// Those of [`LlamaModel::validate_input`].
     pub fn forward(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, AuxError> {
         self.validate_input(&input_ids)?;
+        Ok(self.head(self.final_normed_unchecked(input_ids)))
+    }
+
+    /// The final RMSNorm's output (what [`LlamaModel::head`] reads), without the head and
+    /// without keeping intermediates. Does not validate `input_ids`.
+    ///
+    /// # Shapes
+    /// - input_ids: `[batch_size, seq_length]`
+    /// - output: `[batch_size, seq_length, d_model]`
+    pub fn final_normed_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> Tensor<B, 3> {
         let seq_length = input_ids.dims()[1];
         let (cos, sin) = self.rope(seq_length, &input_ids.device());
         let mut h = self.embedding.forward(input_ids);
         for block in &self.blocks {
             h = block.forward(h, cos.clone(), sin.clone());
         }
-        Ok(self.head(self.final_norm.forward(h)))
+        self.final_norm.forward(h)
     }
 
     fn rope(&self, seq_length: usize, device: &B::Device) -> (Tensor<B, 2>, Tensor<B, 2>) {

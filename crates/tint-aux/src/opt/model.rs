@@ -10,7 +10,7 @@ use crate::config::{OptConfig, OPT_POSITION_OFFSET};
 use crate::layer_norm::LayerNorm;
 use crate::model::{embed_tokens, tied_lm_head, CausalLm};
 use crate::params::{map_layer_norm, map_linear, ParamGroup, ParamInfo, ParamMapper};
-use crate::trace::ForwardTrace;
+use crate::trace::{ForwardTrace, LayerTrace};
 
 /// OPT language model. Built by [`load_opt`](crate::opt::load_opt).
 #[derive(Module, Debug)]
@@ -93,6 +93,42 @@ impl<B: Backend> CausalLm<B> for Opt<B> {
     /// `final_normed` is the output of the final LayerNorm (the last block's output for post-LN
     /// models), before `project_out`.
     fn forward_traced_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> ForwardTrace<B> {
+        let (layers, final_hidden, final_normed) = self.body(input_ids, true);
+        ForwardTrace {
+            logits: self.head(final_normed.clone()),
+            layers,
+            final_hidden,
+            final_normed,
+        }
+    }
+
+    fn final_normed_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        self.body(input_ids, false).2
+    }
+
+    /// `project_out` (when present) then the tied head.
+    fn head(&self, final_normed: Tensor<B, 3>) -> Tensor<B, 3> {
+        let head_input = match &self.project_out {
+            // [batch_size, rows, d_embed]
+            Some(project_out) => project_out.forward(final_normed),
+            None => final_normed,
+        };
+        tied_lm_head(head_input, self.wte.val())
+    }
+}
+
+impl<B: Backend> Opt<B> {
+    /// The blocks: their traces (kept when `keep_traces`), the last block's output and the final
+    /// LayerNorm's output (the last block's output for post-LN models).
+    ///
+    /// # Shapes
+    /// - input_ids: `[batch_size, seq_length]`
+    /// - output: (traces, `[batch_size, seq_length, d_model]`, the same)
+    fn body(
+        &self,
+        input_ids: Tensor<B, 2, Int>,
+        keep_traces: bool,
+    ) -> (Vec<LayerTrace<B>>, Tensor<B, 3>, Tensor<B, 3>) {
         let [_batch_size, seq_length] = input_ids.dims();
         let device = input_ids.device();
         // [batch_size, seq_length, d_embed]
@@ -113,23 +149,14 @@ impl<B: Backend> CausalLm<B> for Opt<B> {
         for block in &self.blocks {
             let trace = block.forward_traced(hidden, Activation::Relu, placement);
             hidden = trace.block_output.clone();
-            layers.push(trace);
+            if keep_traces {
+                layers.push(trace);
+            }
         }
         let final_normed = match &self.ln_f {
             Some(ln_f) => ln_f.forward(hidden.clone()),
             None => hidden.clone(),
         };
-        let head_input = match &self.project_out {
-            // [batch_size, seq_length, d_embed]
-            Some(project_out) => project_out.forward(final_normed.clone()),
-            None => final_normed.clone(),
-        };
-        let logits = tied_lm_head(head_input, self.wte.val());
-        ForwardTrace {
-            logits,
-            layers,
-            final_hidden: hidden,
-            final_normed,
-        }
+        (layers, hidden, final_normed)
     }
 }

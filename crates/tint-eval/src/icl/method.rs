@@ -129,10 +129,11 @@ pub fn candidate_log_probs<B: Backend>(
     }
     let device = model.devices()[0].clone();
     // Single-token label words (the usual case): one sequence, the next-token distribution after
-    // the context, instead of one padded sequence per candidate (causal attention: same logits).
+    // the context, instead of one padded sequence per candidate (causal attention: same logits);
+    // the LM head runs on the last position only.
     if candidates.iter().all(|c| c.len() == 1) {
         let ids = padded_ids::<B>(&[context.to_vec()], context[0], &device);
-        return next_token_log_probs(model.forward(ids)?, context.len(), candidates);
+        return next_token_log_probs(model.last_position_logits(ids)?, 1, candidates);
     }
     let ids = candidate_batch::<B>(context, candidates, &device);
     let logits = model.forward(ids.clone())?;
