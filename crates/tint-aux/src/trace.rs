@@ -49,3 +49,23 @@ pub struct ForwardTrace<B: Backend> {
     /// `[batch_size, seq_length, d_model]`.
     pub final_normed: Tensor<B, 3>,
 }
+
+impl<B: Backend> ForwardTrace<B> {
+    /// The trace of a forward whose blocks gave `layers`, the last block's output `final_hidden`
+    /// and the final norm's output `final_normed`; the logits are `head(final_normed)`.
+    ///
+    /// # Shapes
+    /// - `final_hidden`, `final_normed`: `[batch_size, seq_length, d_model]`
+    /// - `head`: `[batch_size, seq_length, d_model]` → `[batch_size, seq_length, vocab_size]`
+    pub(crate) fn with_head(
+        (layers, final_hidden, final_normed): (Vec<LayerTrace<B>>, Tensor<B, 3>, Tensor<B, 3>),
+        head: impl FnOnce(Tensor<B, 3>) -> Tensor<B, 3>,
+    ) -> Self {
+        Self {
+            logits: head(final_normed.clone()),
+            layers,
+            final_hidden,
+            final_normed,
+        }
+    }
+}

@@ -93,13 +93,7 @@ impl<B: Backend> CausalLm<B> for Opt<B> {
     /// `final_normed` is the output of the final LayerNorm (the last block's output for post-LN
     /// models), before `project_out`.
     fn forward_traced_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> ForwardTrace<B> {
-        let (layers, final_hidden, final_normed) = self.body(input_ids, true);
-        ForwardTrace {
-            logits: self.head(final_normed.clone()),
-            layers,
-            final_hidden,
-            final_normed,
-        }
+        ForwardTrace::with_head(self.body(input_ids, true), |normed| self.head(normed))
     }
 
     fn final_normed_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> Tensor<B, 3> {
