@@ -15,13 +15,13 @@ mod model_arg;
 
 use std::time::Instant;
 
+use clap::{Parser, Subcommand};
+
 /// Every tensor op returns a fresh buffer; with glibc's allocator each buffer above its mmap
 /// threshold came from the kernel and paid a page fault per 4 KiB. mimalloc reuses freed pages
 /// (docs/performance.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "xtask", about = "tint: TinT and CGT on burn", version)]

@@ -35,14 +35,6 @@ impl<B: Backend> CausalLm<B> for LlamaModel<B> {
     /// The common trace: `ln1_output`/`ln2_output` are the RMSNorm outputs, `mlp_pre_activation` is the
     /// gate projection `x W_gate`, and `mlp_activation` is the input of the down projection
     /// `silu(x W_gate) ⊙ x W_up`. The full LLaMA trace is [`LlamaModel::forward_trace`].
-    fn final_normed_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> Tensor<B, 3> {
-        LlamaModel::final_normed_unchecked(self, input_ids)
-    }
-
-    fn head(&self, final_normed: Tensor<B, 3>) -> Tensor<B, 3> {
-        LlamaModel::head(self, final_normed)
-    }
-
     fn forward_traced_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> ForwardTrace<B> {
         let trace = self.forward_trace_unchecked(input_ids);
         ForwardTrace {
@@ -67,6 +59,14 @@ impl<B: Backend> CausalLm<B> for LlamaModel<B> {
             final_hidden: trace.final_hidden,
             final_normed: trace.final_normed,
         }
+    }
+
+    fn final_normed_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        LlamaModel::final_normed_unchecked(self, input_ids)
+    }
+
+    fn head(&self, final_normed: Tensor<B, 3>) -> Tensor<B, 3> {
+        LlamaModel::head(self, final_normed)
     }
 }
 
