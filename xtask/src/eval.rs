@@ -15,7 +15,7 @@ use tint_eval::lm_settings::LmRunSettings;
 use tint_eval::model_source::Assets;
 use tint_eval::run_env::{code_version, RunEnv};
 use tint_eval::run_event::RunEvent;
-use tint_eval::suite::run_default_suite;
+use tint_eval::suite::{run_default_suite, SuiteProtocol};
 use tint_eval::EvalError;
 
 pub(crate) use tint_eval::run_settings::TintFlags;
@@ -36,6 +36,11 @@ pub(crate) struct EvalArgs {
     /// Default suite: keep the finished cells of earlier runs in `--out` and compute the rest.
     #[arg(long)]
     resume: bool,
+    /// Default suite: `reduced` (sized for ≤ 20 minutes on a 2-core CPU; sections `lm:default`,
+    /// `icl:default`) or `full` (the papers' Table 1 and Table 2 protocols; sections `lm:full`,
+    /// `icl:full`). Default: `full` on a GPU build (`cuda`, `wgpu`), `reduced` on `flex`.
+    #[arg(long, value_enum, conflicts_with = "quick")]
+    protocol: Option<SuiteProtocol>,
 }
 
 // Parsed once per process: the size difference between variants does not matter.
@@ -87,8 +92,16 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
         }
         None if args.quick => eval_lm(&LmRunSettings::quick(&project_root(), &args.out), "quick"),
         None => {
+            let protocol = args
+                .protocol
+                .unwrap_or_else(|| SuiteProtocol::for_backend(BACKEND_NAME));
+            eprintln!(
+                "default suite, {} protocol (backend {BACKEND_NAME})",
+                protocol.name()
+            );
             let mut current: Option<(&str, Progress)> = None;
             let outcome = run_default_suite(
+                protocol,
                 &args.out,
                 args.resume,
                 &project_root(),
@@ -242,6 +255,28 @@ mod tests {
     struct Cli {
         #[command(subcommand)]
         what: EvalWhat,
+    }
+
+    #[derive(Parser, Debug)]
+    struct SuiteCli {
+        #[command(flatten)]
+        eval: EvalArgs,
+    }
+
+    #[test]
+    fn the_suite_protocol_is_a_flag_refused_with_quick() {
+        let parse = |argv: &[&str]| SuiteCli::try_parse_from(argv).map(|c| c.eval.protocol);
+        assert_eq!(parse(&["eval"]).unwrap(), None);
+        assert_eq!(
+            parse(&["eval", "--protocol", "full"]).unwrap(),
+            Some(SuiteProtocol::Full)
+        );
+        assert_eq!(
+            parse(&["eval", "--protocol", "reduced"]).unwrap(),
+            Some(SuiteProtocol::Reduced)
+        );
+        assert!(parse(&["eval", "--protocol", "paper"]).is_err());
+        assert!(parse(&["eval", "--quick", "--protocol", "full"]).is_err());
     }
 
     #[test]

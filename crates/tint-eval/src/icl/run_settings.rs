@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::method::Method;
+use crate::methods::TintMethod;
 use crate::model_source::ModelSource;
 #[cfg(feature = "clap")]
 use crate::run_settings::parse_tune;
@@ -25,6 +26,25 @@ pub const DEFAULT_SUITE_DEV: usize = 16;
 /// was `3e-4, 1e-3, 3e-3` until 2026-11-26, when the dev set chose its top value (the optimum may
 /// lie above), so it moved up by one step.
 pub const DEFAULT_SUITE_LR_GRID: [f64; 3] = [1e-3, 3e-3, 1e-2];
+
+/// Tasks of the full protocol: every offline task (the paper's Table 1 columns need `--data`).
+pub const FULL_PROTOCOL_TASKS: [&str; 4] = [
+    "mr-snippets",
+    "cr-snippets",
+    "bbc-topics",
+    "amazon-fine-food",
+];
+/// Shots of the full protocol (the paper's; contexts keep the last demonstrations that fit the
+/// model's positions, and every cell records how many it kept).
+pub const FULL_PROTOCOL_SHOTS: [usize; 2] = [0, 32];
+/// Held-out examples per task of the full protocol.
+pub const FULL_PROTOCOL_TEST: usize = 100;
+/// Dev examples per task of the full protocol.
+pub const FULL_PROTOCOL_DEV: usize = 32;
+/// Top layers TinT simulates in the full protocol: as in the reduced Table 1 runs of
+/// docs/results.md, so that the two compare (the constructed simulator's cost grows with the
+/// square of a 32-shot context's length).
+pub const FULL_PROTOCOL_SIM_LAYERS: usize = 2;
 
 /// Settings of an in-context classification run.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,6 +196,39 @@ impl IclRunSettings {
             n_dev: DEFAULT_SUITE_DEV,
             tune: vec![TuneGrid::new("lr", &DEFAULT_SUITE_LR_GRID)],
             out: out_dir.join("icl-smollm2-mr.json"),
+            resume,
+            ..Default::default()
+        }
+    }
+
+    /// The full protocol's run (paper Table 1 on SmolLM2-135M): every offline task
+    /// ([`FULL_PROTOCOL_TASKS`]), 0 and 32 shots, three seeds, label and full-context loss, single
+    /// and multi format, calibrated and not; ICL, dynamic evaluation, the constructed TinT and its
+    /// structured execution on the top [`FULL_PROTOCOL_SIM_LAYERS`] layers, step sizes tuned on the
+    /// dev examples over the default grids; written to `out_dir/icl-smollm2-full.json`.
+    pub fn full_protocol(out_dir: &Path, resume: bool) -> Self {
+        Self {
+            task: FULL_PROTOCOL_TASKS.iter().map(|t| t.to_string()).collect(),
+            methods: vec![
+                Method::Vanilla,
+                Method::DynEval,
+                Method::Tint(TintMethod::Constructed),
+                Method::Tint(TintMethod::Structured),
+            ],
+            shots: FULL_PROTOCOL_SHOTS.to_vec(),
+            formats: vec!["single".into(), "multi".into()],
+            losses: vec!["label".into(), "full-context".into()],
+            n_test: FULL_PROTOCOL_TEST,
+            n_dev: FULL_PROTOCOL_DEV,
+            tune: vec![
+                TuneGrid::new("lr", &DEFAULT_ICL_LR_GRID),
+                TuneGrid::new("eta", &DEFAULT_ICL_ETA_GRID),
+            ],
+            tint: TintFlags {
+                sim_layers: FULL_PROTOCOL_SIM_LAYERS.to_string(),
+                ..TintFlags::default()
+            },
+            out: out_dir.join("icl-smollm2-full.json"),
             resume,
             ..Default::default()
         }
