@@ -51,6 +51,7 @@ pub mod loss;
 pub mod model;
 pub mod opt;
 pub mod params;
+pub mod prefix_cache;
 pub mod tokenizer;
 pub mod trace;
 
@@ -65,5 +66,6 @@ pub use loader::load_model;
 pub use loss::{continuation_nll, lm_loss, next_token_nll, LossMask, LossReduction};
 pub use model::{AuxModel, CausalLm};
 pub use params::{ParamGroup, ParamInfo, ParamMapper};
+pub use prefix_cache::PrefixCache;
 pub use tokenizer::AuxTokenizer;
 pub use trace::{ForwardTrace, LayerTrace};

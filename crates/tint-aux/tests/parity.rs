@@ -118,3 +118,77 @@ fn llama_last_position_logits_are_the_last_row_of_the_forward() {
         check_last_position(name, &model, golden.ids("input_ids"));
     }
 }
+
+/// `last_position_logits_reusing` against `last_position_logits` of the whole context: the same
+/// f32 operations, except that the attention products and projections of the recomputed
+/// positions run over fewer rows (gemm may block the sums differently); logits of order 10, sums
+/// over at most 64 terms, two layers.
+const PREFIX_REUSE_TOL: f32 = 1e-5;
+
+/// Scores a sequence of contexts that share prefixes (a longer one, a diverging one, the same one
+/// again, one shorter than the stored one) through one [`PrefixCache`], each against the plain
+/// last-position logits; returns the cache's (reused, computed) position counts.
+fn check_prefix_reuse(name: &str, model: &AuxModel<TestBackend>, ids: &[u32]) -> (usize, usize) {
+    let n = ids.len();
+    assert!(n >= 8, "{name}: fixture too short");
+    let other = |t: u32| (t + 1) % model.vocab_size() as u32;
+    let mut diverging = ids[..n / 2].to_vec();
+    diverging.extend(ids[n / 2..].iter().map(|&t| other(t)));
+    let contexts = [
+        ids[..n / 2].to_vec(),
+        ids.to_vec(),
+        diverging.clone(),
+        diverging,
+        ids[..n / 4].to_vec(),
+        ids.to_vec(),
+    ];
+    let mut cache = tint_aux::PrefixCache::default();
+    let device = Default::default();
+    for (i, context) in contexts.iter().enumerate() {
+        let got = model
+            .last_position_logits_reusing(context, &mut cache)
+            .unwrap();
+        let data: Vec<i64> = context.iter().map(|&t| t as i64).collect();
+        let tensor = Tensor::<TestBackend, 2, burn::tensor::Int>::from_data(
+            burn::tensor::TensorData::new(data, [1, context.len()]),
+            &device,
+        );
+        let want = model.last_position_logits(tensor).unwrap();
+        assert_eq!(got.dims(), want.dims(), "{name} context {i}");
+        let diff = (got - want).abs().max().into_scalar();
+        assert!(
+            diff <= PREFIX_REUSE_TOL,
+            "{name} context {i}: logits with a reused prefix differ by {diff}"
+        );
+    }
+    (cache.reused_positions(), cache.computed_positions())
+}
+
+/// `n` token ids spread over the vocabulary (deterministic).
+fn spread_ids(n: usize, vocab_size: usize) -> Vec<u32> {
+    (0..n)
+        .map(|i| ((i * 37 + 11) % vocab_size) as u32)
+        .collect()
+}
+
+#[test]
+fn reusing_a_prefix_gives_the_logits_of_the_whole_context() {
+    for name in ["tiny", "tiny_tied"] {
+        let dir = repo_root().join("fixtures/llama").join(name);
+        let model: AuxModel<TestBackend> = load_model(&dir, &Default::default()).unwrap();
+        let ids = spread_ids(24, model.vocab_size());
+        let n = ids.len();
+        let (reused, computed) = check_prefix_reuse(name, &model, &ids);
+        // n/2 | n/2 reused + n/2 | n/2 + n/2 | n - 1 + 1 | n/4 - 1 + 1 | n/4 + 3n/4.
+        let want_reused = n / 2 + n / 2 + (n - 1) + (n / 4 - 1) + n / 4;
+        assert_eq!(reused, want_reused, "{name}: reused positions");
+        assert_eq!(reused + computed, n / 2 + 3 * n + n / 4 + n, "{name}");
+    }
+    // GPT-2 runs every context whole and stores nothing.
+    let model: AuxModel<TestBackend> =
+        load_model(&aux_fixture("gpt2-tiny"), &Default::default()).unwrap();
+    let ids: Vec<u32> = (0..16)
+        .map(|i| (i * 7 + 3) % model.vocab_size() as u32)
+        .collect();
+    assert_eq!(check_prefix_reuse("gpt2", &model, &ids).0, 0);
+}

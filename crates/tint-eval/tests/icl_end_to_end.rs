@@ -11,7 +11,7 @@ use tint_aux::{load_model, AuxModel, AuxTokenizer, DynEvalConfig};
 use tint_eval::icl::{
     accuracy_bars_svg, candidate_log_probs, run_icl_cell, DemoFormat, DynEvalIcl, Example,
     IclMethod, IclReport, IclSettings, PlainIcl, PromptEncoder, ScoreRequest, TaskData, TaskKind,
-    Template, TintIcl, TrainLoss,
+    Template, TintIcl, TrainLoss, TrainingSequences,
 };
 use tint_eval::methods::{default_tint_config, Tint};
 
@@ -98,7 +98,7 @@ fn plain_icl_zero_and_few_shot_with_reports() {
     let template = Template::for_task(TaskKind::Mr);
     let encoder = PromptEncoder::new(&tokenizer, &template, 16, model.max_positions()).unwrap();
     let data = data();
-    let mut method = PlainIcl { model: &model };
+    let mut method = PlainIcl::new(&model);
     let mut report = IclReport::new("micro-gpt2-random", "flex");
     let mut calls = 0;
     for k in [0, 2] {
@@ -189,7 +189,7 @@ fn dynamic_evaluation_trains_on_demonstrations() {
 
     // lr = 0 in the Single format (query alone in context) is exactly zero-shot plain scoring.
     let base = model.valid();
-    let mut plain = PlainIcl { model: &base };
+    let mut plain = PlainIcl::new(&base);
     let zero_shot = run_icl_cell(
         &mut plain,
         &encoder,
@@ -333,7 +333,7 @@ fn tint_plugs_in_as_a_method() {
         loss: TrainLoss::LabelOnly,
         ..Default::default()
     };
-    let mut plain = PlainIcl { model: &model };
+    let mut plain = PlainIcl::new(&model);
     let reference = run_icl_cell(&mut plain, &encoder, &data, &settings, &mut |_| {}).unwrap();
 
     let mut config = default_tint_config(32, 4, None, None, None);
@@ -420,5 +420,69 @@ fn tint_single_token_scores_equal_the_batched_path() {
             );
         }
         assert!(fast.iter().all(|s| s.is_finite() && *s < 0.0));
+    }
+}
+
+/// Prefix reuse on a LLaMA model against scoring every context whole, in f32: the same logits up
+/// to the summation order of the products over fewer rows; log-probabilities of size ~8.
+const REUSE_TOL: f64 = 1e-4;
+
+/// Plain ICL and dynamic evaluation score contexts that share their demonstrations through a
+/// prefix cache (LLaMA); the scores equal whole-context scoring, also after a new adaptation
+/// (which must not reuse the keys and values of the model before it).
+#[test]
+fn scoring_with_a_reused_prefix_equals_scoring_whole_contexts() {
+    let device = Default::default();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/llama/tiny");
+    let model: AuxModel<AB> = load_model(&dir, &device).unwrap();
+    let inference = model.valid();
+    let vocab = inference.vocab_size() as u32;
+    let demos: Vec<u32> = (0..20).map(|i| (i * 13 + 5) % vocab).collect();
+    let contexts: Vec<Vec<u32>> = (0..4u32)
+        .map(|q| {
+            let mut c = demos.clone();
+            c.extend((0..3 + q).map(|i| (q * 29 + i * 7 + 1) % vocab));
+            c
+        })
+        .collect();
+    let candidates = vec![vec![3u32], vec![11u32]];
+    let close = |a: &[f64], b: &[f64], what: &str| {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() < REUSE_TOL, "{what}: {x} vs {y}");
+        }
+    };
+
+    let mut plain = PlainIcl::new(&inference);
+    for (i, context) in contexts.iter().enumerate() {
+        let got = plain
+            .score(&ScoreRequest::plain(context, &candidates))
+            .unwrap();
+        let want = candidate_log_probs(&inference, context, &candidates).unwrap();
+        close(&got, &want, &format!("plain, context {i}"));
+    }
+
+    let config = DynEvalConfig {
+        lr: 1e-1,
+        ..Default::default()
+    };
+    let train = |seed: u32| TrainingSequences {
+        ids: vec![(0..12).map(|i| (seed * 31 + i * 17 + 2) % vocab).collect()],
+        targets: vec![(0..12).map(|i| i > 0).collect()],
+    };
+    let mut reusing = DynEvalIcl::new(&model, config.clone());
+    for seed in [1, 2] {
+        reusing.adapt(&train(seed)).unwrap();
+        for (i, context) in contexts.iter().enumerate() {
+            let got = reusing
+                .score(&ScoreRequest::plain(context, &candidates))
+                .unwrap();
+            // A fresh method adapted the same way scores this context whole.
+            let mut fresh = DynEvalIcl::new(&model, config.clone());
+            fresh.adapt(&train(seed)).unwrap();
+            let want = fresh
+                .score(&ScoreRequest::plain(context, &candidates))
+                .unwrap();
+            close(&got, &want, &format!("dyn-eval, train {seed}, context {i}"));
+        }
     }
 }

@@ -229,15 +229,15 @@ fn icl_names_the_example_and_the_origin_and_records_only_when_allowed() {
     let encoder = PromptEncoder::new(&tokenizer, &template, 16, 64).unwrap();
     let data = task();
 
-    let err = calibration_prior(&mut PlainIcl { model: &inference }, &encoder, false).unwrap_err();
+    let err = calibration_prior(&mut PlainIcl::new(&inference), &encoder, false).unwrap_err();
     let (method, quantity, location, origin) = non_finite(err);
     assert_eq!((method.as_str(), quantity), ("icl", "label-word score"));
     assert!(location.contains("calibration prompt"), "{location}");
     assert_eq!(origin, weight);
-    let prior = calibration_prior(&mut PlainIcl { model: &inference }, &encoder, true).unwrap();
+    let prior = calibration_prior(&mut PlainIcl::new(&inference), &encoder, true).unwrap();
     assert!(prior.iter().all(|p| p.is_nan()));
 
-    let mut plain = PlainIcl { model: &inference };
+    let mut plain = PlainIcl::new(&inference);
     let err = run_icl_cell(
         &mut plain,
         &encoder,

@@ -284,7 +284,7 @@ fn the_paper_calibration_prior_is_the_same_for_every_row_and_paired_counts_add_u
         train: examples(12, 0),
         test: examples(6, 50),
     };
-    let prior = calibration_prior(&mut PlainIcl { model: &inference }, &encoder, false).unwrap();
+    let prior = calibration_prior(&mut PlainIcl::new(&inference), &encoder, false).unwrap();
     let settings = IclSettings {
         k: 2,
         seeds: vec![0, 1],
@@ -293,7 +293,7 @@ fn the_paper_calibration_prior_is_the_same_for_every_row_and_paired_counts_add_u
     };
     let mut report = IclReport::new("micro", "flex");
     let icl = run_icl_cell(
-        &mut PlainIcl { model: &inference },
+        &mut PlainIcl::new(&inference),
         &encoder,
         &data,
         &settings,
@@ -321,7 +321,7 @@ fn the_paper_calibration_prior_is_the_same_for_every_row_and_paired_counts_add_u
     }
     // The demonstration-conditioned option gives the in-context row another prior.
     let demos = run_icl_cell(
-        &mut PlainIcl { model: &inference },
+        &mut PlainIcl::new(&inference),
         &encoder,
         &data,
         &IclSettings {

@@ -3,7 +3,7 @@
 use burn::module::Module;
 use burn::tensor::{backend::Backend, Tensor};
 
-use super::attention::{AttentionTrace, GroupedQueryAttention};
+use super::attention::{AttentionTrace, GroupedQueryAttention, KeyValues};
 use super::mlp::{SwiGluMlp, SwiGluTrace};
 use super::rms_norm::RmsNorm;
 
@@ -80,5 +80,29 @@ impl<B: Backend> LlamaBlock<B> {
     pub fn forward(&self, h: Tensor<B, 3>, cos: Tensor<B, 2>, sin: Tensor<B, 2>) -> Tensor<B, 3> {
         let h = h.clone() + self.attention.forward(self.attn_norm.forward(h), cos, sin);
         h.clone() + self.mlp.forward(self.mlp_norm.forward(h))
+    }
+
+    /// The block on new positions after `past` ones (see
+    /// [`GroupedQueryAttention::forward_after`]), with the keys and values of every position.
+    ///
+    /// # Shapes
+    /// - h: `[batch_size, n_new, d_model]`
+    /// - cos, sin: `[n_new, head_dim]`, the rotary tables' rows of the new positions
+    /// - output: `[batch_size, n_new, d_model]`
+    pub fn forward_after(
+        &self,
+        h: Tensor<B, 3>,
+        cos: Tensor<B, 2>,
+        sin: Tensor<B, 2>,
+        past: Option<&KeyValues<B>>,
+    ) -> (Tensor<B, 3>, KeyValues<B>) {
+        let (attended, key_values) =
+            self.attention
+                .forward_after(self.attn_norm.forward(h.clone()), cos, sin, past);
+        let h = h + attended;
+        (
+            h.clone() + self.mlp.forward(self.mlp_norm.forward(h)),
+            key_values,
+        )
     }
 }

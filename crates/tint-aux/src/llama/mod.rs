@@ -15,7 +15,7 @@ mod model;
 mod rms_norm;
 mod rotary;
 
-pub use attention::{AttentionTrace, GroupedQueryAttention};
+pub use attention::{AttentionTrace, GroupedQueryAttention, KeyValues};
 pub use aux_impl::{gguf_tokenizer, load_gguf_model, try_load_llama};
 pub use block::{LlamaBlock, LlamaLayerTrace};
 pub use config::{HfLlamaConfig, HfRopeParameters, LlamaConfig};

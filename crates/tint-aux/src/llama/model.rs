@@ -4,6 +4,7 @@ use burn::module::Module;
 use burn::nn::{Embedding, Linear};
 use burn::tensor::{backend::Backend, Int, Tensor};
 
+use super::attention::KeyValues;
 use super::block::{LlamaBlock, LlamaLayerTrace};
 use super::rms_norm::RmsNorm;
 use super::rotary::rotary_tables_dtype;
@@ -167,6 +168,39 @@ impl<B: Backend> LlamaModel<B> {
             h = block.forward(h, cos.clone(), sin.clone());
         }
         self.final_norm.forward(h)
+    }
+
+    /// The final RMSNorm's output at the positions `n_past..n_past + n_new` of a sequence whose
+    /// first `n_past` positions `past` holds (one [`KeyValues`] per block, or none), and the keys
+    /// and values of all `n_past + n_new` positions. Equal to the rows `n_past..` of
+    /// [`LlamaModel::final_normed_unchecked`] on the whole sequence (causal attention: earlier
+    /// positions never read later ones). Does not validate `new_ids`.
+    ///
+    /// # Shapes
+    /// - new_ids: `[batch_size, n_new]`
+    /// - past: per block `[batch_size, n_kv_heads, n_past, head_dim]`
+    /// - output: `[batch_size, n_new, d_model]`; per block `[batch_size, n_kv_heads, n_past + n_new, head_dim]`
+    pub fn final_normed_after(
+        &self,
+        new_ids: Tensor<B, 2, Int>,
+        past: Option<&[KeyValues<B>]>,
+    ) -> (Tensor<B, 3>, Vec<KeyValues<B>>) {
+        let n_new = new_ids.dims()[1];
+        let n_past = past
+            .and_then(|p| p.first())
+            .map_or(0, |kv| kv.key.dims()[2]);
+        let (cos, sin) = self.rope(n_past + n_new, &new_ids.device());
+        let cos = cos.narrow(0, n_past, n_new);
+        let sin = sin.narrow(0, n_past, n_new);
+        let mut h = self.embedding.forward(new_ids);
+        let mut key_values = Vec::with_capacity(self.blocks.len());
+        for (layer, block) in self.blocks.iter().enumerate() {
+            let (out, kv) =
+                block.forward_after(h, cos.clone(), sin.clone(), past.map(|p| &p[layer]));
+            h = out;
+            key_values.push(kv);
+        }
+        (self.final_norm.forward(h), key_values)
     }
 
     fn rope(&self, seq_length: usize, device: &B::Device) -> (Tensor<B, 2>, Tensor<B, 2>) {

@@ -7,7 +7,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::loss::next_token_nll;
-use tint_aux::{sgd_update, AuxModel, DynEvalConfig, LossMask};
+use tint_aux::{sgd_update, AuxModel, DynEvalConfig, LossMask, PrefixCache};
 
 use super::error::IclError;
 use super::prompt::{DemoFormat, TrainingSequences};
@@ -116,6 +116,18 @@ pub fn candidate_log_probs<B: Backend>(
     context: &[u32],
     candidates: &[Vec<u32>],
 ) -> Result<Vec<f64>, IclError> {
+    score_candidates(model, context, candidates, None)
+}
+
+/// [`candidate_log_probs`]; with a `cache`, single-token label words are scored reusing the
+/// keys and values of the prefix `context` shares with the last context the cache saw
+/// ([`AuxModel::last_position_logits_reusing`]: the demonstrations before every query of a cell).
+fn score_candidates<B: Backend>(
+    model: &AuxModel<B>,
+    context: &[u32],
+    candidates: &[Vec<u32>],
+    cache: Option<&mut PrefixCache<B>>,
+) -> Result<Vec<f64>, IclError> {
     if context.is_empty() || candidates.is_empty() || candidates.iter().any(Vec::is_empty) {
         return Err(IclError::InvalidSetting {
             name: "context/candidates",
@@ -132,8 +144,14 @@ pub fn candidate_log_probs<B: Backend>(
     // the context, instead of one padded sequence per candidate (causal attention: same logits);
     // the LM head runs on the last position only.
     if candidates.iter().all(|c| c.len() == 1) {
-        let ids = padded_ids::<B>(&[context.to_vec()], context[0], &device);
-        return next_token_log_probs(model.last_position_logits(ids)?, 1, candidates);
+        let logits = match cache {
+            Some(cache) => model.last_position_logits_reusing(context, cache)?,
+            None => {
+                let ids = padded_ids::<B>(&[context.to_vec()], context[0], &device);
+                model.last_position_logits(ids)?
+            }
+        };
+        return next_token_log_probs(logits, 1, candidates);
     }
     let ids = candidate_batch::<B>(context, candidates, &device);
     let logits = model.forward(ids.clone())?;
@@ -243,6 +261,18 @@ pub fn sum_candidate_log_probs<B: Backend>(
 pub struct PlainIcl<'a, B: Backend> {
     /// The auxiliary model.
     pub model: &'a AuxModel<B>,
+    /// Keys and values of the last scored context (its demonstrations are the next one's).
+    cache: PrefixCache<B>,
+}
+
+impl<'a, B: Backend> PlainIcl<'a, B> {
+    /// Plain classification with `model`.
+    pub fn new(model: &'a AuxModel<B>) -> Self {
+        Self {
+            model,
+            cache: PrefixCache::default(),
+        }
+    }
 }
 
 impl<B: Backend> IclMethod for PlainIcl<'_, B> {
@@ -259,7 +289,12 @@ impl<B: Backend> IclMethod for PlainIcl<'_, B> {
     }
 
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
-        candidate_log_probs(self.model, request.context, request.candidates)
+        score_candidates(
+            self.model,
+            request.context,
+            request.candidates,
+            Some(&mut self.cache),
+        )
     }
 
     fn non_finite_origin(&mut self, _request: Option<&ScoreRequest<'_>>) -> NonFiniteOrigin {
@@ -280,6 +315,8 @@ pub struct DynEvalIcl<'a, B: AutodiffBackend> {
     adapted: Option<AuxModel<B::InnerBackend>>,
     /// Training loss before each step of the last adaptation.
     pub last_losses: Vec<f64>,
+    /// Keys and values of the last context scored by the current (base or adapted) model.
+    cache: PrefixCache<B::InnerBackend>,
 }
 
 impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
@@ -291,6 +328,7 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
             base: model.valid(),
             adapted: None,
             last_losses: Vec::new(),
+            cache: PrefixCache::default(),
         }
     }
 }
@@ -309,6 +347,8 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
 
     fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
         self.last_losses.clear();
+        // The scoring model changes: stored keys and values are the old model's.
+        self.cache.clear();
         if train.is_empty() || train.n_targets() == 0 {
             self.adapted = None;
             return Ok(());
@@ -338,7 +378,12 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
 
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
         let model = self.adapted.as_ref().unwrap_or(&self.base);
-        candidate_log_probs(model, request.context, request.candidates)
+        score_candidates(
+            model,
+            request.context,
+            request.candidates,
+            Some(&mut self.cache),
+        )
     }
 
     fn train_losses(&self) -> Vec<f64> {

@@ -280,12 +280,7 @@ fn build_method<'a, AB: AutodiffBackend>(
     models: &Models<'a, AB>,
 ) -> Result<(Box<dyn IclMethod + 'a>, String), EvalError> {
     Ok(match spec.method {
-        Method::Vanilla => (
-            Box::new(PlainIcl {
-                model: models.inference,
-            }),
-            String::new(),
-        ),
+        Method::Vanilla => (Box::new(PlainIcl::new(models.inference)), String::new()),
         Method::DynEval => {
             let config = DynEvalConfig {
                 lr: value,
@@ -471,7 +466,7 @@ pub fn run_icl<AB: AutodiffBackend>(
         let prior = if args.calibration == "prompt" {
             Some(
                 calibration_prior(
-                    &mut PlainIcl { model: &inference },
+                    &mut PlainIcl::new(&inference),
                     &encoder,
                     args.allow_non_finite,
                 )
