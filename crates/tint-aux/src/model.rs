@@ -5,7 +5,7 @@
 //! one arm to [`AuxModel::lm`] and one to [`AuxModel::map_named_params`].
 
 use burn::module::Module;
-use burn::tensor::{backend::Backend, Int, Tensor};
+use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
 
 use crate::gpt2::Gpt2;
 use crate::opt::Opt;
@@ -169,6 +169,17 @@ impl<B: Backend> AuxModel<B> {
         self.validate_input_ids(&input_ids)?;
         Ok(self.lm().forward_traced_unchecked(input_ids))
     }
+}
+
+/// One token sequence as a `[1, ids.len()]` id tensor (not validated: see
+/// [`AuxModel::validate_input_ids`]).
+///
+/// # Shapes
+///
+/// - output: `[1, ids.len()]`
+pub fn sequence_ids<B: Backend>(ids: &[u32], device: &B::Device) -> Tensor<B, 2, Int> {
+    let data: Vec<i64> = ids.iter().map(|&t| t as i64).collect();
+    Tensor::from_data(TensorData::new(data, [1, ids.len()]), device)
 }
 
 /// Checks that `input_ids` is non-empty, no longer than `max_positions`, and inside `0..vocab_size`.

@@ -2,9 +2,10 @@
 //! one after another (in-context classification: the same demonstrations before every query).
 
 use burn::module::Module;
-use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
+use burn::tensor::{backend::Backend, Tensor};
 
 use crate::llama::KeyValues;
+use crate::model::sequence_ids;
 use crate::{AuxError, AuxModel};
 
 /// The last scored context's token ids and, per block, the keys and values of its positions.
@@ -70,11 +71,7 @@ impl<B: Backend> AuxModel<B> {
         cache: &mut PrefixCache<B>,
     ) -> Result<Tensor<B, 3>, AuxError> {
         let device = self.devices()[0].clone();
-        let to_tensor = |ids: &[u32]| {
-            let data: Vec<i64> = ids.iter().map(|&t| t as i64).collect();
-            Tensor::<B, 2, Int>::from_data(TensorData::new(data, [1, ids.len()]), &device)
-        };
-        let full = to_tensor(ids);
+        let full = sequence_ids::<B>(ids, &device);
         let AuxModel::Llama(llama) = self else {
             cache.computed += ids.len();
             return self.last_position_logits(full);
@@ -87,9 +84,11 @@ impl<B: Backend> AuxModel<B> {
             .take_while(|(a, b)| a == b)
             .count()
             .min(ids.len() - 1);
-        let past: Option<Vec<KeyValues<B>>> = (shared > 0 && !cache.layers.is_empty())
-            .then(|| cache.layers.iter().map(|kv| kv.truncated(shared)).collect());
-        let (normed, layers) = llama.final_normed_after(to_tensor(&ids[shared..]), past.as_deref());
+        // `cache.ids` and `cache.layers` are stored together: a shared prefix has its layers.
+        let past: Option<Vec<KeyValues<B>>> =
+            (shared > 0).then(|| cache.layers.iter().map(|kv| kv.truncated(shared)).collect());
+        let (normed, layers) =
+            llama.final_normed_after(sequence_ids::<B>(&ids[shared..], &device), past.as_deref());
         let n_new = ids.len() - shared;
         cache.ids = ids.to_vec();
         cache.layers = layers;

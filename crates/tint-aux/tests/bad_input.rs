@@ -266,3 +266,53 @@ fn tokenizer_json_and_vocab_merges_agree() {
     let model = load(&dir).unwrap();
     assert!(a.iter().all(|&id| (id as usize) < model.vocab_size()));
 }
+
+/// Prefix reuse refuses the ids the plain forward refuses, and a refused context leaves the cache
+/// as it was: the next context still reuses the stored prefix and gets the whole-context logits.
+#[test]
+fn prefix_reuse_rejects_bad_ids_and_keeps_its_cache() {
+    let dir = repo_root().join("fixtures/llama/tiny");
+    let model = load(&dir).unwrap();
+    let vocab = model.vocab_size() as u32;
+    let mut cache = tint_aux::PrefixCache::default();
+    let context: Vec<u32> = (0..10).map(|i| (i * 5 + 1) % vocab).collect();
+    model
+        .last_position_logits_reusing(&context, &mut cache)
+        .unwrap();
+
+    assert!(matches!(
+        model.last_position_logits_reusing(&[], &mut cache),
+        Err(AuxError::EmptyInput { .. })
+    ));
+    let mut out_of_vocab = context.clone();
+    out_of_vocab.push(vocab);
+    match model.last_position_logits_reusing(&out_of_vocab, &mut cache) {
+        Err(AuxError::TokenIdOutOfRange {
+            token_id, position, ..
+        }) => assert_eq!((token_id, position), (vocab as i64, 10)),
+        other => panic!("expected TokenIdOutOfRange, got {other:?}"),
+    }
+    let too_long = vec![1u32; model.max_positions() + 1];
+    assert!(matches!(
+        model.last_position_logits_reusing(&too_long, &mut cache),
+        Err(AuxError::SequenceTooLong { .. })
+    ));
+    assert_eq!(
+        (cache.reused_positions(), cache.computed_positions()),
+        (0, 10),
+        "refused contexts touch nothing"
+    );
+
+    let mut longer = context.clone();
+    longer.push(2);
+    let reused = model
+        .last_position_logits_reusing(&longer, &mut cache)
+        .unwrap();
+    assert_eq!(cache.reused_positions(), 10);
+    let whole = model
+        .last_position_logits(ids(longer.iter().map(|&t| t as i64).collect(), [1, 11]))
+        .unwrap();
+    // Same bound and reason as the parity test's PREFIX_REUSE_TOL.
+    let diff = (reused - whole).abs().max().into_scalar();
+    assert!(diff <= 1e-5, "{diff}");
+}

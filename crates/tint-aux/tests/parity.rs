@@ -148,11 +148,7 @@ fn check_prefix_reuse(name: &str, model: &AuxModel<TestBackend>, ids: &[u32]) ->
         let got = model
             .last_position_logits_reusing(context, &mut cache)
             .unwrap();
-        let data: Vec<i64> = context.iter().map(|&t| t as i64).collect();
-        let tensor = Tensor::<TestBackend, 2, burn::tensor::Int>::from_data(
-            burn::tensor::TensorData::new(data, [1, context.len()]),
-            &device,
-        );
+        let tensor = tint_aux::model::sequence_ids::<TestBackend>(context, &device);
         let want = model.last_position_logits(tensor).unwrap();
         assert_eq!(got.dims(), want.dims(), "{name} context {i}");
         let diff = (got - want).abs().max().into_scalar();

@@ -2,7 +2,7 @@
 
 use burn::module::{AutodiffModule, Module};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor};
 use std::collections::HashMap;
 use tint_aux::loss::next_token_nll;
 
@@ -15,10 +15,7 @@ use crate::perplexity::BlockNll;
 use crate::EvalError;
 
 /// A block as a `[1, T]` id tensor.
-pub fn block_ids<B: Backend>(block: &[u32], device: &B::Device) -> Tensor<B, 2, Int> {
-    let ids: Vec<i64> = block.iter().map(|&t| t as i64).collect();
-    Tensor::from_data(TensorData::new(ids, [1, block.len()]), device)
-}
+pub use tint_aux::model::sequence_ids as block_ids;
 
 /// Summed NLL of targets `train_len..T` from `[1, T, V]` logits of the block.
 pub fn eval_part_nll<B: Backend>(
