@@ -585,3 +585,78 @@ fn real_offline_assets_load_when_fetched() {
         eprintln!("skipped: {} not fetched", bbc.display());
     }
 }
+
+/// The paired "from dyn-eval" differences compare a TinT row with the dyn-eval row trained in the
+/// same format with the same loss (not with whichever dyn-eval row ran first), and dyn-eval's own
+/// rows with its first: checked on the committed BBC-topics run, which has dyn-eval and TinT with
+/// both the label and the full-context loss.
+#[test]
+fn tint_rows_are_paired_with_the_dyn_eval_row_of_their_own_loss() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/data/icl-smollm2-table1-bbc.json");
+    let text = std::fs::read_to_string(&path).expect("the committed BBC report");
+    let mut report: tint_eval::icl::IclReport = serde_json::from_str(&text).unwrap();
+    report.compute_paired(&Default::default());
+    let cell = |method: &str, loss: &str| {
+        report
+            .cells
+            .iter()
+            .find(|c| {
+                c.key.k == 4 && c.key.method.starts_with(method) && c.key.row_label().contains(loss)
+            })
+            .unwrap_or_else(|| panic!("{method} {loss}"))
+    };
+    let mut checked = 0;
+    for loss in ["label]", "full-context]"] {
+        let (tint, dyn_eval) = (cell("tint-structured", loss), cell("dyn-eval", loss));
+        let pair = report
+            .paired
+            .iter()
+            .find(|p| {
+                !p.calibrated
+                    && p.diff.method == tint.key.row_label()
+                    && p.diff.baseline.starts_with("dyn-eval")
+            })
+            .expect("TinT against dyn-eval");
+        assert_eq!(pair.diff.baseline, dyn_eval.key.row_label(), "{loss}");
+        // Same seeds and examples: the mean paired difference is the difference of accuracies.
+        let expected = tint.accuracy_mean - dyn_eval.accuracy_mean;
+        assert!(
+            (pair.diff.mean - expected).abs() < 1e-12,
+            "{loss}: {pair:?}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 2);
+    // dyn-eval with the full-context loss is compared with dyn-eval's first row (the label loss).
+    let (full, first) = (
+        cell("dyn-eval", "full-context]"),
+        cell("dyn-eval", "label]"),
+    );
+    assert!(
+        report
+            .paired
+            .iter()
+            .any(|p| p.diff.method == full.key.row_label()
+                && p.diff.baseline == first.key.row_label())
+    );
+    assert!(report
+        .paired_markdown()
+        .contains("of its own format and loss"));
+
+    // `--render-only` rewrites the paired differences and the markdown from the cells, which it
+    // keeps to the last bit (JSON floats round-trip exactly).
+    let dir = std::env::temp_dir().join(format!("tint-render-only-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("bbc.json");
+    std::fs::write(&out, &text).unwrap();
+    let rendered = tint_eval::icl::run::render_icl_report(&out).unwrap();
+    let stored: tint_eval::icl::IclReport = serde_json::from_str(&text).unwrap();
+    assert_eq!(rendered.cells, stored.cells);
+    assert_eq!(rendered.paired, report.paired);
+    let reread = tint_eval::icl::IclReport::read_json(&out).unwrap();
+    assert_eq!(reread.cells, stored.cells);
+    let md = std::fs::read_to_string(out.with_extension("md")).unwrap();
+    assert!(md.contains("of its own format and loss"), "{md}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -34,7 +34,8 @@ use super::mlp::SwiGluMlp;
 use super::model::LlamaModel;
 use super::rms_norm::RmsNorm;
 use crate::checkpoint::{
-    check_parameter_budget, linear, read_checkpoint_bytes, unused_error, Checkpoint,
+    check_parameter_budget, linear, read_checkpoint_bytes, row_major_transpose, unused_error,
+    Checkpoint,
 };
 use crate::gguf::{GgufError, GgufFile, GgufTokenizer};
 use crate::AuxError;
@@ -229,7 +230,7 @@ fn hf_linear<B: Backend, W: WeightSource>(
     device: &B::Device,
 ) -> Result<Linear<B>, AuxError> {
     let weight: Tensor<B, 2> = weights.tensor(name, [d_output, d_input], device)?;
-    Ok(linear(weight.transpose(), None))
+    Ok(linear(row_major_transpose(weight), None))
 }
 
 fn assemble<B: Backend, W: WeightSource>(

@@ -82,50 +82,72 @@ impl IclReport {
         }
     }
 
-    /// Recomputes [`IclReport::paired`]: every row against the `icl` row and the first `dyn-eval`
-    /// row of the same task and shot count, when both ran the same seeds on the same examples
-    /// (units: (seed, example) pairs), without and with calibration.
+    /// Recomputes [`IclReport::paired`], without and with calibration, for every row that ran the
+    /// same seeds on the same examples as its baseline (units: (seed, example) pairs):
+    /// * against the `icl` row of the same task and shot count;
+    /// * against a `dyn-eval` row of the same task and shot count ([`Self::dyn_eval_baseline`]):
+    ///   the one trained in the row's own format and loss where it ran, else the first.
     pub fn compute_paired(&mut self, settings: &PairedSettings) {
         let mut paired = Vec::new();
         for baseline in ["icl", "dyn-eval"] {
-            for base in &self.cells {
-                if !is_baseline(&base.key.method, baseline) {
+            for cell in &self.cells {
+                if baseline == "dyn-eval" && cell.key.method == "icl" {
                     continue;
                 }
-                let first = self.cells.iter().find(|c| {
-                    c.key.task == base.key.task
-                        && c.key.k == base.key.k
-                        && is_baseline(&c.key.method, baseline)
-                });
-                if first.map(|c| &c.key) != Some(&base.key) {
+                let base = if baseline == "icl" {
+                    self.cells.iter().find(|c| {
+                        c.key.task == cell.key.task
+                            && c.key.k == cell.key.k
+                            && is_baseline(&c.key.method, "icl")
+                    })
+                } else {
+                    self.dyn_eval_baseline(&cell.key)
+                };
+                let Some(base) = base else { continue };
+                let same_units = cell.key != base.key
+                    && cell.settings.seeds == base.settings.seeds
+                    && cell.settings.n_test == base.settings.n_test;
+                if !same_units {
                     continue;
                 }
-                for cell in &self.cells {
-                    let same_units = cell.key.task == base.key.task
-                        && cell.key.k == base.key.k
-                        && cell.key != base.key
-                        && cell.settings.seeds == base.settings.seeds
-                        && cell.settings.n_test == base.settings.n_test;
-                    if !same_units || (baseline == "dyn-eval" && cell.key.method == "icl") {
-                        continue;
-                    }
-                    for calibrated in [false, true] {
-                        paired.push(IclPaired {
-                            task: cell.key.task,
-                            k: cell.key.k,
-                            calibrated,
-                            diff: paired_diff(
-                                (&cell.key.row_label(), &correctness(cell, calibrated)),
-                                (&base.key.row_label(), &correctness(base, calibrated)),
-                                Better::Higher,
-                                settings,
-                            ),
-                        });
-                    }
+                for calibrated in [false, true] {
+                    paired.push(IclPaired {
+                        task: cell.key.task,
+                        k: cell.key.k,
+                        calibrated,
+                        diff: paired_diff(
+                            (&cell.key.row_label(), &correctness(cell, calibrated)),
+                            (&base.key.row_label(), &correctness(base, calibrated)),
+                            Better::Higher,
+                            settings,
+                        ),
+                    });
                 }
             }
         }
         self.paired = paired;
+    }
+
+    /// The `dyn-eval` row a row is compared with, at its task and shot count: for a row of another
+    /// method, the `dyn-eval` row trained in the same format with the same loss (TinT with the
+    /// full-context loss against dyn-eval with the full-context loss) where it ran; otherwise, and
+    /// for `dyn-eval` rows themselves (so its other formats and losses are compared with its
+    /// first), the first `dyn-eval` row.
+    pub fn dyn_eval_baseline(&self, key: &CellKey) -> Option<&CellResult> {
+        let mut candidates = self.cells.iter().filter(|c| {
+            c.key.task == key.task && c.key.k == key.k && is_baseline(&c.key.method, "dyn-eval")
+        });
+        let first = candidates.next()?;
+        if is_baseline(&key.method, "dyn-eval") {
+            return Some(first);
+        }
+        let matches = |c: &&CellResult| c.key.format == key.format && c.key.loss == key.loss;
+        Some(
+            std::iter::once(first)
+                .chain(candidates)
+                .find(matches)
+                .unwrap_or(first),
+        )
     }
 
     /// Markdown tables of the paired differences (accuracy points, mean over (seed, example)
@@ -148,8 +170,15 @@ impl IclReport {
                 }
                 out += &format!(
                     "\n*Paired difference from {baseline}, {}* (Δ accuracy points per (seed, \
-                     example) pair [95 % paired bootstrap interval], wins/pairs)\n\n| Method | Shots |",
-                    if calibrated { "with calibration" } else { "without calibration" }
+                     example) pair [95 % paired bootstrap interval], wins/pairs{})\n\n| Method | Shots |",
+                    if calibrated { "with calibration" } else { "without calibration" },
+                    if baseline == "dyn-eval" {
+                        "; each row against the dyn-eval row of its own format and loss where one \
+                         ran, else the first dyn-eval row, which the other dyn-eval rows are also \
+                         compared with"
+                    } else {
+                        ""
+                    }
                 );
                 for task in &tasks {
                     out += &format!(" {} |", task.display_name());

@@ -181,6 +181,15 @@ pub fn method_specs(args: &IclRunSettings) -> Result<Vec<MethodSpec>, EvalError>
 }
 
 /// Writes the report: JSON, markdown and the two accuracy charts.
+/// Rebuilds the markdown, the SVG charts and the paired differences of the report at `out` from
+/// its cells (`--render-only`), leaving every cell as it is.
+pub fn render_icl_report(out: &Path) -> Result<IclReport, EvalError> {
+    let mut report = IclReport::read_json(out)?;
+    report.compute_paired(&PairedSettings::default());
+    write_outputs(&report, out)?;
+    Ok(report)
+}
+
 fn write_outputs(report: &IclReport, out: &Path) -> Result<(), EvalError> {
     report.write_json(out)?;
     write_file(&out.with_extension("md"), report.markdown().as_bytes())?;
@@ -371,6 +380,9 @@ pub fn run_icl<AB: AutodiffBackend>(
     env: &RunEnv<'_, AB>,
     on_event: OnEvent<'_>,
 ) -> Result<IclReport, EvalError> {
+    if args.render_only {
+        return render_icl_report(&args.out);
+    }
     let Checked {
         tasks,
         formats,

@@ -152,6 +152,11 @@ pub struct IclRunSettings {
     /// (a weight, the forward pass, the update).
     #[cfg_attr(feature = "clap", arg(long))]
     pub allow_non_finite: bool,
+    /// Run nothing: rebuild OUT.md, the SVG charts and the paired differences from the cells of an
+    /// existing OUT.json (a report written before a change of the report's layout or of its
+    /// paired comparisons). Every other setting is ignored.
+    #[cfg_attr(feature = "clap", arg(long, conflicts_with = "resume"))]
+    pub render_only: bool,
 }
 
 impl Default for IclRunSettings {
@@ -181,6 +186,7 @@ impl Default for IclRunSettings {
             out: PathBuf::from("results/icl.json"),
             resume: false,
             allow_non_finite: false,
+            render_only: false,
         }
     }
 }
