@@ -180,7 +180,6 @@ pub fn method_specs(args: &IclRunSettings) -> Result<Vec<MethodSpec>, EvalError>
     Ok(specs)
 }
 
-/// Writes the report: JSON, markdown and the two accuracy charts.
 /// Rebuilds the markdown, the SVG charts and the paired differences of the report at `out` from
 /// its cells (`--render-only`), leaving every cell as it is.
 pub fn render_icl_report(out: &Path) -> Result<IclReport, EvalError> {
@@ -190,6 +189,7 @@ pub fn render_icl_report(out: &Path) -> Result<IclReport, EvalError> {
     Ok(report)
 }
 
+/// Writes the report: JSON, markdown and the two accuracy charts.
 fn write_outputs(report: &IclReport, out: &Path) -> Result<(), EvalError> {
     report.write_json(out)?;
     write_file(&out.with_extension("md"), report.markdown().as_bytes())?;
