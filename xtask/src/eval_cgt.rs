@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use tint_eval::cgt::{run_cgt, CgtEvent, CgtHost, CgtSettings};
 
 use crate::backend::{devices, B, BACKEND_NAME};
+use crate::eval::Progress;
 
 /// Arguments of `cargo xtask eval cgt`.
 #[derive(clap::Args, Debug, Clone)]
@@ -88,7 +88,10 @@ pub(crate) fn run(args: &CgtArgs) -> Result<()> {
     let outcome = run_cgt::<B>(
         &args.settings(),
         &devices(args.devices),
-        &mut Terminal { bar: None },
+        &mut Terminal {
+            run: None,
+            steps: 0,
+        },
     )?;
     tint_eval::results_doc::write_marked_section(
         &args.report,
@@ -105,9 +108,14 @@ pub(crate) fn run(args: &CgtArgs) -> Result<()> {
     Ok(())
 }
 
-/// Progress on the terminal: a line per experiment, a bar per run, resume notes and warnings.
+/// Progress: a line per experiment, a bar per run on a terminal (a line every
+/// [`Progress::LINE_EVERY`] with the step, loss and ETA when the output is piped), resume notes and
+/// warnings.
 struct Terminal {
-    bar: Option<ProgressBar>,
+    /// The run being trained.
+    run: Option<Progress>,
+    /// Its number of steps.
+    steps: usize,
 }
 
 impl CgtHost for Terminal {
@@ -133,24 +141,23 @@ impl CgtHost for Terminal {
                 seed,
                 steps,
             } => {
-                let bar = ProgressBar::new(steps as u64);
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{prefix:>16} [{elapsed_precise}] {bar:30} {pos}/{len} {msg} (eta {eta})",
-                    )
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                bar.set_prefix(format!("{} seed {seed}", variant.slug()));
-                self.bar = Some(bar);
+                self.run = Some(Progress::new(&format!(
+                    "cgt {} seed {seed}",
+                    variant.slug()
+                )));
+                self.steps = steps;
             }
             CgtEvent::Step {
                 step,
                 task_loss,
                 total_loss,
             } => {
-                if let Some(bar) = &self.bar {
-                    bar.set_position(step as u64 + 1);
-                    bar.set_message(format!("loss {task_loss:.3} (total {total_loss:.3})"));
+                if let Some(run) = &self.run {
+                    run.update(
+                        step + 1,
+                        self.steps,
+                        &format!("loss {task_loss:.3} (total {total_loss:.3})"),
+                    );
                 }
             }
             CgtEvent::VariantTrained {
@@ -161,8 +168,8 @@ impl CgtHost for Terminal {
                 dir,
                 ..
             } => {
-                if let Some(bar) = self.bar.take() {
-                    bar.finish();
+                if let Some(run) = self.run.take() {
+                    run.finish();
                 }
                 if resumed_at > 0 {
                     eprintln!(
