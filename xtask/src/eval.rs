@@ -159,6 +159,9 @@ pub(crate) struct Progress {
     bar: ProgressBar,
     start: Instant,
     last_line: std::cell::Cell<Option<Instant>>,
+    /// Units already done before this process worked on any (a resumed run): `done − 1` of the
+    /// first update, so the ETA counts only the time spent on units done now.
+    done_before: std::cell::Cell<Option<usize>>,
 }
 
 impl Progress {
@@ -179,6 +182,7 @@ impl Progress {
             bar,
             start: Instant::now(),
             last_line: std::cell::Cell::new(None),
+            done_before: std::cell::Cell::new(None),
         }
     }
 
@@ -199,6 +203,14 @@ impl Progress {
         self.bar.set_length(total as u64);
         self.bar.set_position(done as u64);
         self.bar.set_message(message.to_string());
+        let done_before = match self.done_before.get() {
+            Some(before) => before,
+            None => {
+                let before = done.saturating_sub(1);
+                self.done_before.set(Some(before));
+                before
+            }
+        };
         if !self.bar.is_hidden() {
             return;
         }
@@ -209,10 +221,9 @@ impl Progress {
         if due || done == total {
             self.last_line.set(Some(Instant::now()));
             let elapsed = self.start.elapsed().as_secs_f64();
-            let eta = if done > 0 {
-                format!("{:.0} s", elapsed / done as f64 * (total - done) as f64)
-            } else {
-                "?".into()
+            let eta = match eta_seconds(elapsed, done, done_before, total) {
+                Some(eta) => format!("{eta:.0} s"),
+                None => "?".into(),
             };
             eprintln!(
                 "[{}] {done}/{total} ({:.0} %), {elapsed:.0} s elapsed, ETA {eta}: {message}",
@@ -237,6 +248,14 @@ impl Progress {
     }
 }
 
+/// Seconds left for `total − done` units at the rate of the units done in `elapsed` seconds, i.e.
+/// `done − done_before` (units finished by an earlier, resumed run cost no time now); `None`
+/// before any unit was done now.
+fn eta_seconds(elapsed: f64, done: usize, done_before: usize, total: usize) -> Option<f64> {
+    let done_now = done.checked_sub(done_before).filter(|&n| n > 0)?;
+    Some(elapsed / done_now as f64 * total.saturating_sub(done) as f64)
+}
+
 /// The repository root (xtask lives one level below it).
 pub(crate) fn project_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -248,6 +267,16 @@ pub(crate) fn project_root() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+
+    #[test]
+    fn the_eta_counts_only_units_done_now() {
+        // A fresh run: 10 of 100 units in 20 s leave 180 s.
+        assert_eq!(super::eta_seconds(20.0, 10, 0, 100), Some(180.0));
+        // Resumed at 90 units: 5 more in 10 s leave 10 s, not
+        // the 0.6 s that counting the resumed units as done in those 10 s would give.
+        assert_eq!(super::eta_seconds(10.0, 95, 90, 100), Some(10.0));
+        assert_eq!(super::eta_seconds(5.0, 90, 90, 100), None);
+    }
 
     use super::*;
 
