@@ -48,7 +48,7 @@ pub use config::{CgtConfig, InputKind, Mixing};
 pub use data_parallel::train_data_parallel;
 pub use embedding::CgtInput;
 pub use error::{CgtError, Result};
-pub use model::{CgtModel, CgtOutput, ContextSummary};
+pub use model::{CgtModel, CgtOutput, ContextSummary, LowerPass};
 
 #[cfg(test)]
 pub(crate) mod tests {

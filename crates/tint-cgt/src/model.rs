@@ -29,6 +29,16 @@ pub struct CgtOutput<B: Backend> {
     pub context: Option<ContextSummary<B>>,
 }
 
+/// What the layers up to the readout layer compute ([`CgtModel::lower_pass`]).
+#[derive(Clone, Debug)]
+pub struct LowerPass<B: Backend> {
+    /// The context summary `y^l`.
+    pub context: ContextSummary<B>,
+    /// The `x` stream after the readout layer, causal attention without `key_start`,
+    /// `[batch_size, seq_length, d_x]`.
+    pub x: Tensor<B, 3>,
+}
+
 /// A causal transformer with an `x` stream and, below the readout layer, a `y` stream whose value `y^l`
 /// generates the operators of every later layer (paper: Zhmoginov et al., "Contextually Guided
 /// Transformer"). With `readout_layer = 0` it is a plain GPT-2 style transformer.
@@ -137,6 +147,19 @@ impl<B: Backend> CgtModel<B> {
     /// # Shapes
     /// - output: `mean`, `log_var`: `[batch_size, seq_length, d_y]`
     pub fn context(&self, input: &CgtInput<B>) -> Result<ContextSummary<B>> {
+        Ok(self.lower_pass(input)?.context)
+    }
+
+    /// Runs the two-stream layers and returns the context summary `y^l` together with the `x` stream
+    /// they produce, so that a pass reading `y^l` can continue `x` from there ([`Self::upper_pass`])
+    /// instead of recomputing the layers up to the readout layer: the `x` half of a two-stream
+    /// block never reads `y`, so that `x` is the one [`Self::forward_x_path`] computes without a
+    /// `key_start`.
+    ///
+    /// # Shapes
+    /// - output: `context.mean`, `context.log_var`: `[batch_size, seq_length, d_y]`; `x`:
+    ///   `[batch_size, seq_length, d_x]`
+    pub fn lower_pass(&self, input: &CgtInput<B>) -> Result<LowerPass<B>> {
         self.check_input(input)?;
         let y_embedding = self.y_embedding.as_ref().ok_or(CgtError::NoContextStream)?;
         let (_, seq_length) = input.batch_and_length();
@@ -147,7 +170,62 @@ impl<B: Backend> CgtModel<B> {
             (x, y) = block.forward(x, y, bias.clone());
         }
         let log_var = self.y_log_var.as_ref().map(|map| map.forward(y.clone()));
-        Ok(ContextSummary { mean: y, log_var })
+        Ok(LowerPass {
+            context: ContextSummary { mean: y, log_var },
+            x,
+        })
+    }
+
+    /// Continues the `x` stream of a [`LowerPass`] through the guided layers with the given `y`
+    /// (dynamic or frozen) and returns the logits: the same values as
+    /// `forward_x_path(input, Some(context), None)`, without recomputing the lower layers.
+    ///
+    /// # Shapes
+    /// - `lower_x`: `[batch_size, seq_length, d_x]` ([`LowerPass::x`])
+    /// - `context`: `[batch_size, seq_length, d_y]` (dynamic) or `[batch_size, 1, d_y]` (frozen)
+    /// - output: `[batch_size, seq_length, output_size]`
+    pub fn upper_pass(&self, lower_x: Tensor<B, 3>, context: Tensor<B, 3>) -> Result<Tensor<B, 3>> {
+        if !self.is_guided() {
+            return Err(CgtError::NoContextStream);
+        }
+        let [batch_size, seq_length, _] = lower_x.dims();
+        self.check_context(&context, batch_size, seq_length)?;
+        let bias = attention_bias::<B>(seq_length, None, &lower_x.device());
+        Ok(self.upper_and_head(lower_x, Some(&context), bias))
+    }
+
+    /// Reports a `y` whose shape does not fit a batch of `batch_size` sequences of `seq_length`.
+    fn check_context(
+        &self,
+        context: &Tensor<B, 3>,
+        batch_size: usize,
+        seq_length: usize,
+    ) -> Result<()> {
+        let [b, n, _] = context.dims();
+        if b != batch_size || (n != 1 && n != seq_length) {
+            return Err(CgtError::Shape(format!(
+                "context of shape {:?} does not fit a batch of {batch_size} x {seq_length}",
+                context.dims()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The layers above the readout layer, the final norm and the head.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch_size, seq_length, d_x]`; `context` as in [`Self::upper_pass`]
+    /// - output: `[batch_size, seq_length, output_size]`
+    fn upper_and_head(
+        &self,
+        mut x: Tensor<B, 3>,
+        context: Option<&Tensor<B, 3>>,
+        bias: Tensor<B, 4>,
+    ) -> Tensor<B, 3> {
+        for block in &self.upper {
+            x = block.forward(x, context, bias.clone());
+        }
+        self.head.forward(self.final_norm.forward(x))
     }
 
     /// The ordinary forward pass with dynamic (per-position) `y` (the VAE mean, no sampling).
@@ -184,14 +262,14 @@ impl<B: Backend> CgtModel<B> {
                 context: None,
             });
         }
-        let context = self.context(input)?;
+        let LowerPass { context, x } = self.lower_pass(input)?;
         let y = match (&context.log_var, noise) {
             (Some(log_var), Some(noise)) => {
                 context.mean.clone() + log_var.clone().mul_scalar(0.5).exp() * noise
             }
             _ => context.mean.clone(),
         };
-        let logits = self.forward_x_path(input, Some(y), None)?;
+        let logits = self.upper_pass(x, y)?;
         Ok(CgtOutput {
             logits,
             context: Some(context),
@@ -222,13 +300,7 @@ impl<B: Backend> CgtModel<B> {
             });
         }
         if let Some(context) = &context {
-            let [b, n, _] = context.dims();
-            if b != batch_size || (n != 1 && n != seq_length) {
-                return Err(CgtError::Shape(format!(
-                    "context of shape {:?} does not fit a batch of {batch_size} x {seq_length}",
-                    context.dims()
-                )));
-            }
+            self.check_context(context, batch_size, seq_length)?;
         }
         if let Some(starts) = key_start {
             if starts.len() != batch_size || starts.iter().any(|&s| s >= seq_length) {
@@ -242,10 +314,7 @@ impl<B: Backend> CgtModel<B> {
         for block in &self.lower {
             x = block.x_block.forward(x, None, bias.clone());
         }
-        for block in &self.upper {
-            x = block.forward(x, context.as_ref(), bias.clone());
-        }
-        Ok(self.head.forward(self.final_norm.forward(x)))
+        Ok(self.upper_and_head(x, context.as_ref(), bias))
     }
 
     /// The "informed" model: `y` kept as a moving average

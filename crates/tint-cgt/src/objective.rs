@@ -12,7 +12,7 @@ use crate::data::HostBatch;
 use crate::draws::{auxiliary_mask, StepDraws};
 use crate::error::{CgtError, Result};
 use crate::loss::{task_loss, TargetTensor};
-use crate::model::CgtModel;
+use crate::model::{CgtModel, LowerPass};
 use crate::regularisers::{
     continuity, distribution_matching, orthogonality, Normalisation, PositionWeighting,
 };
@@ -235,7 +235,12 @@ pub fn joint_loss_with_draws<B: Backend>(
             },
         ));
     }
-    let context = model.context(&input)?;
+    // One pass through the layers up to the readout layer gives y^l and the x stream the task
+    // pass continues from (the auxiliary pass, whose attention hides the prompt, needs its own).
+    let LowerPass {
+        context,
+        x: lower_x,
+    } = model.lower_pass(&input)?;
     // The y the upper layers read: the VAE sample while training a VAE, else y^l itself.
     let used = match (&context.log_var, config.vae_beta > 0.0) {
         (Some(log_var), true) => {
@@ -255,7 +260,7 @@ pub fn joint_loss_with_draws<B: Backend>(
         }
         _ => context.mean.clone(),
     };
-    let logits = model.forward_x_path(&input, Some(used.clone()), None)?;
+    let logits = model.upper_pass(lower_x, used.clone())?;
     let task = scaled(task_loss(logits, &targets, mask), draws.task_scale);
     let mut terms = LossTerms {
         task: scalar(&task),

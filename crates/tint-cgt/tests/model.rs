@@ -138,11 +138,90 @@ fn dynamic_forward_uses_y() {
     let output = model.forward(&input).unwrap();
     let y = output.context.unwrap().mean;
     let replay = model.forward_x_path(&input, Some(y.clone()), None).unwrap();
-    assert!(max_abs_diff(output.logits.clone(), replay) < FOLD_TOLERANCE);
+    // The forward continues the x stream of the two-stream layers instead of recomputing it: the
+    // same operations on the same values, so the same bits.
+    assert!(max_abs_diff(output.logits.clone(), replay) <= INDEPENDENCE_TOLERANCE);
     let other = model
         .forward_x_path(&input, Some(y.mul_scalar(-1.0)), None)
         .unwrap();
     assert!(max_abs_diff(output.logits, other) > 1e-4);
+}
+
+/// Sharing the lower `x` stream between the context and the task pass sums the two gradient
+/// contributions of the lower x-block weights before the backward through those blocks instead of
+/// after it: f32 sums in another order. Observed: at most 1.9e-6 against entries up to 11 (relative
+/// 1.7e-7; 0 for weights whose output only the task pass reads); bound 1e-5 of the
+/// largest gradient entry.
+const SHARED_PASS_GRADIENT_TOLERANCE: f32 = 1e-5;
+
+#[test]
+fn shared_lower_pass_gives_the_gradients_of_two_separate_passes() {
+    let device = Default::default();
+    let model = CgtModel::<TestAutodiffBackend>::new(&config(Mixing::Tanh), &device).unwrap();
+    let ids: Vec<i64> = (0..2 * 9)
+        .map(|i| (i as i64 * 5 + 1) % ArithmeticVocab::SIZE as i64)
+        .collect();
+    let input = CgtInput::Tokens(Tensor::<TestAutodiffBackend, 2, Int>::from_data(
+        TensorData::new(ids, [2, 9]),
+        &device,
+    ));
+    let weights = Tensor::<TestAutodiffBackend, 3>::random(
+        [2, 9, ArithmeticVocab::SIZE],
+        Distribution::Normal(0.0, 1.0),
+        &device,
+    );
+    // Shared: one lower pass feeds y^l and the x stream of the upper layers.
+    let shared = model.forward(&input).unwrap().logits;
+    let shared_grads = (shared * weights.clone()).sum().backward();
+    // Separate: y^l from one pass, the x path recomputed from the embedding by another.
+    let y = model.context(&input).unwrap().mean;
+    let separate = model.forward_x_path(&input, Some(y), None).unwrap();
+    let separate_grads = (separate * weights).sum().backward();
+    let lower = &model.lower[0];
+    let upper = model.upper[0].template_attn.as_ref().unwrap();
+    // (gradient through the shared pass, through the separate passes), flattened.
+    fn both<const D: usize>(
+        param: Tensor<TestAutodiffBackend, D>,
+        shared: &<TestAutodiffBackend as burn::tensor::backend::AutodiffBackend>::Gradients,
+        separate: &<TestAutodiffBackend as burn::tensor::backend::AutodiffBackend>::Gradients,
+    ) -> (Tensor<TestBackend, 1>, Tensor<TestBackend, 1>) {
+        (
+            param.grad(shared).unwrap().reshape([-1]),
+            param.grad(separate).unwrap().reshape([-1]),
+        )
+    }
+    let (s, p) = (&shared_grads, &separate_grads);
+    let params = [
+        (
+            "x embedding",
+            both(
+                model.x_embedding.tokens.as_ref().unwrap().weight.val(),
+                s,
+                p,
+            ),
+        ),
+        (
+            "lower x attention",
+            both(lower.x_block.attn.qkv.weight.val(), s, p),
+        ),
+        ("lower x MLP", both(lower.x_block.mlp.fc.weight.val(), s, p)),
+        (
+            "lower y attention",
+            both(lower.y_attn.qkv.weight.val(), s, p),
+        ),
+        ("lower y MLP", both(lower.y_mlp.fc.weight.val(), s, p)),
+        ("template left", both(upper.left.val(), s, p)),
+        ("template selector", both(upper.selector.weight.val(), s, p)),
+    ];
+    for (name, (a, b)) in params {
+        let scale: f32 = b.clone().abs().max().into_scalar();
+        let diff: f32 = (a - b).abs().max().into_scalar();
+        assert!(scale > 0.0, "{name}: no gradient");
+        assert!(
+            diff <= SHARED_PASS_GRADIENT_TOLERANCE * scale,
+            "{name}: gradients differ by {diff:e} (largest entry {scale:e})"
+        );
+    }
 }
 
 #[test]
