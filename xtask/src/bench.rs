@@ -58,8 +58,9 @@ pub(crate) struct BenchArgs {
     )]
     pub scaling_modes: Vec<String>,
     /// Also time SmolLM2-135M (`cargo xtask fetch smollm2` first), T = 256, top `--smollm2-layers`
-    /// layers updated: the LLaMA simulator, the LLaMA functional reference, dynamic evaluation and
-    /// a plain forward (`--smollm2-modes`), at `--smollm2-batch-sizes`.
+    /// layers updated: the LLaMA simulator (constructed and structured executions), the LLaMA
+    /// functional reference, dynamic evaluation and a plain forward (`--smollm2-modes`), at
+    /// `--smollm2-batch-sizes`.
     #[arg(long)]
     pub smollm2: bool,
     /// Only the SmolLM2 section (implies `--smollm2`): skip the tiny/micro measurements except the
@@ -72,8 +73,13 @@ pub(crate) struct BenchArgs {
     /// Batch sizes of the SmolLM2 measurements.
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub smollm2_batch_sizes: Vec<usize>,
-    /// SmolLM2 measurements to run (sim, ref, dyn, aux).
-    #[arg(long, value_delimiter = ',', default_value = "sim,ref,dyn,aux")]
+    /// SmolLM2 measurements to run (sim = the simulator's constructed execution, structured = its
+    /// structured execution, ref, dyn, aux).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sim,structured,ref,dyn,aux"
+    )]
     pub smollm2_modes: Vec<String>,
     /// Internal: run one measurement `MODE:BATCH` in this process and print it as JSON.
     #[arg(long, hide = true)]

@@ -295,7 +295,7 @@ pub fn run_measurement<B: Backend>(
                 Ok(outcome.train_losses[0])
             })
         }
-        "smollm2-aux" | "smollm2-ref" | "smollm2-sim" => {
+        "smollm2-aux" | "smollm2-ref" | "smollm2-sim" | "smollm2-structured" => {
             let model: AuxModel<B> = load_gguf_model(smollm2()?, device)?;
             // The report's FLOP counts use the published sizes: refuse a different file.
             let sizes = LlamaSizes::smollm2_135m();
@@ -324,7 +324,11 @@ pub fn run_measurement<B: Backend>(
                     let input = input()?;
                     let params = LlamaParams::from_aux(&model)?;
                     drop(model);
-                    let config = smollm2_sim_config(params.d_model(), params.n_heads, llama_config);
+                    let mut config =
+                        smollm2_sim_config(params.d_model(), params.n_heads, llama_config);
+                    if mode == "smollm2-structured" {
+                        config.execution = Execution::Structured;
+                    }
                     let sim = LlamaSimulator::from_params(params, config)?;
                     Box::new(move || Ok(sim.forward(&input)?.final_loss.mean()))
                 }
@@ -335,7 +339,7 @@ pub fn run_measurement<B: Backend>(
                 name: "--child",
                 value: request.spec(),
                 rule: "the mode is one of structured, constructed, ref, dyn, aux, sgemm or \
-                       smollm2-{sim,ref,dyn,aux}",
+                       smollm2-{sim,structured,ref,dyn,aux}",
             })
         }
     };

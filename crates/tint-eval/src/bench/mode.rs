@@ -15,8 +15,9 @@ pub const EXECUTION_MODES: [&str; 2] = ["structured", "constructed"];
 /// The measurements of the scaling table (`--scaling-modes`).
 pub const SCALING_MODES: [&str; 3] = ["structured", "constructed", "ref"];
 
-/// The SmolLM2 measurements (`--smollm2-modes`; child modes `smollm2-<mode>`).
-pub const SMOLLM2_MODES: [&str; 4] = ["sim", "ref", "dyn", "aux"];
+/// The SmolLM2 measurements (`--smollm2-modes`; child modes `smollm2-<mode>`): `sim` is the LLaMA
+/// simulator in its constructed execution, `structured` the same simulator in its structured one.
+pub const SMOLLM2_MODES: [&str; 5] = ["sim", "structured", "ref", "dyn", "aux"];
 
 /// Side of the square sgemm that measures the machine's matmul rate on the CPU.
 pub const SGEMM_SIZE_CPU: usize = 1024;
@@ -45,7 +46,7 @@ pub fn smollm2_mode_flops(mode: &str, batch_size: usize, updated: usize) -> f64 
     let sizes = LlamaSizes::smollm2_135m();
     let step = LlamaStepFlops::new(&sizes, SMOLLM2_SEQ_LENGTH, updated);
     let per_sequence = match mode {
-        "smollm2-sim" | "smollm2-ref" => step.tint_step(),
+        "smollm2-sim" | "smollm2-structured" | "smollm2-ref" => step.tint_step(),
         "smollm2-dyn" => llama_dyn_eval_flops(&sizes, SMOLLM2_SEQ_LENGTH, updated),
         "smollm2-aux" => step.forward(),
         _ => 0.0,
@@ -70,6 +71,7 @@ pub fn mode_label(mode: &str, sgemm_size: usize) -> String {
 pub fn smollm2_label(mode: &str) -> &str {
     match mode {
         "smollm2-sim" => "LLaMA simulator step",
+        "smollm2-structured" => "LLaMA simulator step, structured execution",
         "smollm2-ref" => "LLaMA functional reference step",
         "smollm2-dyn" => "dynamic evaluation",
         "smollm2-aux" => "forward",

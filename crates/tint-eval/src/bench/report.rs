@@ -32,8 +32,9 @@ pub fn render_smollm2(
         "## SmolLM2-135M, `{backend}` backend (measured {})\n\n\
          LLaMA (D = {}, {} layers, {} query / {} KV heads of {}, SwiGLU Di = {}, vocabulary {}, tied \
          head), Q4_1 GGUF dequantised to f32; T = {SMOLLM2_SEQ_LENGTH} ({train} training tokens), \
-         deterministic token ids; the top {layers} layers updated, one step. Rows: the constructed \
-         LLaMA simulator (Ds = {}, P = {}, Hs = {}, the README sizes of `Tint::simulator`), the LLaMA \
+         deterministic token ids; the top {layers} layers updated, one step. Rows: the LLaMA simulator \
+         (Ds = {}, P = {}, Hs = {}, the README sizes of `Tint::simulator`) in its constructed \
+         execution (the default) and, where measured, its structured one, the LLaMA \
          functional reference (docs/construction.md §9 on LLaMA, finite differences), dynamic evaluation (one \
          SGD step with burn autodiff on the training tokens, the top {layers} layers and the final \
          norm trained, then the forward on the whole sequence) and a plain forward.\n\n",
@@ -128,6 +129,30 @@ pub fn render_smollm2(
             out.push_str(&format!(
                 "* Simulator, B = {b}: {rate:.2} model GFLOP/s = {:.1}% of the sgemm rate ({bound:.1} GFLOP/s, this run).\n",
                 100.0 * rate / bound
+            ));
+        }
+    }
+    for m in measurements
+        .iter()
+        .filter(|m| m.mode == "smollm2-structured")
+    {
+        let (best, b) = (min(&m.seconds), m.batch_size);
+        if let Some(r) = find("smollm2-ref", b) {
+            let ratio = best / min(&r.seconds);
+            out.push_str(&format!(
+                "* Structured simulator / our LLaMA functional reference, B = {b}: {ratio:.2}× \
+                 (issue 17's goal for the structured execution, ≤ {GOAL_SMOLLM2_STRUCTURED_OVER_REF}×: {}).\n",
+                if ratio <= GOAL_SMOLLM2_STRUCTURED_OVER_REF {
+                    "met"
+                } else {
+                    "not met"
+                }
+            ));
+        }
+        if let Some(c) = find("smollm2-sim", b) {
+            out.push_str(&format!(
+                "* Constructed / structured simulator, B = {b}: {:.2}×.\n",
+                min(&c.seconds) / best
             ));
         }
     }
@@ -635,6 +660,7 @@ mod tests {
             &[
                 measurement("smollm2-ref", 1, 4.0),
                 measurement("smollm2-sim", 1, 8.0),
+                measurement("smollm2-structured", 1, 6.0),
                 measurement("smollm2-aux", 4, 0.5),
             ],
             2,
@@ -657,6 +683,14 @@ mod tests {
         assert!(
             smollm2.contains("Simulator peak RSS, B = 1: 512 MB (1.00× the reference's 512 MB)")
         );
+        assert!(smollm2.contains(
+            "| LLaMA simulator step, structured execution | 1 | 6.000 | 6.600 | 6.00 | 43 |"
+        ));
+        assert!(smollm2.contains(
+            "Structured simulator / our LLaMA functional reference, B = 1: 1.50× (issue 17's goal \
+             for the structured execution, ≤ 1.3×: not met)"
+        ));
+        assert!(smollm2.contains("Constructed / structured simulator, B = 1: 1.33×."));
         assert!(smollm2.contains("% of the sgemm rate (10.0 GFLOP/s, this run)"));
         assert!(smollm2.contains("Ds = 2880, P = 144, Hs = 45"), "{smollm2}");
         assert!(smollm2.contains("--smollm2-only"));
