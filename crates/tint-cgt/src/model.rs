@@ -334,7 +334,11 @@ impl<B: Backend> CgtModel<B> {
                 "moving-average rate {rate} outside [0, 1]"
             )));
         }
-        let computed = self.context(input)?.mean;
+        let LowerPass {
+            context,
+            x: lower_x,
+        } = self.lower_pass(input)?;
+        let computed = context.mean;
         let [batch_size, seq_length, d_y] = computed.dims();
         let device = computed.device();
         // y_used = W y_computed + w0 initial, with W lower-triangular.
@@ -360,6 +364,6 @@ impl<B: Backend> CgtModel<B> {
             * initial
                 .unsqueeze_dim::<3>(1)
                 .expand([batch_size, seq_length, d_y]);
-        self.forward_x_path(input, Some(mixed + start), None)
+        self.upper_pass(lower_x, mixed + start)
     }
 }
