@@ -98,6 +98,19 @@ fn bad_inputs_are_errors() {
         Err(CgtError::NoContextStream)
     ));
     assert!(baseline.specialise(Tensor::zeros([8], &device)).is_err());
+    // The upper pass: a baseline has no guided layers to continue, and y must fit the x stream.
+    let lower_x = Tensor::<TestBackend, 3>::zeros([1, 5, 16], &device);
+    assert!(matches!(
+        baseline.upper_pass(lower_x.clone(), Tensor::zeros([1, 1, 8], &device)),
+        Err(CgtError::NoContextStream)
+    ));
+    assert!(matches!(
+        model.upper_pass(lower_x.clone(), Tensor::zeros([1, 3, 8], &device)),
+        Err(CgtError::Shape(_))
+    ));
+    assert!(model
+        .upper_pass(lower_x, Tensor::zeros([1, 1, 8], &device))
+        .is_ok());
 }
 
 #[test]
