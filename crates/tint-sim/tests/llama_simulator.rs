@@ -14,7 +14,7 @@ use tint_sim::llama::{
     LlamaParams, LlamaReference, LlamaSimulator, LlamaSimulatorConfig, LlamaTintConfig,
     LlamaUpdates,
 };
-use tint_sim::{DerivativeMode, SimError, SimInput};
+use tint_sim::{DerivativeMode, Execution, SimError, SimInput};
 
 /// f32 forward of the same function by two code paths (aux model vs constructed modules): a few
 /// ulps of logits of order 1–10 after 2 layers.
@@ -77,16 +77,30 @@ fn step(n_sim: usize, steps: usize, lr: f64, derivatives: DerivativeMode) -> Lla
     }
 }
 
-/// Simulator and reference on the same weights (`dtype`), same input.
+/// Simulator (constructed execution) and reference on the same weights (`dtype`), same input.
 fn compare(
     name: &str,
     dtype: DType,
     step: LlamaTintConfig,
     input: &SimInput<Flex>,
 ) -> (f64, f64, f64) {
+    compare_execution(name, dtype, step, input, Execution::Constructed)
+}
+
+/// [`compare`] with the simulator in `execution`.
+fn compare_execution(
+    name: &str,
+    dtype: DType,
+    step: LlamaTintConfig,
+    input: &SimInput<Flex>,
+    execution: Execution,
+) -> (f64, f64, f64) {
     let model = load::<Flex>(name);
     let params = LlamaParams::from_aux(&model).unwrap().cast(dtype);
-    let config = LlamaSimulatorConfig::for_model(64, 4, step.clone());
+    let config = LlamaSimulatorConfig {
+        execution,
+        ..LlamaSimulatorConfig::for_model(64, 4, step.clone())
+    };
     let simulator = LlamaSimulator::from_params(params.clone(), config).unwrap();
     let reference = LlamaReference::from_params(params, step).unwrap();
     let sim = simulator.forward(input).unwrap();
@@ -186,14 +200,27 @@ fn simulator_with_icl_and_gradient_masks_equals_the_reference_in_f64() {
         .unwrap()
         .with_icl_mask(icl)
         .with_gradient_mask(gradient);
-    let (first, last, moved) = compare(
-        "tiny",
-        DType::F64,
-        step(2, 1, 0.05, DerivativeMode::FiniteDifference),
-        &input,
-    );
-    assert!(first < F64_SIM_TOL && last < F64_SIM_TOL, "{first}, {last}");
-    assert!(moved > MIN_STEP_EFFECT, "moved {moved}");
+    // Both layers simulated; and the top one only, where the structured execution runs the
+    // lower block on the token columns under the same masks.
+    for (n_sim, execution) in [
+        (2, Execution::Constructed),
+        (1, Execution::Constructed),
+        (1, Execution::Structured),
+    ] {
+        let (first, last, moved) = compare_execution(
+            "tiny",
+            DType::F64,
+            step(n_sim, 1, 0.05, DerivativeMode::FiniteDifference),
+            &input,
+            execution,
+        );
+        let what = format!("n_sim = {n_sim}, {execution:?}");
+        assert!(
+            first < F64_SIM_TOL && last < F64_SIM_TOL,
+            "{what}: {first}, {last}"
+        );
+        assert!(moved > MIN_STEP_EFFECT, "{what}: moved {moved}");
+    }
 }
 
 #[test]

@@ -318,31 +318,12 @@ impl<B: Backend> LlamaReference<B> {
         observe: &mut dyn FnMut(&str, Tensor<B, 2>),
     ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
         self.validate(input)?;
-        let [batch_size, seq_length] = input.dims();
+        let [_, seq_length] = input.dims();
         let train = bool_rows(&input.train_mask);
-        let gradient = input.gradient_mask.as_ref().map(bool_rows);
-        let icl: Option<Vec<bool>> = input
-            .icl_mask
-            .as_ref()
-            .map(|m| m.to_data().convert::<bool>().to_vec().unwrap_or_default());
         let (mut first_logits, mut final_logits, mut updated) = (vec![], vec![], vec![]);
-        for b in 0..batch_size {
-            let ids = input
-                .input_ids
-                .clone()
-                .slice([b..b + 1, 0..seq_length])
-                .reshape([seq_length]);
-            let icl_rows = icl
-                .as_ref()
-                .map(|m| &m[b * seq_length * seq_length..(b + 1) * seq_length * seq_length]);
-            let ctx = self.context(
-                ids,
-                &train[b],
-                gradient.as_ref().map(|g| &g[b][..]),
-                icl_rows,
-            );
+        for (b, ctx) in self.sequence_contexts(input).iter().enumerate() {
             let mut named = |name: &str, t: Tensor<B, 2>| observe(&format!("b{b} {name}"), t);
-            let (first, last, params) = self.run_sequence(&ctx, &mut named);
+            let (first, last, params) = self.run_sequence(ctx, &mut named);
             first_logits.push(first.unsqueeze_dim::<3>(0));
             final_logits.push(last.unsqueeze_dim::<3>(0));
             updated.push(params);
@@ -364,6 +345,61 @@ impl<B: Backend> LlamaReference<B> {
             },
             updated,
         ))
+    }
+
+    /// Runs `layers` (plain blocks, bottom to top, with this model's heads, rotary tables and
+    /// RMSNorm epsilon) on the embedded tokens of every sequence of `input`, under its attention
+    /// masks: the residual stream entering the block above them. `input` must have passed
+    /// [`Self::validate`].
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[batch_size, seq_length]` → `[batch_size, seq_length, d_model]`.
+    pub(crate) fn run_blocks(
+        &self,
+        layers: &[LlamaLayerParams<B>],
+        input: &SimInput<B>,
+    ) -> Tensor<B, 3> {
+        let hidden = self
+            .sequence_contexts(input)
+            .iter()
+            .map(|ctx| {
+                let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
+                for layer in layers {
+                    h = layer_forward(layer, &self.params, h, ctx, false).0;
+                }
+                h.unsqueeze_dim::<3>(0)
+            })
+            .collect();
+        Tensor::cat(hidden, 0)
+    }
+
+    /// The rotary tables and masks of every sequence of `input`.
+    fn sequence_contexts(&self, input: &SimInput<B>) -> Vec<SequenceContext<B>> {
+        let [batch_size, seq_length] = input.dims();
+        let train = bool_rows(&input.train_mask);
+        let gradient = input.gradient_mask.as_ref().map(bool_rows);
+        let icl: Option<Vec<bool>> = input
+            .icl_mask
+            .as_ref()
+            .map(|m| m.to_data().convert::<bool>().to_vec().unwrap_or_default());
+        (0..batch_size)
+            .map(|b| {
+                let ids = input
+                    .input_ids
+                    .clone()
+                    .slice([b..b + 1, 0..seq_length])
+                    .reshape([seq_length]);
+                let icl_rows = icl
+                    .as_ref()
+                    .map(|m| &m[b * seq_length * seq_length..(b + 1) * seq_length * seq_length]);
+                self.context(
+                    ids,
+                    &train[b],
+                    gradient.as_ref().map(|g| &g[b][..]),
+                    icl_rows,
+                )
+            })
+            .collect()
     }
 
     /// Checks `input` against the model (shapes, lengths, token ids).

@@ -26,7 +26,7 @@ use super::attention_half::{
 use super::config::LlamaTintConfig;
 use super::mlp_block::SwiGluPrefixes;
 use super::mlp_half::{MlpHalfActs, SimulatedMlpHalf};
-use super::params::LlamaParams;
+use super::params::{LlamaLayerParams, LlamaParams};
 use super::reference::LlamaReference;
 use crate::config::{DerivativeMode, Execution, GateMode, TintConfig, DEFAULT_GATE_SCALE};
 use crate::error::SimError;
@@ -339,18 +339,36 @@ impl<B: Backend> LlamaSimulator<B> {
             .clone()
             .select(0, ids)
             .reshape([batch_size, seq_length, d]);
+        let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
+        // The blocks below the first simulated layer: no step updates them and no later module
+        // reads their memories. The structured execution with exact gates runs them as plain
+        // blocks on the `D` token columns, with the weights read from their prefix rows
+        // (docs/construction.md §15); otherwise each runs as its simulated layer.
+        let lower_plain = first > 0
+            && self.config.execution == Execution::Structured
+            && self.config.gate_mode == GateMode::Exact;
+        let hidden = if lower_plain {
+            let lower = self.layers[..first]
+                .iter()
+                .map(|blocks| self.read_layer(blocks))
+                .collect::<Result<Vec<_>, _>>()?;
+            self.reference.run_blocks(&lower, input)
+        } else {
+            embeddings
+        };
         let tokens = Tensor::cat(
             vec![
-                embeddings,
+                hidden,
                 Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
             ],
             2,
         );
         let mut state =
             layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens);
-        let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
-        for blocks in &self.layers[..first] {
-            state = self.forward_layer(state, &blocks.map(expand), &ctx).0;
+        if !lower_plain {
+            for blocks in &self.layers[..first] {
+                state = self.forward_layer(state, &blocks.map(expand), &ctx).0;
+            }
         }
         let mut prefixes: Vec<LayerPrefixes<B>> =
             self.layers[first..].iter().map(|l| l.map(expand)).collect();
@@ -446,6 +464,40 @@ impl<B: Backend> LlamaSimulator<B> {
         train_lengths: &[usize],
     ) -> Result<SimOutput<B>, SimError> {
         self.forward(&SimInput::with_train_lengths(input_ids, train_lengths)?)
+    }
+
+    /// The weights one layer's prefix blocks hold (batch 1, as built), as plain block weights:
+    /// `[in, out]` matrices, the SwiGLU chunk padding removed, the RMSNorm gains read off the
+    /// diagonal of their `(diag(gain), 0)` blocks.
+    ///
+    /// # Errors
+    /// [`SimError::Ops`] for malformed blocks.
+    fn read_layer(&self, blocks: &LayerPrefixes<B>) -> Result<LlamaLayerParams<B>, SimError> {
+        let d = self.dims.d_model();
+        let d_ff = self
+            .params()
+            .layers
+            .first()
+            .map_or(0, |layer| layer.w_gate.dims()[1]);
+        let matrix = |t: Tensor<B, 3>| t.squeeze_dim::<2>(0);
+        let eye = Tensor::<B, 2>::eye(d, &self.head_rows.device()).cast(self.head_rows.dtype());
+        let gain = |block: &Tensor<B, 3>| -> Result<Tensor<B, 1>, SimError> {
+            let diag = matrix(prefix::read_linear(block.clone(), &self.dims)?.0);
+            Ok((diag * eye.clone()).sum_dim(1).reshape([d]))
+        };
+        let attention = self.attention.read_weights(&blocks.attention)?;
+        let mlp = self.mlp.mlp.read_weights(&blocks.mlp)?;
+        Ok(LlamaLayerParams {
+            attn_norm: gain(&blocks.attention.norm)?,
+            w_q: matrix(attention.w_q),
+            w_k: matrix(attention.w_k),
+            w_v: matrix(attention.w_v),
+            w_o: matrix(attention.w_o),
+            mlp_norm: gain(&blocks.mlp_norm)?,
+            w_gate: matrix(mlp.w_gate.narrow(2, 0, d_ff)),
+            w_up: matrix(mlp.w_up.narrow(2, 0, d_ff)),
+            w_down: matrix(mlp.w_down.narrow(1, 0, d_ff)),
+        })
     }
 
     /// One simulated layer forward: attention half, then MLP half.
