@@ -10,6 +10,7 @@ use burn::backend::Flex;
 use tint_sim::llama::param_count::{closed_form_param_count, module_param_count, LlamaSizes};
 use tint_sim::llama::{LlamaParams, LlamaSimulator, LlamaSimulatorConfig, LlamaTintConfig};
 use tint_sim::param_count::paper_param_count;
+use tint_sim::Execution;
 
 fn step(n_sim: usize, steps: usize) -> LlamaTintConfig {
     LlamaTintConfig {
@@ -37,6 +38,22 @@ fn built_simulator_modules_and_closed_form_agree_on_the_tiny_fixtures() {
         let modules = module_param_count::<Flex>(&sizes, &config, &Default::default()).unwrap();
         assert_eq!(closed, modules, "{name}");
         assert_eq!(simulator.num_params(), closed.total, "{name}");
+        // The structured execution (which keeps the lower layers as plain weights) counts the
+        // same constructed network.
+        let structured = LlamaSimulator::new(
+            &model,
+            LlamaSimulatorConfig {
+                execution: Execution::Structured,
+                ..config.clone()
+            },
+        )
+        .unwrap();
+        assert_eq!(structured.num_params(), closed.total, "{name}, structured");
+        assert_eq!(
+            structured.num_params_read(),
+            simulator.num_params_read(),
+            "{name}, structured"
+        );
         // One more simulated layer adds one backward and one final-forward copy per step.
         let more = LlamaSimulatorConfig::for_model(64, 4, step(2, steps));
         if n_sim == 1 {

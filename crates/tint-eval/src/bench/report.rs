@@ -34,7 +34,9 @@ pub fn render_smollm2(
          head), Q4_1 GGUF dequantised to f32; T = {SMOLLM2_SEQ_LENGTH} ({train} training tokens), \
          deterministic token ids; the top {layers} layers updated, one step. Rows: the LLaMA simulator \
          (Ds = {}, P = {}, Hs = {}, the README sizes of `Tint::simulator`) in its constructed \
-         execution (the default) and, where measured, its structured one, the LLaMA \
+         execution (the default) and, where measured, its structured one (which runs the {} \
+         blocks below the updated ones as plain blocks on the `D` token columns, with the weights \
+         read from their prefix rows, docs/construction.md §15), the LLaMA \
          functional reference (docs/construction.md §9 on LLaMA, finite differences), dynamic evaluation (one \
          SGD step with burn autodiff on the training tokens, the top {layers} layers and the final \
          norm trained, then the forward on the whole sequence) and a plain forward.\n\n",
@@ -49,6 +51,7 @@ pub fn render_smollm2(
         sim.hidden_size,
         sim.num_prefixes,
         sim.num_heads,
+        sizes.n_layers.saturating_sub(layers),
     );
     out.push_str(&format!("* Machine: {}.\n", ctx.machine));
     out.push_str(&format!("* Build: {}.\n", ctx.build));

@@ -154,14 +154,72 @@ pub struct LlamaSimulator<B: Backend> {
     reference: LlamaReference<B>,
     /// LM head rows `[vocab_size, D]` (frozen).
     head_rows: Tensor<B, 2>,
-    /// Initial prefix blocks per layer, each `[1, P, Ds]`.
-    layers: Vec<LayerPrefixes<B>>,
+    /// The layers below the first simulated one.
+    lower: LowerLayers<B>,
+    /// Initial prefix blocks of the simulated layers, each `[1, P, Ds]`.
+    top: Vec<LayerPrefixes<B>>,
     /// Final RMSNorm prefix block `[1, P, Ds]`.
     final_norm_prefix: Tensor<B, 3>,
     attention: SimulatedAttentionHalf<B>,
     mlp: SimulatedMlpHalf<B>,
     final_norm_forward: NormForward<B>,
     final_norm_backward: NormBackward<B>,
+}
+
+/// The layers below the first simulated one (no step updates them).
+#[derive(Debug)]
+enum LowerLayers<B: Backend> {
+    /// Their initial prefix blocks, each `[1, P, Ds]`, run as simulated layers.
+    Simulated(Vec<LayerPrefixes<B>>),
+    /// The weights their prefix blocks held, read out of them once at construction, run as plain
+    /// blocks on the token columns (the structured execution with exact gates; the blocks
+    /// themselves are not kept: nothing else reads them).
+    Plain(Vec<LlamaLayerParams<B>>),
+}
+
+impl<B: Backend> LowerLayers<B> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Simulated(blocks) => blocks.len(),
+            Self::Plain(weights) => weights.len(),
+        }
+    }
+}
+
+/// The weights one layer's prefix blocks hold (batch 1, as built), as plain block weights:
+/// `[in, out]` matrices, the SwiGLU chunk padding dropped (`d_ff` columns kept), the RMSNorm gains
+/// read off the diagonal of their `(diag(gain), 0)` blocks.
+///
+/// # Errors
+/// [`SimError::Ops`] for malformed blocks.
+fn read_layer<B: Backend>(
+    blocks: &LayerPrefixes<B>,
+    attention: &SimulatedAttentionHalf<B>,
+    mlp: &SimulatedMlpHalf<B>,
+    dims: &TintDims,
+    d_ff: usize,
+) -> Result<LlamaLayerParams<B>, SimError> {
+    let d = dims.d_model();
+    let matrix = |t: Tensor<B, 3>| t.squeeze_dim::<2>(0);
+    let norm = &blocks.mlp_norm;
+    let eye = Tensor::<B, 2>::eye(d, &norm.device()).cast(norm.dtype());
+    let gain = |block: &Tensor<B, 3>| -> Result<Tensor<B, 1>, SimError> {
+        let diag = matrix(prefix::read_linear(block.clone(), dims)?.0);
+        Ok((diag * eye.clone()).sum_dim(1).reshape([d]))
+    };
+    let attention_weights = attention.read_weights(&blocks.attention)?;
+    let mlp_weights = mlp.mlp.read_weights(&blocks.mlp)?;
+    Ok(LlamaLayerParams {
+        attn_norm: gain(&blocks.attention.norm)?,
+        w_q: matrix(attention_weights.w_q),
+        w_k: matrix(attention_weights.w_k),
+        w_v: matrix(attention_weights.w_v),
+        w_o: matrix(attention_weights.w_o),
+        mlp_norm: gain(&blocks.mlp_norm)?,
+        w_gate: matrix(mlp_weights.w_gate.narrow(2, 0, d_ff)),
+        w_up: matrix(mlp_weights.w_up.narrow(2, 0, d_ff)),
+        w_down: matrix(mlp_weights.w_down.narrow(1, 0, d_ff)),
+    })
 }
 
 /// The tint-ops options of a LLaMA simulator: the model's RMSNorm epsilon, the configured
@@ -267,6 +325,24 @@ impl<B: Backend> LlamaSimulator<B> {
                 )?,
             });
         }
+        // The structured execution with exact gates runs the layers below the first simulated one
+        // as plain blocks (`forward`): their weights, read out of their prefix blocks once here.
+        let first = params.layers.len() - config.step.simulated_layers(params.layers.len());
+        let top = layers.split_off(first);
+        let lower = if first > 0
+            && config.execution == Execution::Structured
+            && config.gate_mode == GateMode::Exact
+        {
+            let d_ff = params.layers.first().map_or(0, |l| l.w_gate.dims()[1]);
+            LowerLayers::Plain(
+                layers
+                    .iter()
+                    .map(|blocks| read_layer(blocks, &attention, &mlp, &dims, d_ff))
+                    .collect::<Result<Vec<_>, _>>()?,
+            )
+        } else {
+            LowerLayers::Simulated(layers)
+        };
         let final_norm_prefix = prefix::write_layer_norm(
             gain(&params.final_norm),
             gain(&params.final_norm).zeros_like(),
@@ -278,7 +354,8 @@ impl<B: Backend> LlamaSimulator<B> {
             final_norm_backward: NormBackward::new(NormKind::Rms, &dims, &options, &device)?,
             config,
             dims,
-            layers,
+            lower,
+            top,
             final_norm_prefix,
             attention,
             mlp,
@@ -329,8 +406,6 @@ impl<B: Backend> LlamaSimulator<B> {
         }
         let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
         let step = &self.config.step;
-        let n_layers = self.layers.len();
-        let first = n_layers - step.simulated_layers(n_layers);
         // Initial state: prefix rows 0, token rows [x_t, 0, ...].
         let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
         let embeddings = self
@@ -342,19 +417,11 @@ impl<B: Backend> LlamaSimulator<B> {
         let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
         // The blocks below the first simulated layer: no step updates them and no later module
         // reads their memories. The structured execution with exact gates runs them as plain
-        // blocks on the `D` token columns, with the weights read from their prefix rows
-        // (docs/construction.md §15); otherwise each runs as its simulated layer.
-        let lower_plain = first > 0
-            && self.config.execution == Execution::Structured
-            && self.config.gate_mode == GateMode::Exact;
-        let hidden = if lower_plain {
-            let lower = self.layers[..first]
-                .iter()
-                .map(|blocks| self.read_layer(blocks))
-                .collect::<Result<Vec<_>, _>>()?;
-            self.reference.run_blocks(&lower, input)
-        } else {
-            embeddings
+        // blocks on the `D` token columns, with the weights read from their prefix rows at
+        // construction (docs/construction.md §15); otherwise each runs as its simulated layer.
+        let hidden = match &self.lower {
+            LowerLayers::Plain(weights) => self.reference.run_blocks(weights, input),
+            LowerLayers::Simulated(_) => embeddings,
         };
         let tokens = Tensor::cat(
             vec![
@@ -365,13 +432,12 @@ impl<B: Backend> LlamaSimulator<B> {
         );
         let mut state =
             layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens);
-        if !lower_plain {
-            for blocks in &self.layers[..first] {
-                state = self.forward_layer(state, &blocks.map(expand), &ctx).0;
+        if let LowerLayers::Simulated(blocks) = &self.lower {
+            for layer in blocks {
+                state = self.forward_layer(state, &layer.map(expand), &ctx).0;
             }
         }
-        let mut prefixes: Vec<LayerPrefixes<B>> =
-            self.layers[first..].iter().map(|l| l.map(expand)).collect();
+        let mut prefixes: Vec<LayerPrefixes<B>> = self.top.iter().map(|l| l.map(expand)).collect();
         let final_norm_prefix = expand(&self.final_norm_prefix);
         let mut pass = self.top_forward(state.clone(), &prefixes, &final_norm_prefix, &ctx);
         let first_logits = pass.logits.clone();
@@ -466,40 +532,6 @@ impl<B: Backend> LlamaSimulator<B> {
         self.forward(&SimInput::with_train_lengths(input_ids, train_lengths)?)
     }
 
-    /// The weights one layer's prefix blocks hold (batch 1, as built), as plain block weights:
-    /// `[in, out]` matrices, the SwiGLU chunk padding removed, the RMSNorm gains read off the
-    /// diagonal of their `(diag(gain), 0)` blocks.
-    ///
-    /// # Errors
-    /// [`SimError::Ops`] for malformed blocks.
-    fn read_layer(&self, blocks: &LayerPrefixes<B>) -> Result<LlamaLayerParams<B>, SimError> {
-        let d = self.dims.d_model();
-        let d_ff = self
-            .params()
-            .layers
-            .first()
-            .map_or(0, |layer| layer.w_gate.dims()[1]);
-        let matrix = |t: Tensor<B, 3>| t.squeeze_dim::<2>(0);
-        let eye = Tensor::<B, 2>::eye(d, &self.head_rows.device()).cast(self.head_rows.dtype());
-        let gain = |block: &Tensor<B, 3>| -> Result<Tensor<B, 1>, SimError> {
-            let diag = matrix(prefix::read_linear(block.clone(), &self.dims)?.0);
-            Ok((diag * eye.clone()).sum_dim(1).reshape([d]))
-        };
-        let attention = self.attention.read_weights(&blocks.attention)?;
-        let mlp = self.mlp.mlp.read_weights(&blocks.mlp)?;
-        Ok(LlamaLayerParams {
-            attn_norm: gain(&blocks.attention.norm)?,
-            w_q: matrix(attention.w_q),
-            w_k: matrix(attention.w_k),
-            w_v: matrix(attention.w_v),
-            w_o: matrix(attention.w_o),
-            mlp_norm: gain(&blocks.mlp_norm)?,
-            w_gate: matrix(mlp.w_gate.narrow(2, 0, d_ff)),
-            w_up: matrix(mlp.w_up.narrow(2, 0, d_ff)),
-            w_down: matrix(mlp.w_down.narrow(1, 0, d_ff)),
-        })
-    }
-
     /// One simulated layer forward: attention half, then MLP half.
     fn forward_layer(
         &self,
@@ -562,7 +594,7 @@ impl<B: Backend> LlamaSimulator<B> {
     /// Prefix blocks per layer: RMSNorm₁, `W_Q`, `W_K`, `W_V`, `W_O`, RMSNorm₂, and gate / up / down
     /// per `D`-wide SwiGLU chunk.
     pub fn blocks_per_layer(&self) -> usize {
-        6 + 3 * self.layers.first().map_or(0, |l| l.mlp.gate.len())
+        6 + 3 * self.top.first().map_or(0, |l| l.mlp.gate.len())
     }
 
     /// Number of parameters counted the way the GPT-2 simulator counts them (docs/construction.md §11): the
@@ -571,7 +603,7 @@ impl<B: Backend> LlamaSimulator<B> {
     /// gradient module, the final-norm prefix block, and the final forward pass's module copies.
     pub fn num_params(&self) -> usize {
         let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
-        let n_layers = self.layers.len();
+        let n_layers = self.lower.len() + self.top.len();
         let step = &self.config.step;
         let n_sim = step.simulated_layers(n_layers);
         let n_fb = step.step.n_forward_backward;
@@ -605,7 +637,7 @@ impl<B: Backend> LlamaSimulator<B> {
                 .as_ref()
                 .map_or(0, |h| h.dims().iter().product::<usize>());
         embeddings
-            + (self.layers.len() * self.blocks_per_layer() + 1) * p * ds
+            + ((self.lower.len() + self.top.len()) * self.blocks_per_layer() + 1) * p * ds
             + forward_modules
             + backward_modules
             + gradient
