@@ -2,7 +2,7 @@
 
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::{IndexingUpdateOp, Int, Tensor};
+use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 
 use crate::config::LossGradientKind;
 
@@ -40,35 +40,84 @@ pub fn loss_gradient_with_logits<B: Backend>(
     let [batch_size, seq_length, d_model] = hf.dims();
     let device = hf.device();
     let dtype = hf.dtype();
+    let n = batch_size * seq_length;
+    // Only the rows with a nonzero `next_target` are computed (every other row of the result is
+    // 0): flat row `r = b T + t`. A row's arithmetic does not depend on which other rows are
+    // present. The target of row `r` is token `r + 1`; the last position of a sequence has none
+    // (its target embedding is 0 and nothing is removed from its prediction).
+    let weights: Vec<f64> = next_target
+        .to_data()
+        .convert::<f64>()
+        .to_vec()
+        .unwrap_or_default();
+    let rows: Vec<usize> = (0..n)
+        .filter(|&r| weights.get(r).is_some_and(|&w| w != 0.0))
+        .collect();
+    if rows.is_empty() {
+        return Tensor::zeros([batch_size, seq_length, d_model], (&device, dtype));
+    }
+    let n_rows = rows.len();
+    let has_next: Vec<bool> = rows
+        .iter()
+        .map(|r| r % seq_length + 1 < seq_length)
+        .collect();
+    let index = |values: Vec<i64>| {
+        Tensor::<B, 1, Int>::from_data(TensorData::new(values, [n_rows]), &device)
+    };
+    let row_index = index(rows.iter().map(|&r| r as i64).collect());
+    // Rows without a next token read their own id (any valid one): its entries are zeroed below.
+    let next_index = index(
+        rows.iter()
+            .zip(&has_next)
+            .map(|(&r, &next)| (if next { r + 1 } else { r }) as i64)
+            .collect(),
+    );
+    let has_next = Tensor::<B, 1>::from_data(
+        TensorData::new(
+            has_next
+                .iter()
+                .map(|&next| if next { 1.0f32 } else { 0.0 })
+                .collect::<Vec<_>>(),
+            [n_rows],
+        ),
+        &device,
+    )
+    .cast(dtype)
+    .reshape([1, n_rows, 1]);
+    let take = |t: Tensor<B, 3>| {
+        let width = t.dims()[2];
+        t.reshape([n, width])
+            .select(0, row_index.clone())
+            .unsqueeze_dim::<3>(0)
+    };
+    let hf = take(hf);
+    let logits = logits.map(take);
+    let next_ids = input_ids.clone().reshape([n]).select(0, next_index);
+    let target = token_embedding
+        .clone()
+        .select(0, next_ids.clone())
+        .unsqueeze_dim::<3>(0)
+        * has_next.clone(); // [1, n_rows, d_model]
     let embedding = token_embedding.clone().unsqueeze_dim::<3>(0); // [1, vocab_size, d_model]
     let logits =
         |hf: Tensor<B, 3>| logits.unwrap_or_else(|| hf.matmul(embedding.clone().swap_dims(1, 2)));
-    // Target of position t is token t + 1; the last position has none (its target embedding is 0).
-    let next_ids = input_ids.clone().slice([0..batch_size, 1..seq_length]);
-    let next_embedding = token_embedding
-        .clone()
-        .select(0, next_ids.clone().reshape([batch_size * (seq_length - 1)]))
-        .reshape([batch_size, seq_length - 1, d_model]);
-    let target = Tensor::cat(
-        vec![
-            next_embedding,
-            Tensor::zeros([batch_size, 1, d_model], (&device, dtype)),
-        ],
-        1,
-    );
     let gradient = match kind {
-        LossGradientKind::Prediction => {
-            prediction_minus_target(softmax(logits(hf), 2), &embedding, next_ids, target)
-        }
+        LossGradientKind::Prediction => prediction_minus_target(
+            softmax(logits(hf), 2),
+            &embedding,
+            next_ids.reshape([1, n_rows, 1]),
+            has_next,
+            target,
+        ),
         LossGradientKind::Quadratic => logits(hf).matmul(embedding.clone()) - target,
         LossGradientKind::MeanEmbedding => {
-            embedding
-                .mean_dim(1)
-                .expand([batch_size, seq_length, d_model])
-                - target
+            embedding.mean_dim(1).expand([1, n_rows, d_model]) - target
         }
     };
-    gradient * next_target.clone()
+    let gradient = (gradient * take(next_target.clone())).reshape([n_rows, d_model]);
+    Tensor::<B, 2>::zeros([n, d_model], (&device, dtype))
+        .select_assign(0, row_index, gradient, IndexingUpdateOp::Add)
+        .reshape([batch_size, seq_length, d_model])
 }
 
 /// `p E − E[y]` for softmax rows `p` and next tokens `y`, evaluated without cancellation.
@@ -79,41 +128,24 @@ pub fn loss_gradient_with_logits<B: Backend>(
 /// `(1 − p_y) |E[y]|`. On SmolLM2 this was the largest float32 error of the whole simulated step
 /// (docs/tint-llama.md, "Float32 numerics"). The same quantity, since `Σ_v p_v = 1`, is
 /// `Σ_{v≠y} p_v E[v] − (Σ_{v≠y} p_v) E[y]`: every term is small, so every rounding is relative to the
-/// result. The target entry is removed exactly (`p_y + (−p_y) = 0`); the last position, which has no
-/// next token, keeps `p E` (its `target` row is 0).
+/// result. The target entry is removed exactly (`p_y + (−p_y) = 0`); a row without a next token
+/// (`has_next` 0, its `target` row 0) keeps `p E`.
 ///
 /// # Shapes
-/// `probs`: `[batch_size, seq_length, vocab_size]`, `embedding`: `[1, vocab_size, d_model]`,
-/// `next_ids`: `[batch_size, seq_length − 1]`, `target` (`E[y]`, last row 0):
-/// `[batch_size, seq_length, d_model]` → `[batch_size, seq_length, d_model]`.
+/// `probs`: `[batch_size, rows, vocab_size]`, `embedding`: `[1, vocab_size, d_model]`,
+/// `next_ids`: `[batch_size, rows, 1]`, `has_next`: `[batch_size, rows, 1]` (1 or 0), `target`
+/// (`E[y]`, 0 where there is no next token): `[batch_size, rows, d_model]` →
+/// `[batch_size, rows, d_model]`.
 fn prediction_minus_target<B: Backend>(
     probs: Tensor<B, 3>,
     embedding: &Tensor<B, 3>,
-    next_ids: Tensor<B, 2, Int>,
+    next_ids: Tensor<B, 3, Int>,
+    has_next: Tensor<B, 3>,
     target: Tensor<B, 3>,
 ) -> Tensor<B, 3> {
-    let [batch_size, seq_length, _] = probs.dims();
-    let device = probs.device();
-    // Index of each row's target, [batch_size, seq_length, 1]; the last row takes index 0 with a
-    // removed probability of 0, which leaves its row unchanged.
-    let index = Tensor::cat(
-        vec![
-            next_ids,
-            Tensor::<B, 2, Int>::zeros([batch_size, 1], &device),
-        ],
-        1,
-    )
-    .unsqueeze_dim::<3>(2);
-    let has_next = Tensor::cat(
-        vec![
-            Tensor::<B, 3>::ones([batch_size, seq_length - 1, 1], (&device, probs.dtype())),
-            Tensor::zeros([batch_size, 1, 1], (&device, probs.dtype())),
-        ],
-        1,
-    );
-    let target_prob = probs.clone().gather(2, index.clone()) * has_next;
-    let others = probs.scatter(2, index, target_prob.neg(), IndexingUpdateOp::Add);
-    let others_mass = others.clone().sum_dim(2); // Σ_{v≠y} p_v, [batch_size, seq_length, 1]
+    let target_prob = probs.clone().gather(2, next_ids.clone()) * has_next;
+    let others = probs.scatter(2, next_ids, target_prob.neg(), IndexingUpdateOp::Add);
+    let others_mass = others.clone().sum_dim(2); // Σ_{v≠y} p_v, [batch_size, rows, 1]
     others.matmul(embedding.clone()) - target * others_mass
 }
 
@@ -144,35 +176,51 @@ pub fn eval_loss<B: Backend>(
     input_ids: &Tensor<B, 2, Int>,
     scored: &[Vec<bool>],
 ) -> EvalLoss {
-    let [batch_size, seq_length, _] = logits.dims();
+    let [batch_size, seq_length, vocab_size] = logits.dims();
+    // Only the scored rows: flat row `b T + t` against token `t + 1` of sequence `b`.
+    let (mut rows, mut owner) = (Vec::new(), Vec::new());
+    for (b, flags) in scored.iter().enumerate().take(batch_size) {
+        for (t, _) in flags
+            .iter()
+            .enumerate()
+            .take(seq_length - 1)
+            .filter(|(_, &s)| s)
+        {
+            rows.push((b * seq_length + t) as i64);
+            owner.push(b);
+        }
+    }
+    let mut nll_sum = vec![0.0; batch_size];
+    let mut n_targets = vec![0; batch_size];
+    if rows.is_empty() {
+        return EvalLoss { nll_sum, n_targets };
+    }
+    let device = input_ids.device();
+    let n_rows = rows.len();
+    let row_index =
+        Tensor::<B, 1, Int>::from_data(TensorData::new(rows.clone(), [n_rows]), &device);
+    let target_index = row_index.clone().add_scalar(1);
+    let logits = logits
+        .reshape([batch_size * seq_length, vocab_size])
+        .select(0, row_index);
+    let targets = input_ids
+        .clone()
+        .reshape([batch_size * seq_length])
+        .select(0, target_index)
+        .reshape([n_rows, 1]);
     // The log-softmax at the target only: `(x_t - max) - log Σ exp(x - max)`, the arithmetic of
-    // burn's `log_softmax` at that entry without its full-size last subtraction. Every row is
-    // gathered (the last position against token 0, dropped below): a row-sliced view would be
-    // walked element by element.
-    let shifted = logits.clone() - logits.max_dim(2);
-    let log_sum_exp = shifted.clone().exp().sum_dim(2).log();
-    let targets = Tensor::cat(
-        vec![
-            input_ids.clone().slice([0..batch_size, 1..seq_length]),
-            Tensor::zeros([batch_size, 1], &input_ids.device()),
-        ],
-        1,
-    )
-    .unsqueeze_dim::<3>(2);
-    let picked: Vec<f64> = (shifted.gather(2, targets) - log_sum_exp)
+    // burn's `log_softmax` at that entry without its full-size last subtraction; each row's
+    // arithmetic does not depend on which other rows are present.
+    let shifted = logits.clone() - logits.max_dim(1);
+    let log_sum_exp = shifted.clone().exp().sum_dim(1).log();
+    let picked: Vec<f64> = (shifted.gather(1, targets) - log_sum_exp)
         .into_data()
         .convert::<f64>()
         .to_vec()
         .unwrap_or_default();
-    let mut nll_sum = vec![0.0; batch_size];
-    let mut n_targets = vec![0; batch_size];
-    for b in 0..batch_size {
-        for t in 0..seq_length - 1 {
-            if scored[b][t] {
-                nll_sum[b] -= picked[b * seq_length + t];
-                n_targets[b] += 1;
-            }
-        }
+    for (&b, value) in owner.iter().zip(&picked) {
+        nll_sum[b] -= value;
+        n_targets[b] += 1;
     }
     EvalLoss { nll_sum, n_targets }
 }

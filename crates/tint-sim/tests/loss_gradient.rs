@@ -157,3 +157,47 @@ fn a_confident_prediction_keeps_float32_accuracy_relative_to_its_gradient() {
         "float32 loss gradient off by {err:e} of its size"
     );
 }
+
+/// `eval_loss` (the evaluation NLL, `loss::eval_loss`) against plain f64 loops: two sequences with
+/// different scored positions, one with none (it scores on the rows it is given only). f64 log-sum-exp of
+/// 7 terms of size O(1): round-off ~1e-15; 1e-12 still fails on any wrong row or target.
+#[test]
+fn eval_loss_matches_plain_loops_on_the_scored_rows() {
+    let logits: Vec<f64> = (0..B * T * V)
+        .map(|i| ((i * 37 % 23) as f64 / 7.0 - 1.5) * if i % 5 == 0 { 2.0 } else { 1.0 })
+        .collect();
+    let ids: Vec<i64> = vec![1, 4, 6, 2, 3, 0, 5, 1];
+    let cases: [[Vec<bool>; B]; 2] = [
+        [vec![false, true, true], vec![true, false, true]],
+        [vec![false, false, false], vec![false, true, true]],
+    ];
+    for scored in cases {
+        let out = tint_sim::loss::eval_loss(
+            tensor(&logits, [B, T, V]),
+            &Tensor::<TestBackend, 2, Int>::from_data(
+                TensorData::new(ids.clone(), [B, T]),
+                &Default::default(),
+            ),
+            &scored,
+        );
+        for b in 0..B {
+            let (mut nll, mut n) = (0.0, 0);
+            for t in 0..T - 1 {
+                if !scored[b][t] {
+                    continue;
+                }
+                let row = &logits[(b * T + t) * V..(b * T + t + 1) * V];
+                let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let lse = row.iter().map(|x| (x - max).exp()).sum::<f64>().ln() + max;
+                nll += lse - row[ids[b * T + t + 1] as usize];
+                n += 1;
+            }
+            assert_eq!(out.n_targets[b], n, "sequence {b}, {scored:?}");
+            assert!(
+                (out.nll_sum[b] - nll).abs() < LOSS_GRADIENT_TOL,
+                "sequence {b}, {scored:?}: {} against {nll}",
+                out.nll_sum[b]
+            );
+        }
+    }
+}
