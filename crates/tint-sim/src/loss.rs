@@ -42,8 +42,8 @@ pub fn loss_gradient_with_logits<B: Backend>(
     let dtype = hf.dtype();
     let n = batch_size * seq_length;
     // Only the rows with a nonzero `next_target` are computed (every other row of the result is
-    // 0): flat row `r = b T + t`. A row's arithmetic does not depend on which other rows are
-    // present. The target of row `r` is token `r + 1`; the last position of a sequence has none
+    // 0): flat row `r = b T + t`. Each row's formula is unchanged; the matrix products may sum in
+    // another order for another row count (rounding only). The target of row `r` is token `r + 1`; the last position of a sequence has none
     // (its target embedding is 0 and nothing is removed from its prediction).
     let weights: Vec<f64> = next_target
         .to_data()
@@ -210,7 +210,7 @@ pub fn eval_loss<B: Backend>(
         .reshape([n_rows, 1]);
     // The log-softmax at the target only: `(x_t - max) - log Σ exp(x - max)`, the arithmetic of
     // burn's `log_softmax` at that entry without its full-size last subtraction; each row's
-    // arithmetic does not depend on which other rows are present.
+    // reductions run over its own vocabulary entries only.
     let shifted = logits.clone() - logits.max_dim(1);
     let log_sum_exp = shifted.clone().exp().sum_dim(1).log();
     let picked: Vec<f64> = (shifted.gather(1, targets) - log_sum_exp)
