@@ -6,7 +6,9 @@
 //! rows: the tied embedding or the untied head), the backward + descent of the top
 //! `n_simulation_layers` layers (top → first: MLP half, then attention half), and the final forward
 //! pass with the updated prefix blocks; repeated `n_forward_backward` times. It computes what
-//! [`super::LlamaReference`] computes (docs/tint-llama.md).
+//! [`super::LlamaReference`] computes (docs/tint-llama.md). The structured execution with exact gates
+//! runs the layers below the first simulated one as plain blocks on the token columns, with the
+//! weights read out of their prefix blocks at construction (docs/construction.md §15).
 //!
 //! As in the GPT-2 simulator, one instance of each module kind is applied to every layer; the
 //! parameter count ([`LlamaSimulator::num_params`]) counts one copy per layer and step.
@@ -407,13 +409,14 @@ impl<B: Backend> LlamaSimulator<B> {
         let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
         let step = &self.config.step;
         // Initial state: prefix rows 0, token rows [x_t, 0, ...].
-        let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
-        let embeddings = self
-            .params()
-            .embedding
-            .clone()
-            .select(0, ids)
-            .reshape([batch_size, seq_length, d]);
+        let embeddings = || {
+            let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
+            self.params()
+                .embedding
+                .clone()
+                .select(0, ids)
+                .reshape([batch_size, seq_length, d])
+        };
         let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
         // The blocks below the first simulated layer: no step updates them and no later module
         // reads their memories. The structured execution with exact gates runs them as plain
@@ -421,7 +424,7 @@ impl<B: Backend> LlamaSimulator<B> {
         // construction (docs/construction.md §15); otherwise each runs as its simulated layer.
         let hidden = match &self.lower {
             LowerLayers::Plain(weights) => self.reference.run_blocks(weights, input),
-            LowerLayers::Simulated(_) => embeddings,
+            LowerLayers::Simulated(_) => embeddings(),
         };
         let tokens = Tensor::cat(
             vec![
