@@ -43,8 +43,9 @@ pub fn loss_gradient_with_logits<B: Backend>(
     let n = batch_size * seq_length;
     // Only the rows with a nonzero `next_target` are computed (every other row of the result is
     // 0): flat row `r = b T + t`. Each row's formula is unchanged; the matrix products may sum in
-    // another order for another row count (rounding only). The target of row `r` is token `r + 1`; the last position of a sequence has none
-    // (its target embedding is 0 and nothing is removed from its prediction).
+    // another order for another row count (rounding only). The target of row `r` is token
+    // `r + 1`; the last position of a sequence has none (its target embedding is 0 and nothing is
+    // removed from its prediction).
     let weights: Vec<f64> = next_target
         .to_data()
         .convert::<f64>()
@@ -197,8 +198,7 @@ pub fn eval_loss<B: Backend>(
     }
     let device = input_ids.device();
     let n_rows = rows.len();
-    let row_index =
-        Tensor::<B, 1, Int>::from_data(TensorData::new(rows.clone(), [n_rows]), &device);
+    let row_index = Tensor::<B, 1, Int>::from_data(TensorData::new(rows, [n_rows]), &device);
     let target_index = row_index.clone().add_scalar(1);
     let logits = logits
         .reshape([batch_size * seq_length, vocab_size])

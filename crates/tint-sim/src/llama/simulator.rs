@@ -179,15 +179,6 @@ enum LowerLayers<B: Backend> {
     Plain(Vec<LlamaLayerParams<B>>),
 }
 
-impl<B: Backend> LowerLayers<B> {
-    fn len(&self) -> usize {
-        match self {
-            Self::Simulated(blocks) => blocks.len(),
-            Self::Plain(weights) => weights.len(),
-        }
-    }
-}
-
 /// The weights one layer's prefix blocks hold (batch 1, as built), as plain block weights:
 /// `[in, out]` matrices, the SwiGLU chunk padding dropped (`d_ff` columns kept), the RMSNorm gains
 /// read off the diagonal of their `(diag(gain), 0)` blocks.
@@ -408,38 +399,37 @@ impl<B: Backend> LlamaSimulator<B> {
         }
         let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
         let step = &self.config.step;
-        // Initial state: prefix rows 0, token rows [x_t, 0, ...].
-        let embeddings = || {
-            let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
-            self.params()
-                .embedding
-                .clone()
-                .select(0, ids)
-                .reshape([batch_size, seq_length, d])
-        };
         let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
+        // A `[batch_size, T, D]` token signal as a state: prefix rows 0, token rows [x_t, 0, ...].
+        let widen = |hidden: Tensor<B, 3>| {
+            let tokens = Tensor::cat(
+                vec![
+                    hidden,
+                    Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
+                ],
+                2,
+            );
+            layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens)
+        };
         // The blocks below the first simulated layer: no step updates them and no later module
         // reads their memories. The structured execution with exact gates runs them as plain
         // blocks on the `D` token columns, with the weights read from their prefix rows at
         // construction (docs/construction.md §15); otherwise each runs as its simulated layer.
-        let hidden = match &self.lower {
-            LowerLayers::Plain(weights) => self.reference.run_blocks(weights, input),
-            LowerLayers::Simulated(_) => embeddings(),
-        };
-        let tokens = Tensor::cat(
-            vec![
-                hidden,
-                Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
-            ],
-            2,
-        );
-        let mut state =
-            layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens);
-        if let LowerLayers::Simulated(blocks) = &self.lower {
-            for layer in blocks {
-                state = self.forward_layer(state, &layer.map(expand), &ctx).0;
+        let state = match &self.lower {
+            LowerLayers::Plain(weights) => widen(self.reference.run_blocks(weights, input)),
+            LowerLayers::Simulated(blocks) => {
+                let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
+                let embeddings = self
+                    .params()
+                    .embedding
+                    .clone()
+                    .select(0, ids)
+                    .reshape([batch_size, seq_length, d]);
+                blocks.iter().fold(widen(embeddings), |state, layer| {
+                    self.forward_layer(state, &layer.map(expand), &ctx).0
+                })
             }
-        }
+        };
         let mut prefixes: Vec<LayerPrefixes<B>> = self.top.iter().map(|l| l.map(expand)).collect();
         let final_norm_prefix = expand(&self.final_norm_prefix);
         let mut pass = self.top_forward(state.clone(), &prefixes, &final_norm_prefix, &ctx);
@@ -606,7 +596,7 @@ impl<B: Backend> LlamaSimulator<B> {
     /// gradient module, the final-norm prefix block, and the final forward pass's module copies.
     pub fn num_params(&self) -> usize {
         let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
-        let n_layers = self.lower.len() + self.top.len();
+        let n_layers = self.params().layers.len();
         let step = &self.config.step;
         let n_sim = step.simulated_layers(n_layers);
         let n_fb = step.step.n_forward_backward;
@@ -640,7 +630,7 @@ impl<B: Backend> LlamaSimulator<B> {
                 .as_ref()
                 .map_or(0, |h| h.dims().iter().product::<usize>());
         embeddings
-            + ((self.lower.len() + self.top.len()) * self.blocks_per_layer() + 1) * p * ds
+            + (self.params().layers.len() * self.blocks_per_layer() + 1) * p * ds
             + forward_modules
             + backward_modules
             + gradient
