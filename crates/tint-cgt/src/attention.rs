@@ -72,8 +72,7 @@ impl<B: Backend> CausalSelfAttention<B> {
         let scores = query
             .matmul(key.swap_dims(2, 3))
             .div_scalar((d_head as f64).sqrt());
-        let bias = bias.expand([batch_size, self.n_heads, seq_length, seq_length]);
-        let weights = softmax(scores + bias, 3);
+        let weights = softmax(add_bias(scores, bias), 3);
         // [batch_size, seq_length, d_model]
         let context = weights
             .matmul(value)
@@ -81,6 +80,27 @@ impl<B: Backend> CausalSelfAttention<B> {
             .reshape([batch_size, seq_length, d_model]);
         self.output.forward(context)
     }
+}
+
+/// Adds the `[rows, 1, T, T]` bias (`rows` = batch size or 1) to `[B, H, T, T]` scores.
+///
+/// The same sums as `scores + bias.expand(..)`, laid out for the flex backend's fast paths: it
+/// walks an operand broadcast over an inner dimension (the heads) element by element (7 % of a
+/// `linreg-cpu` CGT + aux training step, docs/performance.md "CGT training"). Repeating the bias
+/// over the heads makes each sequence's `H T T` scores one row: the bias is then either a
+/// same-shaped operand (`rows = B`) or one row shared by every sequence (`rows = 1`).
+///
+/// # Shapes
+/// - `scores`: `[batch_size, n_heads, seq_length, seq_length]`
+/// - `bias`: `[batch_size or 1, 1, seq_length, seq_length]`
+/// - output: `[batch_size, n_heads, seq_length, seq_length]`
+fn add_bias<B: Backend>(scores: Tensor<B, 4>, bias: Tensor<B, 4>) -> Tensor<B, 4> {
+    let dims = scores.dims();
+    let [batch_size, n_heads, _, _] = dims;
+    let rows = bias.dims()[0];
+    let per_sequence = dims[1..].iter().product::<usize>();
+    let bias = bias.repeat_dim(1, n_heads).reshape([rows, per_sequence]);
+    (scores.reshape([batch_size, per_sequence]) + bias).reshape(dims)
 }
 
 /// Builds the additive attention bias: causal, and optionally hiding, per sample `b`, every key
@@ -149,6 +169,30 @@ mod tests {
             .max()
             .into_scalar();
         assert!(diff < CAUSAL_TOLERANCE, "diff {diff}");
+    }
+
+    /// `add_bias` must make exactly the sums of the broadcast `scores + bias` (the same f32
+    /// additions, so no tolerance), for a bias per sequence and for one shared bias.
+    #[test]
+    fn bias_over_heads_is_the_broadcast_sum() {
+        let device = Default::default();
+        let scores = Tensor::<TestBackend, 4>::random(
+            [3, 2, 4, 4],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        for key_start in [None, Some(&[0, 2, 3][..])] {
+            let bias = attention_bias::<TestBackend>(4, key_start, &device);
+            let bias =
+                bias.clone() + Tensor::random_like(&bias, burn::tensor::Distribution::Default);
+            let broadcast = scores.clone() + bias.clone().expand([3, 2, 4, 4]);
+            let ours = add_bias(scores.clone(), bias);
+            assert_eq!(
+                ours.into_data().to_vec::<f32>().unwrap(),
+                broadcast.into_data().to_vec::<f32>().unwrap(),
+                "key_start {key_start:?}"
+            );
+        }
     }
 
     #[test]

@@ -193,7 +193,9 @@ fn head<B: Backend>(aux: &AuxParams<B>, h: Tensor<B, 3>, eps: f64) -> (Tensor<B,
     };
     let logits = hf
         .clone()
-        .matmul(aux.head_matrix().clone().transpose().unsqueeze_dim::<3>(0));
+        // New axis first, then the transposed view: flex cannot add an axis to a transposed view
+        // without copying the head.
+        .matmul(aux.head_matrix().clone().unsqueeze_dim::<3>(0).transpose());
     (logits, hf)
 }
 

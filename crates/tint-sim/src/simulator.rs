@@ -609,7 +609,9 @@ impl<B: Backend> TintSimulator<B> {
         let hf = layout::contiguous(tokens.clone().narrow(2, 0, d));
         let logits = hf
             .clone()
-            .matmul(self.head_matrix().clone().transpose().unsqueeze_dim::<3>(0));
+            // New axis first, then the transposed view: flex cannot add an axis to a transposed
+            // view without copying the head.
+            .matmul(self.head_matrix().clone().unsqueeze_dim::<3>(0).transpose());
         TopForward {
             tokens,
             acts,

@@ -560,7 +560,9 @@ impl<B: Backend> LlamaSimulator<B> {
         let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
         let logits = hf
             .clone()
-            .matmul(self.head_rows.clone().transpose().unsqueeze_dim::<3>(0));
+            // New axis first, then the transposed view: flex cannot add an axis to a transposed
+            // view without copying it (the whole `[vocab, D]` head, twice a step).
+            .matmul(self.head_rows.clone().unsqueeze_dim::<3>(0).transpose());
         TopForward {
             state,
             acts,
