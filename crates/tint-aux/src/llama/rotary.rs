@@ -77,9 +77,16 @@ pub fn apply_rotary<B: Backend>(
     cos: Tensor<B, 2>,
     sin: Tensor<B, 2>,
 ) -> Tensor<B, 4> {
-    let cos = cos.unsqueeze::<4>(); // [1, 1, seq_length, head_dim]
-    let sin = sin.unsqueeze::<4>();
-    x.clone() * cos + rotate_half(x) * sin
+    // Each (batch, head) slice is one `T · head_dim` row and the tables one row shared by all:
+    // the same products and sums as broadcasting `[1, 1, T, head_dim]` tables, but in the
+    // shared-row layout the flex backend runs vectorised (it walks a table broadcast over the
+    // heads element by element).
+    let dims = x.dims();
+    let [batch_size, n_heads, seq_length, head_dim] = dims;
+    let rows = [batch_size * n_heads, seq_length * head_dim];
+    let table = |t: Tensor<B, 2>| t.reshape([1, seq_length * head_dim]);
+    let rotated = rotate_half(x.clone()).reshape(rows);
+    (x.reshape(rows) * table(cos) + rotated * table(sin)).reshape(dims)
 }
 
 #[cfg(test)]

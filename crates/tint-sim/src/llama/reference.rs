@@ -128,15 +128,19 @@ fn attention_probs<B: Backend>(
     k_rot: &Tensor<B, 3>,
     attention_bias: &Tensor<B, 3>,
 ) -> Tensor<B, 3> {
-    let [n_heads, _, head_dim] = q_rot.dims();
+    let [n_heads, seq_length, head_dim] = q_rot.dims();
     let n_rep = n_heads / k_rot.dims()[0];
     let keys = repeat_kv(k_rot.clone(), n_rep);
     let scores = q_rot
         .clone()
         .matmul(keys.swap_dims(1, 2))
-        .div_scalar((head_dim as f64).sqrt())
-        + attention_bias.clone();
-    softmax(scores, 2)
+        .div_scalar((head_dim as f64).sqrt());
+    // The bias as one `T²` row shared by the heads' rows: the same sums as broadcasting it over
+    // the heads, in the layout the flex backend adds vectorised (a bias broadcast over the heads
+    // is walked element by element).
+    let square = seq_length * seq_length;
+    let scores = scores.reshape([n_heads, square]) + attention_bias.clone().reshape([1, square]);
+    softmax(scores.reshape([n_heads, seq_length, seq_length]), 2)
 }
 
 /// `W - eta xᵀ dy` (the rows of `dy` are already multiplied by the training mask).
