@@ -21,7 +21,8 @@ use crate::params::AuxDims;
 pub struct StepFlops {
     /// One forward pass of the auxiliary model, with logits.
     pub forward: f64,
-    /// The loss gradient of docs/construction.md §7 (prediction kind): logits again and `softmax · E`.
+    /// The loss gradient of docs/construction.md §7 (prediction kind): `softmax · E` over the
+    /// forward's logits (every execution reads them from the pass; none computes them again).
     pub loss_gradient: f64,
     /// The approximate backward of docs/construction.md §9.2: input gradients of proj, fc, O, V,
     /// the value-only attention backward, and the weight gradients of the four updated matrices.
@@ -46,7 +47,7 @@ impl StepFlops {
         let attention_backward = 2.0 * t * t * d;
         Self {
             forward: l * (projections + attention) + head,
-            loss_gradient: 2.0 * head,
+            loss_gradient: head,
             backward: l * (input_grads + weight_grads + attention_backward),
         }
     }
@@ -115,12 +116,12 @@ impl LlamaStepFlops {
         self.n_layers * self.layer_forward + self.head
     }
 
-    /// One TinT step (= one LLaMA reference step): the forward, the loss gradient (`4TDV`: logits
-    /// again and `softmax · E`), the backward of the updated layers, and the final forward of the
+    /// One TinT step (= one LLaMA reference step): the forward, the loss gradient (`2TDV`:
+    /// `softmax · E` over the forward's logits), the backward of the updated layers, and the final forward of the
     /// updated layers and the head (the layers below are unchanged and not recomputed).
     pub fn tint_step(&self) -> f64 {
         self.forward()
-            + 2.0 * self.head
+            + self.head
             + self.updated * self.layer_backward
             + self.updated * self.layer_forward
             + self.head
@@ -149,7 +150,7 @@ mod tests {
     fn step_flops_match_a_hand_count() {
         // D = 2, Di = 8, V = 3, L = 1, T = 4 by hand:
         // projections 2·4·(4·4 + 2·2·8) = 384, attention 4·16·2 = 128, head 2·4·2·3 = 48;
-        // forward 384 + 128 + 48 = 560; loss gradient 96;
+        // forward 384 + 128 + 48 = 560; loss gradient 48;
         // backward: input grads 2·4·(2·2·8 + 2·4) = 320, weight grads 320, attention 2·16·2 = 64.
         let dims = AuxDims {
             d_model: 2,
@@ -161,9 +162,9 @@ mod tests {
         };
         let flops = StepFlops::new(&dims, 4);
         assert_eq!(flops.forward, 560.0);
-        assert_eq!(flops.loss_gradient, 96.0);
+        assert_eq!(flops.loss_gradient, 48.0);
         assert_eq!(flops.backward, 704.0);
-        assert_eq!(flops.tint_step(), 2.0 * 560.0 + 96.0 + 704.0);
+        assert_eq!(flops.tint_step(), 2.0 * 560.0 + 48.0 + 704.0);
         // dyn: 3 forwards on T = 2 (projections 192, attention 32, head 24) + one on T = 4.
         assert_eq!(dyn_eval_flops(&dims, 2, 4), 3.0 * 248.0 + 560.0);
     }
@@ -189,8 +190,8 @@ mod tests {
         assert_eq!(flops.head, 48.0);
         assert_eq!(flops.layer_backward, 544.0);
         assert_eq!(flops.forward(), 2.0 * 416.0 + 48.0);
-        // forward + loss gradient 96 + backward 544 + final forward of the top layer and head.
-        assert_eq!(flops.tint_step(), 880.0 + 96.0 + 544.0 + 416.0 + 48.0);
+        // forward + loss gradient 48 + backward 544 + final forward of the top layer and head.
+        assert_eq!(flops.tint_step(), 880.0 + 48.0 + 544.0 + 416.0 + 48.0);
         // dyn: T = 2 training tokens: layer forward 2·2·36 + 4·4·2 = 176, head 24, forward 376;
         // + head input gradient 24 + 2 × 176 for the trained layer + the forward on T = 4.
         assert_eq!(
@@ -202,7 +203,7 @@ mod tests {
         let all = LlamaStepFlops::new(&sizes, 4, 2);
         assert_eq!(
             all.tint_step(),
-            2.0 * all.forward() + 2.0 * all.head + 2.0 * all.layer_backward
+            2.0 * all.forward() + all.head + 2.0 * all.layer_backward
         );
         // More updated layers than the model has count as all of them.
         assert_eq!(LlamaStepFlops::new(&sizes, 4, 9), all);

@@ -23,7 +23,7 @@ use tint_ops::{
 use crate::config::{DerivativeMode, TintConfig};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, loss_gradient};
+use crate::loss::{eval_loss, loss_gradient_with_logits};
 use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
 use crate::reference::{embed, eval_targets, SimOutput};
 
@@ -529,8 +529,10 @@ impl<B: Backend> TintSimulator<B> {
         for _ in 0..self.config.step.n_forward_backward {
             // Loss gradient (§7) into the token signal (the ln_f memory is already in place), then
             // ln_f backward + descent.
-            let grad = loss_gradient(
+            // The pass's logits are `hf Hᵀ` already: the gradient reads their training rows.
+            let grad = loss_gradient_with_logits(
                 pass.hf.clone(),
+                Some(pass.logits.clone()),
                 self.head_matrix(),
                 &input.input_ids,
                 &masks.next_target,

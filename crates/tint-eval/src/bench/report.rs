@@ -162,7 +162,7 @@ pub fn render_smollm2(
          `LlamaStepFlops`), with `Dkv = n_kv · head_dim = {}` (GQA) and `Di = {}`: per layer and \
          sequence the projections `2T(2D² + 2D·Dkv + 3D·Di)` (Q, O; K, V; SwiGLU gate, up, down) and \
          attention `4T²D` (full `T x T`); the tied head `2TDV`. Forward = all {} layers + head \
-         ({:.2} GFLOP per sequence). A TinT step = forward + loss gradient `4TDV` + backward of \
+         ({:.2} GFLOP per sequence). A TinT step = forward + loss gradient `2TDV` + backward of \
          the {layers} updated layers (input gradients `2T(3D·Di + D² + D·Dkv)` of down, gate, up, \
          O, V, as much again for their weight gradients, `2T²D` value-only attention backward) + \
          the final forward of the updated layers and the head (the layers below are unchanged and \
@@ -400,7 +400,7 @@ pub fn render_report(
          Model FLOPs (2 per multiply-add) of the auxiliary math, counted analytically \
          (`crates/tint-sim/src/flops.rs`, `StepFlops`): per layer and sequence the projections \
          `2T(4D² + 2D·Di)` and attention `4T²D` (full `T x T`), plus the LM head `2TDV`, make one \
-         forward; the loss gradient adds `4TDV` (logits again, `softmax · E`); the backward adds \
+         forward; the loss gradient adds `2TDV` (`softmax · E` over the forward's logits); the backward adds \
          `2T(2D·Di + 2D²)` input gradients, as much again for the four updated weight matrices, and \
          `2T²D` for the value-only attention backward per layer. A TinT step = 2 forwards + loss \
          gradient + backward = {:.3} GFLOP per sequence here; both executions and the reference are \

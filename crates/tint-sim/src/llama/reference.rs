@@ -17,7 +17,7 @@ use super::math::{rms_gain_gradient, rms_norm, rms_norm_backward, swiglu, swiglu
 use super::params::{LlamaLayerParams, LlamaParams};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, loss_gradient};
+use crate::loss::{eval_loss, loss_gradient_with_logits};
 use crate::reference::SimOutput;
 
 /// Additive score of masked attention entries: finite (no NaN) and small enough that `exp`
@@ -581,8 +581,10 @@ impl<B: Backend> LlamaReference<B> {
         let updates = cfg.updates;
         let train = &ctx.train;
         let [seq_length, d_model] = pass.hf.dims();
-        let grad = loss_gradient(
+        // The pass's logits are `hf Hᵀ` already: the gradient reads their training rows.
+        let grad = loss_gradient_with_logits(
             pass.hf.clone().unsqueeze_dim::<3>(0),
+            Some(pass.logits.clone().unsqueeze_dim::<3>(0)),
             &params.head_rows(),
             &ctx.ids.clone().reshape([1, seq_length]),
             &ctx.next_target.clone().unsqueeze_dim::<3>(0),

@@ -33,7 +33,7 @@ use super::reference::LlamaReference;
 use crate::config::{DerivativeMode, Execution, GateMode, TintConfig, DEFAULT_GATE_SCALE};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, loss_gradient};
+use crate::loss::{eval_loss, loss_gradient_with_logits};
 use crate::reference::{eval_targets, SimOutput};
 
 /// TinT sizes and step hyper-parameters of a [`LlamaSimulator`].
@@ -440,8 +440,10 @@ impl<B: Backend> LlamaSimulator<B> {
             step.updates.mlp,
         );
         for _ in 0..step.step.n_forward_backward {
-            let grad = loss_gradient(
+            // The pass's logits are `hf Hᵀ` already: the gradient reads their training rows.
+            let grad = loss_gradient_with_logits(
                 pass.hf.clone(),
+                Some(pass.logits.clone()),
                 &self.head_rows,
                 &input.input_ids,
                 &masks.next_target,
