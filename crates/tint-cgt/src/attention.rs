@@ -86,9 +86,9 @@ impl<B: Backend> CausalSelfAttention<B> {
 ///
 /// The same sums as `scores + bias.expand(..)`, laid out for the flex backend's fast paths: it
 /// walks an operand broadcast over an inner dimension (the heads) element by element (7 % of a
-/// `linreg-cpu` CGT + aux training step, docs/performance.md "CGT training"). Repeating the bias
-/// over the heads makes each sequence's `H T T` scores one row: the bias is then either a
-/// same-shaped operand (`rows = B`) or one row shared by every sequence (`rows = 1`).
+/// `linreg-cpu` CGT + aux run, docs/performance.md "Changes of 2026-11-27, morning"). Repeating
+/// the bias over the heads makes each sequence's `H T T` scores one row: the bias is then either
+/// a same-shaped operand (`rows = B`) or one row shared by every sequence (`rows = 1`).
 ///
 /// # Shapes
 /// - `scores`: `[batch_size, n_heads, seq_length, seq_length]`

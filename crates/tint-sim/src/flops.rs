@@ -117,8 +117,9 @@ impl LlamaStepFlops {
     }
 
     /// One TinT step (= one LLaMA reference step): the forward, the loss gradient (`2TDV`:
-    /// `softmax · E` over the forward's logits), the backward of the updated layers, and the final forward of the
-    /// updated layers and the head (the layers below are unchanged and not recomputed).
+    /// `softmax · E` over the forward's logits), the backward of the updated layers, and the final
+    /// forward of the updated layers and the head (the layers below are unchanged and not
+    /// recomputed).
     pub fn tint_step(&self) -> f64 {
         self.forward()
             + self.head
