@@ -100,8 +100,7 @@ pub fn loss_gradient_with_logits<B: Backend>(
         .unsqueeze_dim::<3>(0)
         * has_next.clone(); // [1, n_rows, d_model]
     let embedding = token_embedding.clone().unsqueeze_dim::<3>(0); // [1, vocab_size, d_model]
-    let logits =
-        |hf: Tensor<B, 3>| logits.unwrap_or_else(|| hf.matmul(embedding.clone().swap_dims(1, 2)));
+    let logits = |hf: Tensor<B, 3>| logits.unwrap_or_else(|| head_logits(hf, token_embedding));
     let gradient = match kind {
         LossGradientKind::Prediction => prediction_minus_target(
             softmax(logits(hf), 2),
@@ -119,6 +118,19 @@ pub fn loss_gradient_with_logits<B: Backend>(
     Tensor::<B, 2>::zeros([n, d_model], (&device, dtype))
         .select_assign(0, row_index, gradient, IndexingUpdateOp::Add)
         .reshape([batch_size, seq_length, d_model])
+}
+
+/// Logits `hf Hᵀ` of final hidden states against the LM head's `[vocab_size, d_model]` rows.
+///
+/// The head gets its batch axis before the transposed view: flex cannot add an axis to a
+/// transposed view without copying it (the whole head, on every call), while its matmul reads the
+/// strided operand as it is.
+///
+/// # Shapes
+/// `hf`: `[batch_size, rows, d_model]`, `head_rows`: `[vocab_size, d_model]` →
+/// `[batch_size, rows, vocab_size]`.
+pub(crate) fn head_logits<B: Backend>(hf: Tensor<B, 3>, head_rows: &Tensor<B, 2>) -> Tensor<B, 3> {
+    hf.matmul(head_rows.clone().unsqueeze_dim::<3>(0).transpose())
 }
 
 /// `p E − E[y]` for softmax rows `p` and next tokens `y`, evaluated without cancellation.

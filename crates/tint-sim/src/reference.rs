@@ -11,7 +11,7 @@ use burn::tensor::Tensor;
 use crate::config::TintConfig;
 use crate::error::SimError;
 use crate::input::{Masks, SimInput};
-use crate::loss::{eval_loss, loss_gradient_with_logits, EvalLoss};
+use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits, EvalLoss};
 use crate::math::{activate, activation_backward, layer_norm_backward, normalize};
 use crate::params::{AuxParams, LayerNormParams, LayerParams, NormPlacement};
 
@@ -191,11 +191,7 @@ fn head<B: Backend>(aux: &AuxParams<B>, h: Tensor<B, 3>, eps: f64) -> (Tensor<B,
         Some(ln_f) => layer_norm(h, ln_f, eps),
         None => h,
     };
-    let logits = hf
-        .clone()
-        // New axis first, then the transposed view: flex cannot add an axis to a transposed view
-        // without copying the head.
-        .matmul(aux.head_matrix().clone().unsqueeze_dim::<3>(0).transpose());
+    let logits = head_logits(hf.clone(), aux.head_matrix());
     (logits, hf)
 }
 

@@ -23,7 +23,7 @@ use tint_ops::{
 use crate::config::{DerivativeMode, TintConfig};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, loss_gradient_with_logits};
+use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
 use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
 use crate::reference::{embed, eval_targets, SimOutput};
 
@@ -609,11 +609,7 @@ impl<B: Backend> TintSimulator<B> {
             tokens
         };
         let hf = layout::contiguous(tokens.clone().narrow(2, 0, d));
-        let logits = hf
-            .clone()
-            // New axis first, then the transposed view: flex cannot add an axis to a transposed
-            // view without copying the head.
-            .matmul(self.head_matrix().clone().unsqueeze_dim::<3>(0).transpose());
+        let logits = head_logits(hf.clone(), self.head_matrix());
         TopForward {
             tokens,
             acts,

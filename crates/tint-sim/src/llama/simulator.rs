@@ -33,7 +33,7 @@ use super::reference::LlamaReference;
 use crate::config::{DerivativeMode, Execution, GateMode, TintConfig, DEFAULT_GATE_SCALE};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, loss_gradient_with_logits};
+use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
 use crate::reference::{eval_targets, SimOutput};
 
 /// TinT sizes and step hyper-parameters of a [`LlamaSimulator`].
@@ -560,11 +560,7 @@ impl<B: Backend> LlamaSimulator<B> {
         );
         let final_norm_act = layout::token_memory(state.clone(), p, self.dims.ln_memory_index());
         let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
-        let logits = hf
-            .clone()
-            // New axis first, then the transposed view: flex cannot add an axis to a transposed
-            // view without copying it (the whole `[vocab, D]` head, twice a step).
-            .matmul(self.head_rows.clone().unsqueeze_dim::<3>(0).transpose());
+        let logits = head_logits(hf.clone(), &self.head_rows);
         TopForward {
             state,
             acts,
