@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use crate::blocks::BlockSpec;
+use crate::lm_workers::score_blocks;
 use crate::non_finite::NonFiniteOrigin;
 use crate::paired::PairedSettings;
 use crate::perplexity::{bootstrap, BlockNll};
@@ -23,6 +24,12 @@ pub trait LmMethod {
     fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
         let _ = (block, train_len);
         NonFiniteOrigin::Unknown
+    }
+    /// Another instance that gives the same NLLs (sharing this one's weights), so that blocks can
+    /// be scored on several threads ([`crate::lm_workers`]); `None` (the default): this method
+    /// scores its blocks one at a time.
+    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+        None
     }
 }
 
@@ -43,6 +50,14 @@ pub struct LmEvalConfig {
     /// failing with [`EvalError::NonFinite`].
     #[serde(default)]
     pub allow_non_finite: bool,
+    /// Threads that score the blocks of a cell when its method can fork ([`LmMethod::fork`]);
+    /// not serialised: the NLLs do not depend on it.
+    #[serde(skip, default = "one_worker")]
+    pub workers: usize,
+}
+
+fn one_worker() -> usize {
+    1
 }
 
 impl Default for LmEvalConfig {
@@ -54,6 +69,7 @@ impl Default for LmEvalConfig {
             bootstrap_resamples: 1000,
             seed: 0,
             allow_non_finite: false,
+            workers: 1,
         }
     }
 }
@@ -150,10 +166,29 @@ pub fn run_lm_eval(
                 }
             }
             let start = Instant::now();
+            let mut message = |finished: usize| {
+                progress(LmProgress {
+                    done: done + finished,
+                    total,
+                    message: format!(
+                        "{name} f={:.1} block {finished}/{}{note}",
+                        spec.train_fraction,
+                        blocks.len()
+                    ),
+                    cell: None,
+                });
+            };
+            let scored = score_blocks(
+                method.as_mut(),
+                blocks,
+                train_len,
+                config.workers,
+                !config.allow_non_finite,
+                &mut message,
+            )?;
+            done += blocks.len();
             let mut nlls = Vec::with_capacity(blocks.len());
-            for (b, block) in blocks.iter().enumerate() {
-                let nll = method.block_nll(block, train_len)?;
-                let mut flagged = String::new();
+            for (b, nll) in scored {
                 if !nll.sum_nll.is_finite() {
                     let error = EvalError::NonFinite {
                         method: name.clone(),
@@ -163,26 +198,19 @@ pub fn run_lm_eval(
                             spec.train_fraction
                         ),
                         value: nll.sum_nll,
-                        origin: method.non_finite_origin(block, train_len),
+                        origin: method.non_finite_origin(&blocks[b], train_len),
                     };
                     if !config.allow_non_finite {
                         return Err(error);
                     }
-                    flagged = format!(" (recorded: {error})");
+                    progress(LmProgress {
+                        done,
+                        total,
+                        message: format!("{name}: recorded: {error}"),
+                        cell: None,
+                    });
                 }
                 nlls.push(nll);
-                done += 1;
-                progress(LmProgress {
-                    done,
-                    total,
-                    message: format!(
-                        "{name} f={:.1} block {}/{}{note}{flagged}",
-                        spec.train_fraction,
-                        b + 1,
-                        blocks.len()
-                    ),
-                    cell: None,
-                });
             }
             let cell = MethodResult {
                 method: name,
@@ -234,6 +262,9 @@ impl<M: LmMethod + ?Sized> LmMethod for &mut M {
     fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
         (**self).non_finite_origin(block, train_len)
     }
+    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+        (**self).fork()
+    }
 }
 
 impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
@@ -245,6 +276,9 @@ impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
     }
     fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
         (**self).non_finite_origin(block, train_len)
+    }
+    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+        (**self).fork()
     }
 }
 

@@ -11,7 +11,7 @@ use burn::tensor::backend::AutodiffBackend;
 
 use crate::lm::LmMethod;
 use crate::method::Method;
-use crate::methods::{DynEval, Labelled, Tint, Vanilla};
+use crate::methods::{DynEval, Labelled, Tint, TintMethod, UnadaptedNlls, Vanilla};
 use crate::EvalError;
 
 /// A compute budget of the adaptive methods: the top `layers` blocks (`None` = all) for `steps`
@@ -76,6 +76,9 @@ pub struct LmMethodSpec {
 /// inference copy, `tint` the simulator configuration whose step, steps and simulated layers are
 /// replaced by the spec's.
 ///
+/// With `first_pass`, `vanilla` reads its NLLs from that cache and `tint-ref` fills it with its
+/// first pass ([`Tint::recording_first_pass`]; `--vanilla-from-ref`).
+///
 /// # Errors
 ///
 /// Construction errors of the simulator.
@@ -84,9 +87,13 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
     model: &'a AuxModel<AB>,
     inference: &'a AuxModel<AB::InnerBackend>,
     tint: &TintConfig,
+    first_pass: Option<&UnadaptedNlls>,
 ) -> Result<Box<dyn LmMethod + 'a>, EvalError> {
     let method: Box<dyn LmMethod + 'a> = match spec.method {
-        Method::Vanilla => Box::new(Vanilla::new(inference)),
+        Method::Vanilla => match first_pass {
+            Some(cache) => Box::new(Vanilla::with_cache(inference, cache.clone())),
+            None => Box::new(Vanilla::new(inference)),
+        },
         Method::DynEval => Box::new(DynEval {
             model,
             lr: spec.lr,
@@ -103,7 +110,13 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
             config.step.inner_lr = spec.eta;
             config.step.n_forward_backward = spec.budget.steps;
             config.step.n_simulation_layers = spec.budget.layers;
-            Box::new(Tint::for_method(inference, config, method)?)
+            let tint = Tint::for_method(inference, config, method)?;
+            match first_pass {
+                Some(cache) if method == TintMethod::Reference => {
+                    Box::new(tint.recording_first_pass(cache.clone()))
+                }
+                _ => Box::new(tint),
+            }
         }
     };
     Ok(Box::new(Labelled {

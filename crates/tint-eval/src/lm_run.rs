@@ -17,6 +17,8 @@ use crate::lm_rows::{pending_rows, StepSource};
 use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
 use crate::lm_tune::{tune_lm, TuneRecord};
+use crate::method::Method;
+use crate::methods::{TintMethod, UnadaptedNlls};
 use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
@@ -46,6 +48,25 @@ pub fn non_finite_hint<E: Into<EvalError>>(hint: &'static str) -> impl FnOnce(E)
             error
         }
     }
+}
+
+/// Threads that score blocks when `--workers` is not given: every core on the CPU backend
+/// (`flex`, whose single step leaves part of two cores idle: docs/performance.md "Blocks on both
+/// cores"), one on a GPU backend.
+pub fn default_workers(backend: &str) -> usize {
+    match backend {
+        "flex" => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        _ => 1,
+    }
+}
+
+/// `a,b,c` from method names.
+fn list_methods(methods: &[Method]) -> String {
+    methods
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// What a run wrote.
@@ -127,6 +148,7 @@ pub fn run_lm<AB: AutodiffBackend>(
         block_size: args.block_size,
         train_fractions: args.train_fraction.clone(),
         allow_non_finite: args.allow_non_finite,
+        workers: args.workers.unwrap_or_else(|| default_workers(env.backend)),
         ..Default::default()
     };
     let settings = serde_json::json!({
@@ -258,7 +280,7 @@ pub fn run_lm<AB: AutodiffBackend>(
                                 } else {
                                     s.eta = value;
                                 }
-                                build_lm_method(&s, &model, &inference, &tint_config)
+                                build_lm_method(&s, &model, &inference, &tint_config, None)
                             },
                             &mut |d, _, message| {
                                 done = before + d;
@@ -287,10 +309,25 @@ pub fn run_lm<AB: AutodiffBackend>(
     }
     specs.extend(shared_specs);
     // Report order: the order of the methods in the settings.
-    specs.sort_by_key(|s| args.methods.iter().position(|m| *m == s.method));
+    let report_position = |method: &Method| args.methods.iter().position(|m| m == method);
+    specs.sort_by_key(|s| report_position(&s.method));
+    let first_pass = if args.vanilla_from_ref {
+        if !args.methods.contains(&Method::Tint(TintMethod::Reference)) {
+            return Err(EvalError::InvalidSetting {
+                name: "--vanilla-from-ref",
+                value: format!("methods {}", list_methods(&args.methods)),
+                rule: "vanilla reads tint-ref's first pass: add tint-ref to --methods",
+            });
+        }
+        // `tint-ref` runs first on every block, so `vanilla` finds each block's first pass.
+        specs.sort_by_key(|s| s.method == Method::Vanilla);
+        Some(UnadaptedNlls::default())
+    } else {
+        None
+    };
     let mut methods = specs
         .iter()
-        .map(|s| build_lm_method(s, &model, &inference, &tint_config))
+        .map(|s| build_lm_method(s, &model, &inference, &tint_config, first_pass.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
     let mut finished: Vec<MethodResult> = Vec::new();
     let mut checkpoint_error = None;
@@ -335,6 +372,26 @@ pub fn run_lm<AB: AutodiffBackend>(
         return Err(e.context("writing the partial report"));
     }
     report.results = merge(report.results, &stored_cells);
+    if args.vanilla_from_ref {
+        // Back to the report order: by train fraction, then by method as in the settings.
+        let label_position = |label: &str| specs.iter().position(|s| s.label == label);
+        let fraction_position = |f: f64| {
+            args.train_fraction
+                .iter()
+                .position(|&g| (g - f).abs() < 1e-12)
+        };
+        report.results.sort_by_key(|c| {
+            let method = specs
+                .iter()
+                .find(|s| s.label == c.method)
+                .map(|s| report_position(&s.method));
+            (
+                fraction_position(c.train_fraction),
+                method,
+                label_position(&c.method),
+            )
+        });
+    }
     report.tuning = tuning;
     report.settings["fingerprint"] =
         serde_json::to_value(&fingerprint).expect("a fingerprint always serialises");

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::lm_grid::parse_budget;
 use crate::lm_grid::Budget;
 use crate::method::Method;
+use crate::methods::TintMethod;
 use crate::model_source::ModelSource;
 #[cfg(feature = "clap")]
 use crate::run_settings::parse_tune;
@@ -19,6 +20,10 @@ pub const DEFAULT_ETA_GRID: [f64; 4] = [1e-5, 3e-5, 1e-4, 3e-4];
 /// Evaluation blocks of the default suite's language-modelling run (every method sees the same
 /// blocks; chosen so that the suite fits its 20 minutes on 2 cores, see docs/results.md).
 pub const DEFAULT_SUITE_BLOCKS: usize = 8;
+/// Evaluation blocks of the default suite's second language-modelling run (`vanilla` and
+/// `tint-ref` only, `vanilla` read from `tint-ref`'s first pass): the number that resolved the
+/// mean TinT − vanilla at 50 % on 2026-11-26 (docs/results.md, `lm:smollm2-64-blocks`).
+pub const DEFAULT_SUITE_PAIRED_BLOCKS: usize = 128;
 /// Train fractions of the default suite's language-modelling run.
 pub const DEFAULT_SUITE_FRACTIONS: [f64; 1] = [0.5];
 /// Top layers simulated by `tint` / `tint-structured` / `tint-ref` in the default suite.
@@ -118,6 +123,20 @@ pub struct LmRunSettings {
     /// the block and where the value first appeared (a weight, the forward pass, the update).
     #[cfg_attr(feature = "clap", arg(long))]
     pub allow_non_finite: bool,
+    /// `vanilla` reads each block's NLLs from the first pass of `tint-ref` on the same block (the
+    /// unadapted model's forward, computed by the reference's own code; equal to the auxiliary
+    /// forward to float32 rounding) instead of running a forward pass of its own: the paired
+    /// difference TinT − vanilla then compares two passes of one code, and the run is one forward
+    /// per block shorter. Needs `tint-ref` among the methods.
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub vanilla_from_ref: bool,
+    /// Threads that score blocks at the same time (each method's blocks are independent).
+    /// Default: every core on the CPU backend, 1 on a GPU backend. The NLLs do not depend on it,
+    /// so it is not part of the settings a report is resumed from.
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(skip)]
+    pub workers: Option<usize>,
     /// TinT hyper-parameters (`--tint-hidden-size`, `--tint-prefixes`, `--tint-heads`, `--sim-layers`, …).
     #[cfg_attr(feature = "clap", command(flatten))]
     pub tint: TintFlags,
@@ -156,11 +175,28 @@ impl LmRunSettings {
             budget: Vec::new(),
             resume,
             allow_non_finite: false,
+            vanilla_from_ref: false,
+            workers: None,
             tint: TintFlags {
                 sim_layers: DEFAULT_SUITE_SIM_LAYERS.to_string(),
                 ..TintFlags::default()
             },
             out: out_dir.join("lm-smollm2-sotu.json"),
+        }
+    }
+
+    /// The default suite's second run: `vanilla` and `tint-ref` on [`DEFAULT_SUITE_PAIRED_BLOCKS`]
+    /// SOTU blocks (the first run's split rule, tuning blocks and grid; `tint-ref`'s step tuned
+    /// again on them), `vanilla` read from `tint-ref`'s first pass, written to
+    /// `out_dir/lm-smollm2-sotu-128.json`: enough blocks to resolve TinT − vanilla at 50 %.
+    pub fn default_suite_paired(out_dir: &Path, resume: bool) -> Self {
+        Self {
+            max_blocks: DEFAULT_SUITE_PAIRED_BLOCKS,
+            methods: vec![Method::Vanilla, Method::Tint(TintMethod::Reference)],
+            tune_tint_via_ref: false,
+            vanilla_from_ref: true,
+            out: out_dir.join("lm-smollm2-sotu-128.json"),
+            ..Self::default_suite(out_dir, resume)
         }
     }
 

@@ -4,6 +4,7 @@ use burn::module::{AutodiffModule, Module};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use tint_aux::loss::next_token_nll;
 
 use tint_aux::{continuation_nll, dynamic_eval, AuxModel, DynEvalConfig};
@@ -47,22 +48,31 @@ impl<B: Backend> IntoScalarF64 for Tensor<B, 1> {
     }
 }
 
+/// Per-target NLLs of the unadapted model by block (`nll[k]` is the NLL of token `k + 1` given
+/// tokens `0..=k`), shared by the forks of a [`Vanilla`] and, when it reads them from a TinT
+/// engine's first pass ([`Tint::recording_first_pass`]), filled by that engine.
+pub type UnadaptedNlls = Arc<Mutex<HashMap<Vec<u32>, Vec<f64>>>>;
+
 /// The unadapted model, with the training part as plain context.
 ///
 /// The model does not change between train fractions, so the per-target NLL of each block is computed
 /// once and reused for every fraction.
 pub struct Vanilla<'a, B: Backend> {
     model: &'a AuxModel<B>,
-    cache: HashMap<Vec<u32>, Vec<f64>>,
+    cache: UnadaptedNlls,
 }
 
 impl<'a, B: Backend> Vanilla<'a, B> {
     /// The plain model.
     pub fn new(model: &'a AuxModel<B>) -> Self {
-        Self {
-            model,
-            cache: HashMap::new(),
-        }
+        Self::with_cache(model, UnadaptedNlls::default())
+    }
+
+    /// The plain model, reading a block's NLLs from `cache` when they are there (put there, e.g.,
+    /// by the first pass of a TinT engine that ran on the block before) and computing them with
+    /// its own forward pass otherwise.
+    pub fn with_cache(model: &'a AuxModel<B>, cache: UnadaptedNlls) -> Self {
+        Self { model, cache }
     }
 }
 
@@ -72,14 +82,18 @@ impl<B: Backend> LmMethod for Vanilla<'_, B> {
     }
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        if !self.cache.contains_key(block) {
-            let device = self.model.devices()[0].clone();
-            let ids = block_ids::<B>(block, &device);
-            // NLL of tokens 1..T, i.e. every target a train fraction can ask for.
-            let nll = continuation_nll(self.model, ids, 1)?.remove(0);
-            self.cache.insert(block.to_vec(), nll);
-        }
-        let nll = &self.cache[block];
+        let cached = lock(&self.cache).get(block).cloned();
+        let nll = match cached {
+            Some(nll) => nll,
+            None => {
+                let device = self.model.devices()[0].clone();
+                let ids = block_ids::<B>(block, &device);
+                // NLL of tokens 1..T, i.e. every target a train fraction can ask for.
+                let nll = continuation_nll(self.model, ids, 1)?.remove(0);
+                lock(&self.cache).insert(block.to_vec(), nll.clone());
+                nll
+            }
+        };
         // nll[k] is the NLL of token k + 1; targets train_len..T are nll[train_len - 1..].
         Ok(BlockNll {
             sum_nll: nll[train_len - 1..].iter().sum(),
@@ -90,6 +104,20 @@ impl<B: Backend> LmMethod for Vanilla<'_, B> {
     fn non_finite_origin(&mut self, _block: &[u32], _train_len: usize) -> NonFiniteOrigin {
         weights_origin(self.model).unwrap_or(NonFiniteOrigin::Forward)
     }
+
+    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+        Some(Box::new(Vanilla::with_cache(
+            self.model,
+            self.cache.clone(),
+        )))
+    }
+}
+
+/// The cache, also after a thread panicked while holding it (its entries are whole values).
+fn lock(cache: &UnadaptedNlls) -> std::sync::MutexGuard<'_, HashMap<Vec<u32>, Vec<f64>>> {
+    cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Dynamic evaluation: `steps` SGD steps on the MEAN next-token loss of the training part (all
@@ -155,6 +183,16 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
                 self.steps
             )
         })
+    }
+
+    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+        Some(Box::new(DynEval {
+            model: self.model,
+            lr: self.lr,
+            inner_lr: self.inner_lr,
+            steps: self.steps,
+            top_layers: self.top_layers,
+        }))
     }
 }
 
@@ -267,11 +305,14 @@ impl std::str::FromStr for TintMethod {
 /// TinT: one forward pass of the simulator (or of its functional reference) trains on the block's
 /// training part with `config.step.inner_lr` on the SUMMED loss and scores the rest.
 pub struct Tint<B: Backend> {
-    /// The engine, built by [`tint_sim::build`].
-    engine: Box<dyn TintStep<B>>,
+    /// The engine, built by [`tint_sim::build`] (shared by the forks).
+    engine: Arc<dyn TintStep<B>>,
     device: B::Device,
     /// The auxiliary model (a cheap handle copy), to find a non-finite weight.
     model: AuxModel<B>,
+    /// Where the per-target NLLs of each block's first pass (the unadapted model) go, for a
+    /// [`Vanilla`] that reads them instead of running its own forward pass.
+    first_pass: Option<UnadaptedNlls>,
 }
 
 impl<B: Backend> Tint<B> {
@@ -286,10 +327,22 @@ impl<B: Backend> Tint<B> {
         method: TintMethod,
     ) -> Result<Self, EvalError> {
         Ok(Self {
-            engine: tint_sim::build(model, &config, method.engine(), None)?,
+            engine: Arc::from(tint_sim::build(model, &config, method.engine(), None)?),
             device: model.devices()[0].clone(),
             model: model.clone(),
+            first_pass: None,
         })
+    }
+
+    /// This method, also putting the per-target NLLs of every block's first pass into `cache`:
+    /// that pass is the unadapted model's forward (the weights before the step), so a [`Vanilla`]
+    /// reading `cache` ([`Vanilla::with_cache`]) scores a block without a forward pass of its own
+    /// once this method has run on it. (The functional reference's first pass is its own code, not
+    /// the auxiliary model's forward: the two agree to float32 rounding, tested in
+    /// `tests/vanilla_from_first_pass.rs`.)
+    pub fn recording_first_pass(mut self, cache: UnadaptedNlls) -> Self {
+        self.first_pass = Some(cache);
+        self
     }
 
     /// The constructed simulator for `model`, evaluated with `config.execution`.
@@ -347,6 +400,14 @@ impl<B: Backend> LmMethod for Tint<B> {
         let ids = block_ids::<B>(block, &self.device);
         let input = SimInput::with_train_lengths(ids.clone(), &[train_len])?;
         let output = self.run(&input)?;
+        if let Some(cache) = &self.first_pass {
+            let nll: Vec<f64> = next_token_nll(output.first_logits.clone(), ids.clone())
+                .into_data()
+                .convert::<f64>()
+                .to_vec()
+                .expect("converted to f64");
+            lock(cache).insert(block.to_vec(), nll);
+        }
         eval_part_nll(output.final_logits, ids, train_len)
     }
 
@@ -358,6 +419,15 @@ impl<B: Backend> LmMethod for Tint<B> {
             .and_then(|input| self.run(&input))
             .map(|output| self.origin_of(&output))
             .unwrap_or_else(|_| weights_origin(&self.model).unwrap_or(NonFiniteOrigin::Unknown))
+    }
+
+    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+        Some(Box::new(Tint {
+            engine: self.engine.clone(),
+            device: self.device.clone(),
+            model: self.model.clone(),
+            first_pass: self.first_pass.clone(),
+        }))
     }
 }
 
@@ -381,6 +451,14 @@ impl<M: LmMethod> LmMethod for Labelled<M> {
 
     fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
         self.method.non_finite_origin(block, train_len)
+    }
+
+    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+        let method = self.method.fork()?;
+        Some(Box::new(Labelled {
+            label: self.label.clone(),
+            method,
+        }))
     }
 }
 

@@ -2,9 +2,10 @@
 //!
 //! * **reduced** (CPU builds; designed for ≤ 20 minutes on an idle 2-core CPU): SmolLM2-135M on
 //!   SOTU blocks, vanilla vs dynamic evaluation vs TinT (constructed, structured, reference; top
-//!   layers) with step sizes tuned on held-out addresses and paired differences; then in-context
-//!   classification on the offline movie-review snippets. Rewrites the `lm:default` and
-//!   `icl:default` sections of `docs/results.md`.
+//!   layers) with step sizes tuned on held-out addresses and paired differences; then `tint-ref`
+//!   against `vanilla` alone on 128 blocks, the number that resolves their paired difference at
+//!   50 %; then in-context classification on the offline movie-review snippets. Rewrites the
+//!   `lm:default`, `lm:default-128` and `icl:default` sections of `docs/results.md`.
 //! * **full** (GPU builds): the papers' protocols on the same model: Table 2 (four train fractions,
 //!   [`crate::lm_settings::FULL_PROTOCOL_BLOCKS`] blocks) and Table 1 (every offline task, 0 and 32
 //!   shots, both formats and losses, TinT constructed and structured). Rewrites the `lm:full` and
@@ -26,8 +27,13 @@ use crate::run_env::RunEnv;
 use crate::run_event::RunEvent;
 use crate::EvalError;
 
-/// The parts of the suite, in order, by the name their progress is shown under.
-pub const SUITE_PARTS: [&str; 2] = ["suite 1/2: lm", "suite 2/2: icl"];
+/// The parts of the suite, in order, by the name their progress is shown under (the full protocol
+/// has no second part: its LM run already evaluates 128 blocks with every method).
+pub const SUITE_PARTS: [&str; 3] = [
+    "suite 1/3: lm",
+    "suite 2/3: lm, tint-ref vs vanilla on 128 blocks",
+    "suite 3/3: icl",
+];
 
 /// Which protocol the suite runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +78,18 @@ impl SuiteProtocol {
         }
     }
 
+    /// The second LM run ([`LmRunSettings::default_suite_paired`]) of the reduced protocol, with
+    /// the marker of its section; none in the full protocol.
+    pub fn paired_lm(self, out_dir: &Path, resume: bool) -> Option<(LmRunSettings, &'static str)> {
+        match self {
+            SuiteProtocol::Reduced => Some((
+                LmRunSettings::default_suite_paired(out_dir, resume),
+                "lm:default-128",
+            )),
+            SuiteProtocol::Full => None,
+        }
+    }
+
     /// The markers of the `docs/results.md` sections the protocol rewrites (LM, ICL).
     pub fn section_markers(self) -> (&'static str, &'static str) {
         match self {
@@ -105,6 +123,58 @@ impl SuiteProtocol {
     }
 }
 
+/// Heading of the reduced protocol's second LM section.
+const PAIRED_HEADING: &str =
+    "Language modelling at 50 %: TinT − vanilla on 128 blocks (default suite, part 2)";
+
+/// What the second LM section says before the generic description.
+const PAIRED_PREFACE: &str = "Why: the 8 blocks above leave the paired difference TinT − vanilla \
+     unresolved; 128 blocks resolved its mean on 2026-11-26 (section `lm:smollm2-64-blocks` \
+     below), so the suite evaluates that many with the two methods it needs. `tint-ref` stands \
+     for TinT (the constructed and structured executions compute the same update; they agree \
+     with it within 1.7e-6 nats per token on the 8 blocks above), and `vanilla` is read from \
+     `tint-ref`'s first pass on each block (the unadapted model, `--vanilla-from-ref`), so both \
+     rows come from one code and each block costs one step. Same split rule, tuning documents \
+     and grid as the section above; `tint-ref`'s step tuned again on them. ";
+
+/// Runs an LM part of the suite and rewrites its section.
+struct LmPart<'a, 'e, AB: AutodiffBackend> {
+    protocol: SuiteProtocol,
+    data_dir: &'a Path,
+    doc: &'a Path,
+    env: &'a RunEnv<'e, AB>,
+}
+
+impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
+    /// Runs `lm`, copies its JSON and charts to `docs/data/` and rewrites the section `marker`.
+    fn run(
+        &self,
+        lm: &LmRunSettings,
+        heading: &str,
+        preface: &str,
+        marker: &str,
+        on_event: &mut dyn FnMut(RunEvent),
+    ) -> Result<(), EvalError> {
+        let start = Instant::now();
+        let report = run_lm(lm, self.env, on_event)?.report;
+        let seconds = start.elapsed().as_secs_f64();
+        let json = copy_into(&lm.out, self.data_dir)?;
+        let svg = copy_into(&paired_svg_path(&lm.out), self.data_dir)?;
+        copy_into(&lm.out.with_extension("svg"), self.data_dir)?;
+        let section = format!(
+            "## {heading}\n\n\
+             Command: `{command}` (backend {backend}; {seconds:.0} s for this part, \
+             date {date}). {preface}{}\n\n{}\n![paired differences from vanilla](data/{svg})\n",
+            lm_description(lm, &report, &json),
+            report.markdown_table() + &report.paired_markdown(),
+            command = self.protocol.command(),
+            backend = self.env.backend,
+            date = today(),
+        );
+        write_marked_section(self.doc, marker, &section, RESULTS_HEADER)
+    }
+}
+
 /// What the suite wrote.
 #[derive(Debug, Clone)]
 pub struct SuiteOutcome {
@@ -134,32 +204,29 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     let (lm, icl) = protocol.settings(out_dir, resume);
     let (lm_marker, icl_marker) = protocol.section_markers();
     let (lm_heading, icl_heading) = protocol.headings();
-    let start = Instant::now();
-    let report = run_lm(&lm, env, &mut |e| on_event(SUITE_PARTS[0], e))?.report;
-    let lm_seconds = start.elapsed().as_secs_f64();
+    let doc = root.join("docs/results.md");
     let data_dir = root.join("docs/data");
     std::fs::create_dir_all(&data_dir).map_err(|source| EvalError::Io {
         path: data_dir.clone(),
         source,
     })?;
-    let lm_json = copy_into(&lm.out, &data_dir)?;
-    let lm_svg = copy_into(&paired_svg_path(&lm.out), &data_dir)?;
-    copy_into(&lm.out.with_extension("svg"), &data_dir)?;
-    let section = format!(
-        "## {lm_heading}\n\n\
-         Command: `{command}` (backend {backend}; {lm_seconds:.0} s for this part, \
-         date {date}). {}\n\n{}\n![paired differences from vanilla](data/{lm_svg})\n",
-        lm_description(&lm, &report, &lm_json),
-        report.markdown_table() + &report.paired_markdown(),
-        command = protocol.command(),
-        backend = env.backend,
-        date = today(),
-    );
-    let doc = root.join("docs/results.md");
-    write_marked_section(&doc, lm_marker, &section, RESULTS_HEADER)?;
+    let lm_part = LmPart {
+        protocol,
+        data_dir: &data_dir,
+        doc: &doc,
+        env,
+    };
+    lm_part.run(&lm, lm_heading, "", lm_marker, &mut |e| {
+        on_event(SUITE_PARTS[0], e)
+    })?;
+    if let Some((paired, marker)) = protocol.paired_lm(out_dir, resume) {
+        lm_part.run(&paired, PAIRED_HEADING, PAIRED_PREFACE, marker, &mut |e| {
+            on_event(SUITE_PARTS[1], e)
+        })?;
+    }
 
     let start = Instant::now();
-    let icl_report = run_icl(&icl, env, &mut |e| on_event(SUITE_PARTS[1], e))?;
+    let icl_report = run_icl(&icl, env, &mut |e| on_event(SUITE_PARTS[2], e))?;
     let icl_seconds = start.elapsed().as_secs_f64();
     let icl_json = copy_into(&icl.out, &data_dir)?;
     let bars = copy_into(&accuracy_svg_path(&icl.out, "accuracy"), &data_dir)?;
@@ -209,6 +276,35 @@ mod tests {
             SuiteProtocol::Reduced.section_markers(),
             ("lm:default", "icl:default")
         );
+    }
+
+    /// The reduced protocol's second LM run: the two methods of the paired difference on 128
+    /// blocks, vanilla from tint-ref's first pass, the first run's split and grid, its own files
+    /// and section; the full protocol has none (its LM run evaluates 128 blocks already).
+    #[test]
+    fn the_reduced_protocol_resolves_tint_minus_vanilla_on_128_blocks() {
+        let out = Path::new("r");
+        let (first, _) = SuiteProtocol::Reduced.settings(out, false);
+        let (paired, marker) = SuiteProtocol::Reduced.paired_lm(out, false).unwrap();
+        assert_eq!(marker, "lm:default-128");
+        assert_eq!(
+            paired.methods,
+            [Method::Vanilla, Method::Tint(TintMethod::Reference)]
+        );
+        assert_eq!(paired.max_blocks, 128);
+        assert!(paired.vanilla_from_ref && !first.vanilla_from_ref);
+        assert!(paired.inner_lr.is_none(), "tint-ref's step is tuned");
+        assert_eq!(paired.grid("eta"), first.grid("eta"));
+        assert_eq!(
+            (paired.tune_blocks, paired.tune_every, paired.tune_fraction),
+            (first.tune_blocks, first.tune_every, first.tune_fraction)
+        );
+        assert_eq!(paired.train_fraction, first.train_fraction);
+        assert_eq!(paired.tint.sim_layers, first.tint.sim_layers);
+        assert_ne!(paired.out, first.out);
+        assert!(SuiteProtocol::Full.paired_lm(out, false).is_none());
+        let (full, _) = SuiteProtocol::Full.settings(out, false);
+        assert!(full.max_blocks >= paired.max_blocks);
     }
 
     /// The full protocol holds every cell of the papers' Table 2 and Table 1 that issue 16 lists,

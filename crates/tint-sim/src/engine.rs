@@ -30,7 +30,7 @@ pub enum Engine {
 /// simulated update and evaluates the updated model. Implemented by every engine: [`TintSimulator`]
 /// and [`FunctionalReference`] (GPT-2 / OPT), [`LlamaSimulator`] and [`LlamaReference`] (LLaMA
 /// family), and [`ModelSimulator`].
-pub trait TintStep<B: Backend> {
+pub trait TintStep<B: Backend>: Send + Sync {
     /// First-pass and final logits (and losses) of a batch.
     ///
     /// # Shapes
