@@ -506,16 +506,54 @@ pub fn lm_description(args: &LmRunSettings, report: &LmReport, json_name: &str) 
             _ => "all layers".into(),
         },
     };
+    let has = |m: Method| args.methods.contains(&m);
+    let baselines = if has(Method::DynEval) {
+        "from `vanilla` and from `dyn-eval`"
+    } else {
+        "from `vanilla`"
+    };
+    let mut steps = Vec::new();
+    let tint_rows: Vec<String> = [
+        (
+            TintMethod::Constructed,
+            "the constructed LLaMA simulator (Execution::Constructed)",
+        ),
+        (
+            TintMethod::Structured,
+            "the same simulator in its structured execution",
+        ),
+        (TintMethod::Reference, "the functional reference"),
+    ]
+    .into_iter()
+    .filter(|(m, _)| has(Method::Tint(*m)))
+    .map(|(m, what)| format!("`{}` is {what}", m.name()))
+    .collect();
+    if !tint_rows.is_empty() {
+        steps.push(format!(
+            "{}, updating {layers} with eta on the SUMMED loss",
+            tint_rows.join(", ")
+        ));
+    }
+    if has(Method::DynEval) {
+        steps.push(
+            "`dyn-eval` is plain SGD on the MEAN loss of all parameters with the matched lr = eta \
+             x (train tokens - 1)"
+                .into(),
+        );
+    }
+    if args.vanilla_from_ref {
+        steps.push(
+            "`vanilla` is read from `tint-ref`'s first pass on each block (`--vanilla-from-ref`)"
+                .into(),
+        );
+    }
     format!(
         "Perplexity of the evaluated part of {} blocks of {} tokens (95 % bootstrap intervals over \
-         blocks), and the paired difference of every method from `vanilla` and from `dyn-eval` per \
+         blocks), and the paired difference of every method {baselines} per \
          block (mean NLL per evaluated token; 95 % paired bootstrap interval; wins = blocks where \
          the method is lower). Evaluation and tuning blocks come from disjoint documents: {}; \
          evaluation blocks from {} documents, tuning blocks from {}. One step on the training part: \
-         `tint` is the constructed LLaMA simulator (Execution::Constructed), `tint-structured` the \
-         same simulator in its structured execution, `tint-ref` the functional reference, all \
-         updating {layers} with eta on the SUMMED loss; `dyn-eval` is plain SGD on the MEAN loss of \
-         all parameters with the matched lr = eta x (train tokens - 1). Step sizes:\n\n{}\n\
+         {}. Step sizes:\n\n{}\n\
          JSON with every setting, the split, the tuning grid and per-block losses: \
          `docs/data/{json_name}`.",
         report.settings["blocks"],
@@ -525,11 +563,12 @@ pub fn lm_description(args: &LmRunSettings, report: &LmReport, json_name: &str) 
             .as_array()
             .map_or(0, Vec::len),
         list_names(&split["tune_documents_used"]),
+        steps.join("; "),
         report.tuning_markdown(),
     )
 }
 
-/// `a, b and c` from a JSON array of strings.
+/// Names of a JSON array of strings, `a, b, c`.
 fn list_names(value: &serde_json::Value) -> String {
     let names: Vec<&str> = value
         .as_array()
