@@ -339,7 +339,7 @@ impl<B: Backend> Tint<B> {
     /// reading `cache` ([`Vanilla::with_cache`]) scores a block without a forward pass of its own
     /// once this method has run on it. (The functional reference's first pass is its own code, not
     /// the auxiliary model's forward: the two agree to float32 rounding, tested in
-    /// `tests/vanilla_from_first_pass.rs`.)
+    /// `tests/methods.rs`.)
     pub fn recording_first_pass(mut self, cache: UnadaptedNlls) -> Self {
         self.first_pass = Some(cache);
         self
