@@ -60,6 +60,27 @@ pub fn default_workers(backend: &str) -> usize {
     }
 }
 
+/// The evaluation's units of work per train fraction, of which the last `free_per_fraction` (the
+/// blocks of a `vanilla` that reads `tint-ref`'s first passes) cost next to nothing.
+#[derive(Debug, Clone, Copy)]
+struct EvalUnits {
+    per_fraction: usize,
+    free_per_fraction: usize,
+}
+
+impl EvalUnits {
+    /// Of the first `done` units (fraction by fraction, the free ones last in each), those that
+    /// are not free.
+    fn counted(self, done: usize) -> usize {
+        if self.per_fraction == 0 {
+            return done;
+        }
+        let paid = self.per_fraction - self.free_per_fraction;
+        let (fractions, rest) = (done / self.per_fraction, done % self.per_fraction);
+        fractions * paid + rest.min(paid)
+    }
+}
+
 /// `a,b,c` from method names.
 fn list_methods(methods: &[Method]) -> String {
     methods
@@ -214,7 +235,20 @@ pub fn run_lm<AB: AutodiffBackend>(
             _ => 0,
         })
         .sum();
-    let eval_units = rows.len() * args.train_fraction.len() * split.eval.len();
+    // With `--vanilla-from-ref`, `vanilla` reads a cache (it runs after `tint-ref` in every
+    // fraction): its blocks are left out of the units, so the ETA counts steps only.
+    let free_rows = if args.vanilla_from_ref {
+        rows.iter()
+            .filter(|r| r.spec.method == Method::Vanilla)
+            .count()
+    } else {
+        0
+    };
+    let eval_work = EvalUnits {
+        per_fraction: rows.len() * split.eval.len(),
+        free_per_fraction: free_rows * split.eval.len(),
+    };
+    let eval_units = eval_work.counted(rows.len() * args.train_fraction.len() * split.eval.len());
     let total = tune_units + eval_units;
     let mut tuning: Vec<TuneRecord> = Vec::new();
     let mut specs: Vec<LmMethodSpec> = Vec::new();
@@ -340,7 +374,7 @@ pub fn run_lm<AB: AutodiffBackend>(
         &stored_cells,
         &mut |p| {
             on_event(RunEvent::Progress {
-                done: tune_done + p.done,
+                done: tune_done + eval_work.counted(p.done),
                 total,
                 message: p.message,
             });
@@ -614,6 +648,22 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn free_units_are_left_out_of_the_progress() {
+        // Two fractions of (tint-ref, vanilla) × 3 blocks; vanilla's 3 blocks are free.
+        let units = EvalUnits {
+            per_fraction: 6,
+            free_per_fraction: 3,
+        };
+        let counted: Vec<usize> = (0..=12).map(|d| units.counted(d)).collect();
+        assert_eq!(counted, [0, 1, 2, 3, 3, 3, 3, 4, 5, 6, 6, 6, 6]);
+        let none_free = EvalUnits {
+            per_fraction: 6,
+            free_per_fraction: 0,
+        };
+        assert_eq!(none_free.counted(11), 11);
     }
 
     #[test]
