@@ -44,18 +44,6 @@ pub fn silu_derivative<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B,
     sig.clone() * (x * (sig.neg() + 1.0) + 1.0)
 }
 
-/// `x` in a buffer of its own, row-major. `x` here is a column range of the state, a view whose
-/// rows are not adjacent in memory; flattening it makes the backend copy it once (flex: one block
-/// copy per row), after which the element-wise ops take their vectorised contiguous paths instead
-/// of walking the view element by element (flex's strided iterator). Same values.
-///
-/// # Shapes
-/// * `x`: `[batch_size, rows, width]` → same
-fn packed<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
-    let dims = x.dims();
-    x.reshape([dims.iter().product::<usize>()]).reshape(dims)
-}
-
 /// GluForward: token rows `[0, D) ← silu(g) ⊙ u`, memory `[Ds - 2D, Ds) ← (g, u)`, other dims
 /// unchanged; prefix rows unchanged.
 #[derive(Module, Debug)]
@@ -92,8 +80,8 @@ impl<B: Backend> GluForward<B> {
         let [batch_size, n_rows, _] = state.dims();
         let d = self.d_model;
         let mem = self.memory_index;
-        let g = packed(state.clone().narrow(2, 0, d));
-        let u = packed(state.clone().narrow(2, d, d));
+        let g = state.clone().narrow(2, 0, d);
+        let u = state.clone().narrow(2, d, d);
         let out = state
             .clone()
             .slice_assign(
@@ -148,9 +136,9 @@ impl<B: Backend> GluBackward<B> {
         let [batch_size, n_rows, _] = state.dims();
         let d = self.d_model;
         let mem = self.memory_index;
-        let dy = packed(state.clone().narrow(2, 0, d));
-        let g = packed(state.clone().narrow(2, mem, d));
-        let u = packed(state.clone().narrow(2, mem + d, d));
+        let dy = state.clone().narrow(2, 0, d);
+        let g = state.clone().narrow(2, mem, d);
+        let u = state.clone().narrow(2, mem + d, d);
         let act = silu(g.clone());
         let d_u = dy.clone() * act.clone();
         let d_g = match self.derivative {
