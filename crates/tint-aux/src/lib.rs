@@ -63,7 +63,9 @@ pub use finite::{check_finite, count_non_finite, first_non_finite_weight};
 pub use ids::TokenIds;
 pub use llama::{gguf_tokenizer, load_gguf_model};
 pub use loader::load_model;
-pub use loss::{continuation_nll, lm_loss, next_token_nll, LossMask, LossReduction};
+pub use loss::{
+    continuation_nll, continuation_nll_of_logits, lm_loss, next_token_nll, LossMask, LossReduction,
+};
 pub use model::{AuxModel, CausalLm};
 pub use params::{ParamGroup, ParamInfo, ParamMapper};
 pub use prefix_cache::PrefixCache;

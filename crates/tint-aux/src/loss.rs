@@ -145,13 +145,28 @@ pub fn continuation_nll<B: Backend>(
     input_ids: Tensor<B, 2, Int>,
     from: usize,
 ) -> Result<Vec<Vec<f64>>, AuxError> {
-    let [batch_size, seq_length] = input_ids.dims();
-    if from == 0 || from >= seq_length {
-        return Err(AuxError::InvalidOption {
-            reason: format!("evaluation must start inside 1..{seq_length}, got {from}"),
-        });
-    }
+    let seq_length = input_ids.dims()[1];
+    check_from(from, seq_length)?;
     let logits = model.forward(input_ids.clone())?;
+    continuation_nll_of_logits(logits, input_ids, from)
+}
+
+/// [`continuation_nll`] from logits already computed (e.g. a TinT engine's first pass).
+///
+/// # Shapes
+/// `logits`: `[batch_size, seq_length, vocab_size]`, `input_ids`: `[batch_size, seq_length]` →
+/// `batch_size` rows of `seq_length - from` values.
+///
+/// # Errors
+///
+/// `from` outside `1..seq_length`, or losses that cannot be read back.
+pub fn continuation_nll_of_logits<B: Backend>(
+    logits: Tensor<B, 3>,
+    input_ids: Tensor<B, 2, Int>,
+    from: usize,
+) -> Result<Vec<Vec<f64>>, AuxError> {
+    let [batch_size, seq_length] = input_ids.dims();
+    check_from(from, seq_length)?;
     // [batch_size, seq_length - from]
     let nll = next_token_nll(logits, input_ids).slice([0..batch_size, from - 1..seq_length - 1]);
     let values = nll
@@ -165,4 +180,15 @@ pub fn continuation_nll<B: Backend>(
         .chunks(seq_length - from)
         .map(<[f64]>::to_vec)
         .collect())
+}
+
+/// The evaluation part `from..seq_length` must hold at least one target and leave one token of
+/// context.
+fn check_from(from: usize, seq_length: usize) -> Result<(), AuxError> {
+    if from == 0 || from >= seq_length {
+        return Err(AuxError::InvalidOption {
+            reason: format!("evaluation must start inside 1..{seq_length}, got {from}"),
+        });
+    }
+    Ok(())
 }

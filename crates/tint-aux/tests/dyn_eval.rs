@@ -9,7 +9,9 @@ use burn::module::Param;
 use burn::tensor::{backend::Backend, DType, Int, Tensor, TensorData};
 use common::*;
 use tint_aux::dyn_eval::{dynamic_eval, sgd_update, DynEvalConfig, ParamSelection};
-use tint_aux::loss::{continuation_nll, lm_loss, LossMask, LossReduction};
+use tint_aux::loss::{
+    continuation_nll, continuation_nll_of_logits, lm_loss, LossMask, LossReduction,
+};
 use tint_aux::{load_model, AuxError, AuxModel, ParamGroup, ParamInfo, ParamMapper};
 
 type Ad = burn::backend::Autodiff<TestBackend>;
@@ -131,12 +133,31 @@ fn sum_is_mean_times_count_and_masks_select_targets() {
         &LossMask::Targets(targets),
         LossReduction::Mean,
     );
-    let per_token = continuation_nll(&m, input, 1).unwrap();
+    let per_token = continuation_nll(&m, input.clone(), 1).unwrap();
     assert!(
         (single - per_token[0][3]).abs() < 1e-6,
         "{single} vs {}",
         per_token[0][3]
     );
+
+    // From logits already computed: the same values (the same forward), and the same range rule.
+    let logits = m.forward(input.clone()).unwrap();
+    let from_logits = continuation_nll_of_logits(logits.clone(), input.clone(), 1).unwrap();
+    assert_eq!(from_logits, per_token);
+    assert_eq!(
+        continuation_nll_of_logits(logits.clone(), input.clone(), 4).unwrap()[0],
+        per_token[0][3..]
+    );
+    for from in [0, 10] {
+        let err = continuation_nll_of_logits(logits.clone(), input.clone(), from)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("inside 1..10") && err.contains(&from.to_string()),
+            "{err}"
+        );
+        assert!(continuation_nll(&m, input.clone(), from).is_err());
+    }
 }
 
 /// Casts every parameter to float64.

@@ -343,8 +343,8 @@ pub fn run_lm<AB: AutodiffBackend>(
     }
     specs.extend(shared_specs);
     // Report order: the order of the methods in the settings.
-    let report_position = |method: &Method| args.methods.iter().position(|m| m == method);
-    specs.sort_by_key(|s| report_position(&s.method));
+    specs.sort_by_key(|s| args.methods.iter().position(|m| *m == s.method));
+    let report_order: Vec<String> = specs.iter().map(|s| s.label.clone()).collect();
     let first_pass = if args.vanilla_from_ref {
         if !args.methods.contains(&Method::Tint(TintMethod::Reference)) {
             return Err(EvalError::InvalidSetting {
@@ -407,22 +407,16 @@ pub fn run_lm<AB: AutodiffBackend>(
     }
     report.results = merge(report.results, &stored_cells);
     if args.vanilla_from_ref {
-        // Back to the report order: by train fraction, then by method as in the settings.
-        let label_position = |label: &str| specs.iter().position(|s| s.label == label);
+        // Back to the report order: by train fraction, then by row as in the settings.
         let fraction_position = |f: f64| {
             args.train_fraction
                 .iter()
                 .position(|&g| (g - f).abs() < 1e-12)
         };
         report.results.sort_by_key(|c| {
-            let method = specs
-                .iter()
-                .find(|s| s.label == c.method)
-                .map(|s| report_position(&s.method));
             (
                 fraction_position(c.train_fraction),
-                method,
-                label_position(&c.method),
+                report_order.iter().position(|label| *label == c.method),
             )
         });
     }

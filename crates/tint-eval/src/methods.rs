@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tint_aux::loss::next_token_nll;
 
-use tint_aux::{continuation_nll, dynamic_eval, AuxModel, DynEvalConfig};
+use tint_aux::{
+    continuation_nll, continuation_nll_of_logits, dynamic_eval, AuxModel, DynEvalConfig,
+};
 use tint_sim::{Engine, Execution, SimInput, SimOutput, TintConfig, TintStep};
 
 use crate::lm::LmMethod;
@@ -56,7 +58,8 @@ pub type UnadaptedNlls = Arc<Mutex<HashMap<Vec<u32>, Vec<f64>>>>;
 /// The unadapted model, with the training part as plain context.
 ///
 /// The model does not change between train fractions, so the per-target NLL of each block is computed
-/// once and reused for every fraction.
+/// once and reused for every fraction. Clones share the cache.
+#[derive(Clone)]
 pub struct Vanilla<'a, B: Backend> {
     model: &'a AuxModel<B>,
     cache: UnadaptedNlls,
@@ -106,10 +109,7 @@ impl<B: Backend> LmMethod for Vanilla<'_, B> {
     }
 
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        Some(Box::new(Vanilla::with_cache(
-            self.model,
-            self.cache.clone(),
-        )))
+        Some(Box::new(self.clone()))
     }
 }
 
@@ -122,6 +122,7 @@ fn lock(cache: &UnadaptedNlls) -> std::sync::MutexGuard<'_, HashMap<Vec<u32>, Ve
 
 /// Dynamic evaluation: `steps` SGD steps on the MEAN next-token loss of the training part (all
 /// parameters, exact gradients, as the paper's baseline), then the updated model scores the rest.
+#[derive(Clone)]
 pub struct DynEval<'a, B: AutodiffBackend> {
     /// The auxiliary model (never modified).
     pub model: &'a AuxModel<B>,
@@ -186,13 +187,7 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
     }
 
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        Some(Box::new(DynEval {
-            model: self.model,
-            lr: self.lr,
-            inner_lr: self.inner_lr,
-            steps: self.steps,
-            top_layers: self.top_layers,
-        }))
+        Some(Box::new(self.clone()))
     }
 }
 
@@ -303,7 +298,9 @@ impl std::str::FromStr for TintMethod {
 }
 
 /// TinT: one forward pass of the simulator (or of its functional reference) trains on the block's
-/// training part with `config.step.inner_lr` on the SUMMED loss and scores the rest.
+/// training part with `config.step.inner_lr` on the SUMMED loss and scores the rest. Clones share
+/// the engine.
+#[derive(Clone)]
 pub struct Tint<B: Backend> {
     /// The engine, built by [`tint_sim::build`] (shared by the forks).
     engine: Arc<dyn TintStep<B>>,
@@ -401,11 +398,9 @@ impl<B: Backend> LmMethod for Tint<B> {
         let input = SimInput::with_train_lengths(ids.clone(), &[train_len])?;
         let output = self.run(&input)?;
         if let Some(cache) = &self.first_pass {
-            let nll: Vec<f64> = next_token_nll(output.first_logits.clone(), ids.clone())
-                .into_data()
-                .convert::<f64>()
-                .to_vec()
-                .expect("converted to f64");
+            // Every target 1..T, as `Vanilla` stores its own forward's.
+            let nll =
+                continuation_nll_of_logits(output.first_logits.clone(), ids.clone(), 1)?.remove(0);
             lock(cache).insert(block.to_vec(), nll);
         }
         eval_part_nll(output.final_logits, ids, train_len)
@@ -422,12 +417,7 @@ impl<B: Backend> LmMethod for Tint<B> {
     }
 
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        Some(Box::new(Tint {
-            engine: self.engine.clone(),
-            device: self.device.clone(),
-            model: self.model.clone(),
-            first_pass: self.first_pass.clone(),
-        }))
+        Some(Box::new(self.clone()))
     }
 }
 
