@@ -1,15 +1,21 @@
 //! The one place where a concrete burn backend is chosen, by cargo feature.
 //!
-//! Features are additive, so when several are enabled the fastest wins: `cuda` > `wgpu` > `flex`.
+//! Features are additive, so when several are enabled the fastest wins: `cuda` (or `cuda-unfused`) >
+//! `wgpu` > `flex`.
 //! `flex` (pure-Rust CPU) is the default; `cargo xtask --features cuda ...` or
 //! `cargo run -p xtask --no-default-features --features wgpu -- ...` select a GPU.
 
-#[cfg(feature = "cuda")]
+#[cfg(feature = "cuda-unfused")]
 mod chosen {
-    /// Inference backend.
+    /// Inference backend: burn's `Fusion<CubeBackend<Cuda…>>` with the `cuda` feature (kernel fusion
+    /// and autotuning), the plain `CubeBackend` with `cuda-unfused` alone.
     pub(super) type Inner = burn::backend::Cuda;
-    /// Name printed in reports.
-    pub(super) const NAME: &str = "cuda";
+    /// Name printed in reports (and the cargo feature that builds it).
+    pub(super) const NAME: &str = if cfg!(feature = "cuda") {
+        "cuda"
+    } else {
+        "cuda-unfused"
+    };
     /// Whether f64 matrix products run.
     pub(super) const F64_MATMUL: bool = false;
     /// Why not.
@@ -22,7 +28,7 @@ mod chosen {
     }
 }
 
-#[cfg(all(feature = "wgpu", not(feature = "cuda")))]
+#[cfg(all(feature = "wgpu", not(feature = "cuda-unfused")))]
 mod chosen {
     /// Inference backend.
     pub(super) type Inner = burn::backend::Wgpu;
@@ -39,7 +45,7 @@ mod chosen {
     }
 }
 
-#[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda"))))]
+#[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda-unfused"))))]
 mod chosen {
     /// Inference backend.
     pub(super) type Inner = burn::backend::Flex;
@@ -56,8 +62,8 @@ mod chosen {
     }
 }
 
-#[cfg(not(any(feature = "flex", feature = "wgpu", feature = "cuda")))]
-compile_error!("xtask needs one backend feature: flex (default), wgpu or cuda");
+#[cfg(not(any(feature = "flex", feature = "wgpu", feature = "cuda-unfused")))]
+compile_error!("xtask needs one backend feature: flex (default), wgpu, cuda or cuda-unfused");
 
 /// Backend for inference and constructed (untrained) models.
 pub(crate) type B = chosen::Inner;
