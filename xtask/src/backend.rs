@@ -1,20 +1,20 @@
 //! The one place where a concrete burn backend is chosen, by cargo feature.
 //!
-//! Features are additive, so when several are enabled the fastest wins: `cuda` (or `cuda-unfused`) >
+//! Features are additive, so when several are enabled the fastest wins: `cuda` (or `cuda-fused`) >
 //! `wgpu` > `flex`.
 //! `flex` (pure-Rust CPU) is the default; `cargo xtask --features cuda ...` or
 //! `cargo run -p xtask --no-default-features --features wgpu -- ...` select a GPU.
 
-#[cfg(feature = "cuda-unfused")]
+#[cfg(feature = "cuda")]
 mod chosen {
-    /// Inference backend: burn's `Fusion<CubeBackend<Cuda…>>` with the `cuda` feature (kernel fusion
-    /// and autotuning), the plain `CubeBackend` with `cuda-unfused` alone.
+    /// Inference backend: burn's plain `CubeBackend<CudaRuntime, …>` with the `cuda` feature,
+    /// `Fusion<CubeBackend<…>>` (kernel fusion and autotuning) with `cuda-fused`.
     pub(super) type Inner = burn::backend::Cuda;
     /// Name printed in reports (and the cargo feature that builds it).
-    pub(super) const NAME: &str = if cfg!(feature = "cuda") {
-        "cuda"
+    pub(super) const NAME: &str = if cfg!(feature = "cuda-fused") {
+        "cuda-fused"
     } else {
-        "cuda-unfused"
+        "cuda"
     };
     /// Whether f64 matrix products run.
     pub(super) const F64_MATMUL: bool = false;
@@ -28,7 +28,7 @@ mod chosen {
     }
 }
 
-#[cfg(all(feature = "wgpu", not(feature = "cuda-unfused")))]
+#[cfg(all(feature = "wgpu", not(feature = "cuda")))]
 mod chosen {
     /// Inference backend.
     pub(super) type Inner = burn::backend::Wgpu;
@@ -45,7 +45,7 @@ mod chosen {
     }
 }
 
-#[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda-unfused"))))]
+#[cfg(all(feature = "flex", not(any(feature = "wgpu", feature = "cuda"))))]
 mod chosen {
     /// Inference backend.
     pub(super) type Inner = burn::backend::Flex;
@@ -62,8 +62,8 @@ mod chosen {
     }
 }
 
-#[cfg(not(any(feature = "flex", feature = "wgpu", feature = "cuda-unfused")))]
-compile_error!("xtask needs one backend feature: flex (default), wgpu, cuda or cuda-unfused");
+#[cfg(not(any(feature = "flex", feature = "wgpu", feature = "cuda")))]
+compile_error!("xtask needs one backend feature: flex (default), wgpu, cuda or cuda-fused");
 
 /// Backend for inference and constructed (untrained) models.
 pub(crate) type B = chosen::Inner;

@@ -16,7 +16,7 @@ use crate::backend::{device, B, BACKEND_NAME};
 use tint_eval::results_doc::write_marked_section;
 
 /// Side of the sgemm that measures the machine's matmul rate (larger on a GPU).
-const SGEMM_SIZE: usize = if cfg!(any(feature = "cuda-unfused", feature = "wgpu")) {
+const SGEMM_SIZE: usize = if cfg!(any(feature = "cuda", feature = "wgpu")) {
     SGEMM_SIZE_GPU
 } else {
     SGEMM_SIZE_CPU

@@ -51,7 +51,7 @@ impl SuiteProtocol {
     /// on the CPU backend `flex` (the reduced one also for a backend name not known here).
     pub fn for_backend(backend: &str) -> Self {
         match backend {
-            "cuda" | "cuda-unfused" | "wgpu" => SuiteProtocol::Full,
+            "cuda" | "cuda-fused" | "wgpu" => SuiteProtocol::Full,
             _ => SuiteProtocol::Reduced,
         }
     }
