@@ -22,6 +22,7 @@ use crate::{
         apply_segments, restrict_plan, shift_plan, BlockKind, DimStructure, DimWise,
         DimWiseBuilder, SplitWise, SplitWiseBuilder,
     },
+    layout::{contiguous_with, per_entry_copies},
 };
 
 /// Additive value used for masked softmax scores. Finite (like `finfo.min` in the official code) so a
@@ -263,7 +264,8 @@ impl<B: Backend> PositionProjection<B> {
 }
 
 /// A contiguous copy of a row range of a state (a plain view when it already is one): per batch
-/// entry a memcpy, where flex would copy a batched row range with a slower tiled strided copy.
+/// entry a memcpy on flex, where a batched row range is copied with a slower tiled strided copy; one
+/// batched copy on other backends ([`per_entry_copies`]).
 ///
 /// # Shapes
 /// * `x`: `[batch_size, n_rows, width]` → same
@@ -271,6 +273,9 @@ fn compact_rows<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
     let [batch_size, n_rows, width] = x.dims();
     if batch_size == 1 {
         return x.reshape([1, n_rows, width]);
+    }
+    if !per_entry_copies::<B>(&x.device()) {
+        return contiguous_with(x, false);
     }
     let parts: Vec<Tensor<B, 3>> = (0..batch_size)
         .map(|b| x.clone().narrow(0, b, 1).reshape([1, n_rows, width]))
@@ -280,7 +285,8 @@ fn compact_rows<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
 
 /// `op(scores_b, mask_b)` for each batch entry, with `scores_b` = the `[nh, a, c]` head matrices and
 /// `mask_b` `[1, a', c']` broadcast over them (3-d shared-row broadcasts take flex's fast path, 4-d
-/// ones a strided element walk); a mask with batch size 1 is shared by the whole batch.
+/// ones a strided element walk); a mask with batch size 1 is shared by the whole batch. Entry by
+/// entry on flex only ([`per_entry_copies`]): elsewhere one broadcast op over the batch.
 ///
 /// # Shapes
 /// * `scores`: `[batch_size, nh, a, c]`, `mask`: `[batch_size or 1, a or 1, c]` → `[batch_size, nh, a, c]`
@@ -288,6 +294,21 @@ fn per_head_matrix<B: Backend>(
     scores: Tensor<B, 4>,
     mask: Tensor<B, 3>,
     op: impl Fn(Tensor<B, 3>, Tensor<B, 3>) -> Tensor<B, 3>,
+) -> Tensor<B, 4> {
+    let per_entry = per_entry_copies::<B>(&scores.device());
+    per_head_matrix_with(scores, mask, op, per_entry)
+}
+
+/// [`per_head_matrix`] with the strategy for a batched mask given: entry by entry (`per_entry`) or
+/// one op broadcasting each entry's mask over its heads. Both give the same values.
+///
+/// # Shapes
+/// * `scores`: `[batch_size, nh, a, c]`, `mask`: `[batch_size or 1, a or 1, c]` → `[batch_size, nh, a, c]`
+fn per_head_matrix_with<B: Backend>(
+    scores: Tensor<B, 4>,
+    mask: Tensor<B, 3>,
+    op: impl Fn(Tensor<B, 3>, Tensor<B, 3>) -> Tensor<B, 3>,
+    per_entry: bool,
 ) -> Tensor<B, 4> {
     let [batch_size, nh, a, c] = scores.dims();
     let [mask_batch, mask_rows, _] = mask.dims();
@@ -312,6 +333,13 @@ fn per_head_matrix<B: Backend>(
         return op(lhs, repeated(mask, copies)).reshape([batch_size, nh, a, c]);
     }
     let copies = nh * a * c / row;
+    if !per_entry {
+        return op(
+            scores.reshape([batch_size, copies, row]),
+            mask.reshape([batch_size, 1, row]),
+        )
+        .reshape([batch_size, nh, a, c]);
+    }
     let parts: Vec<Tensor<B, 3>> = (0..batch_size)
         .map(|b| {
             op(
@@ -562,6 +590,54 @@ impl<B: Backend> TintAttention<B> {
         match (live.first(), live.last()) {
             (Some(&first), Some(&last)) => first..last + 1,
             _ => 0..self.n_heads,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+    use burn::tensor::Distribution;
+
+    /// An element-wise op of two score tensors.
+    type ScoreOp = fn(Tensor<Flex, 3>, Tensor<Flex, 3>) -> Tensor<Flex, 3>;
+
+    /// The batched masks broadcast over the heads give what the per-entry loop gives, for a mask per
+    /// query row and a mask shared by the rows (`a' = 1`), with `mul` and `add`: the same one
+    /// float32 operation per element either way (tolerance 0).
+    #[test]
+    fn per_head_matrix_strategies_agree() {
+        let device = Default::default();
+        let scores = Tensor::<Flex, 4>::random([3, 2, 5, 7], Distribution::Default, &device);
+        for mask_rows in [5, 1] {
+            let mask = Tensor::<Flex, 3>::random([3, mask_rows, 7], Distribution::Default, &device);
+            let ops: [(&str, ScoreOp); 2] = [("mul", |s, m| s * m), ("add", |s, m| s + m)];
+            for (name, op) in ops {
+                let looped = per_head_matrix_with(scores.clone(), mask.clone(), op, true);
+                let batched = per_head_matrix_with(scores.clone(), mask.clone(), op, false);
+                assert_eq!(
+                    looped.into_data(),
+                    batched.clone().into_data(),
+                    "{name}, {mask_rows} rows"
+                );
+                // Entry 1, head 1 against the plain broadcast of its mask.
+                let head = batched.narrow(0, 1, 1).narrow(1, 1, 1).reshape([5, 7]);
+                let expected = op(
+                    scores
+                        .clone()
+                        .narrow(0, 1, 1)
+                        .narrow(1, 1, 1)
+                        .reshape([1, 5, 7]),
+                    mask.clone().narrow(0, 1, 1),
+                )
+                .reshape([5, 7]);
+                assert_eq!(
+                    head.into_data(),
+                    expected.into_data(),
+                    "{name}, {mask_rows} rows"
+                );
+            }
         }
     }
 }

@@ -77,16 +77,39 @@ pub fn with_token_memory<B: Backend>(
     )
 }
 
-/// A contiguous copy of a (possibly strided) view, or the tensor itself when it already is one.
-/// Per batch entry a 2-d copy: flex copies a 3-d strided view (e.g. a column range of a row range
-/// of a batched state) with a slow element-by-element walk, a 2-d one with a tiled copy.
+/// Whether `B` copies a strided batched view faster one batch entry at a time. On flex a 3-d strided
+/// view (e.g. a column range of a row range of a batched state) is copied element by element and a
+/// 2-d one with a tiled copy, so per-entry copies pay; on a GPU backend each entry is a kernel launch
+/// of its own (the structured step grew linearly with the batch on cuda: docs/performance.md), so one
+/// batched copy is the cheaper. Decided by the backend's name (`flex`, `autodiff<flex>`).
+pub fn per_entry_copies<B: Backend>(device: &B::Device) -> bool {
+    B::name(device).contains("flex")
+}
+
+/// A contiguous copy of a (possibly strided) view, or the tensor itself when it already is one:
+/// per batch entry a 2-d copy on flex, one batched copy elsewhere ([`per_entry_copies`]).
 ///
 /// # Shapes
 /// * `x`: `[batch_size, rows, width]` → same
 pub fn contiguous<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
+    let per_entry = per_entry_copies::<B>(&x.device());
+    contiguous_with(x, per_entry)
+}
+
+/// [`contiguous`] with the copy strategy given: entry by entry (`per_entry`) or batched. Both give
+/// the same values.
+///
+/// # Shapes
+/// * `x`: `[batch_size, rows, width]` → same
+pub fn contiguous_with<B: Backend>(x: Tensor<B, 3>, per_entry: bool) -> Tensor<B, 3> {
     let [batch_size, rows, width] = x.dims();
     if batch_size == 1 {
         return x.reshape([rows, width]).reshape([1, rows, width]);
+    }
+    if !per_entry {
+        return x
+            .reshape([batch_size * rows, width])
+            .reshape([batch_size, rows, width]);
     }
     let parts: Vec<Tensor<B, 3>> = (0..batch_size)
         .map(|b| {
@@ -116,4 +139,26 @@ pub fn repeat_rows<B: Backend>(row: Tensor<B, 3>, rows: usize) -> Tensor<B, 3> {
 pub fn repeat_columns<B: Backend>(column: Tensor<B, 3>, width: usize) -> Tensor<B, 3> {
     let [batch_size, rows, _] = column.dims();
     contiguous(column.expand([batch_size, rows, width]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+    use burn::tensor::{Distribution, Tensor};
+
+    /// Both copy strategies return the viewed values exactly (copies: no arithmetic, tolerance 0).
+    #[test]
+    fn contiguous_copies_agree_with_the_view() {
+        let device = Default::default();
+        let state = Tensor::<Flex, 3>::random([3, 9, 11], Distribution::Default, &device);
+        let view = state.narrow(1, 2, 5).narrow(2, 3, 6);
+        let expected = view.clone().into_data();
+        for per_entry in [true, false] {
+            let copy = contiguous_with(view.clone(), per_entry);
+            assert_eq!(copy.dims(), [3, 5, 6]);
+            assert_eq!(copy.into_data(), expected, "per_entry = {per_entry}");
+        }
+        assert!(per_entry_copies::<Flex>(&device));
+    }
 }
