@@ -4,9 +4,13 @@ use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::{activation::softmax, backend::Backend, Bool, Tensor};
 
-/// Score given to masked (future) positions before the softmax; `exp` of it underflows to exactly 0
-/// in f32 and f64, as HF's `finfo.min` does.
-const MASKED_SCORE: f64 = -1e30;
+/// Score given to masked (future) positions before the softmax: `exp` of it is exactly 0 in f32 and
+/// f64, as HF's `finfo.min` gives after underflow. −∞ rather than a large finite value because libm's
+/// `expf` sends finite arguments below about −104 through its slow underflow branch (4 % of the CPU
+/// forward's samples with −1e30, docs/performance.md) and returns 0 for −∞ at once; no row is fully
+/// masked (each position sees itself), so no `−∞ − (−∞)` NaN can arise. The LLaMA attention does
+/// the same.
+const MASKED_SCORE: f64 = f64::NEG_INFINITY;
 
 /// Causal self-attention: `softmax(q k^T / sqrt(d_k) + causal mask) v`, heads concatenated, then the
 /// output projection. All weights are `[d_input, d_output]` (`y = x W + b`).
