@@ -22,7 +22,8 @@
 # so the probe underestimated their step 3.4x and only the baselines finished: docs/results.md.)
 #
 # Lands in $OUT: gpu.txt, session.log, progress.txt (last logged step of every run), runs.tgz.part-*
-# (at most 5 parts), and once finished section.tgz (report section and plots).
+# and once finished section.tgz (report section and plots). A call returns at most 8 files, so at most
+# 4 parts (60 MB of runs) come back; the log says when there are more.
 set -u
 CARRY=${CARRY:-.gpu-carry}
 OUT=${OUT:-target/gpu-session}
@@ -96,4 +97,6 @@ fi
 # The runs (logs, checkpoints, specialised exports) in parts under the returned-file limit.
 tar czf /tmp/runs.tgz "$RUN_DIR" target/gpu-logs/*.log
 split -b 15m -d -a 1 /tmp/runs.tgz "$OUT/runs.tgz.part-"
+parts=$(ls "$OUT"/runs.tgz.part-* | wc -l)
+[ "$parts" -le 4 ] || log "WARNING: $parts parts of runs.tgz, more than the 4 a call can return"
 log "done: $(ls "$OUT" | tr '\n' ' ')"
