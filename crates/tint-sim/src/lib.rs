@@ -57,6 +57,7 @@ pub mod math;
 pub mod param_count;
 pub mod params;
 pub mod reference;
+pub mod sequences;
 pub mod simulator;
 pub mod step_config;
 

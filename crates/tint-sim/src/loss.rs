@@ -163,7 +163,7 @@ fn prediction_minus_target<B: Backend>(
 }
 
 /// Next-token cross-entropy on the evaluation part of each sequence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EvalLoss {
     /// Summed negative log-likelihood per sequence.
     pub nll_sum: Vec<f64>,
@@ -176,6 +176,13 @@ impl EvalLoss {
     pub fn mean(&self) -> f64 {
         let n: usize = self.n_targets.iter().sum();
         self.nll_sum.iter().sum::<f64>() / n as f64
+    }
+
+    /// Appends the sequences of `other` after those of `self` (the loss of a batch from the losses
+    /// of its parts).
+    pub fn append(&mut self, other: Self) {
+        self.nll_sum.extend(other.nll_sum);
+        self.n_targets.extend(other.n_targets);
     }
 }
 

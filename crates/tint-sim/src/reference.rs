@@ -252,6 +252,10 @@ impl<B: Backend> FunctionalReference<B> {
     /// # Shapes
     /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
+            return Ok(out);
+        }
         self.forward_with_params(input).map(|(out, _)| out)
     }
 

@@ -489,6 +489,9 @@ impl<B: Backend> TintSimulator<B> {
     /// [`SimError::InvalidInput`] for inputs that do not match each other or the model.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         input.validate(&self.aux_dims, self.dims.max_seq_length())?;
+        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
+            return Ok(out);
+        }
         let [batch_size, seq_length] = input.dims();
         let dtype = self.token_embedding.dtype();
         let device = self.token_embedding.device();

@@ -269,6 +269,10 @@ impl<B: Backend> LlamaReference<B> {
     /// [`SimError::InvalidInput`] for inconsistent shapes, sequences shorter than 2 or longer than the
     /// model's positions, and token ids outside the vocabulary.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        self.validate(input)?;
+        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
+            return Ok(out);
+        }
         self.forward_with_params(input).map(|(out, _)| out)
     }
 

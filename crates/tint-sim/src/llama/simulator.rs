@@ -381,6 +381,9 @@ impl<B: Backend> LlamaSimulator<B> {
     /// [`SimError::InvalidInput`] as [`LlamaReference::forward`], and sequences longer than `Tmax`.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         self.reference.validate(input)?;
+        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
+            return Ok(out);
+        }
         let [batch_size, seq_length] = input.dims();
         if seq_length > self.dims.max_seq_length() {
             return Err(SimError::InvalidInput(format!(
