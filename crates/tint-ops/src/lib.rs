@@ -69,6 +69,7 @@
 pub mod activation;
 pub mod attention;
 pub mod bias_free;
+pub mod branches;
 pub mod context;
 pub mod difference;
 pub mod dims;

@@ -882,8 +882,12 @@ impl<B: Backend> LinearBackwardDescent<B> {
         let exact = |gates: &Gates<B>| gates.is_selection();
         if exact(&self.backward.gates) && exact(&self.descent.gates) {
             // Exact gates: token rows = the backward tokens, prefix rows = old + update.
-            let tokens = self.backward.forward_tokens(state.clone(), ctx);
-            let update = self.descent.prefix_update(state.clone(), ctx);
+            // Two independent halves on one input (parallel tasks on CPU backends).
+            let (tokens, update) = crate::branches::join::<B, _, _, _, _>(
+                &state.device(),
+                || self.backward.forward_tokens(state.clone(), ctx),
+                || self.descent.prefix_update(state.clone(), ctx),
+            );
             return self
                 .descent
                 .gates
@@ -917,8 +921,11 @@ impl<B: Backend> LinearBackwardDescent<B> {
             && self.backward.is_structured()
             && self.descent.is_structured()
         {
-            let out = self.backward.structured_rows(&prefix, &tokens);
-            let update = self.descent.structured_update(&tokens, ctx);
+            let (out, update) = crate::branches::join::<B, _, _, _, _>(
+                &tokens.device(),
+                || self.backward.structured_rows(&prefix, &tokens),
+                || self.descent.structured_update(&tokens, ctx),
+            );
             return (crate::layout::contiguous(prefix) + update, out);
         }
         let p = ctx.n_prefixes;

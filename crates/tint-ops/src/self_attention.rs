@@ -272,9 +272,20 @@ impl<B: Backend> SelfAttentionForward<B> {
             Some(rotary) => rotary.forward(x, ctx.position_index.clone().narrow(0, p, t)),
             None => x,
         };
-        let q = rotate(project(&prefixes.query));
-        let k = rotate(project(&prefixes.key));
-        let v = project(&prefixes.value);
+        // The three projections are independent (parallel tasks on CPU backends).
+        let blocks = [&prefixes.query, &prefixes.key, &prefixes.value];
+        let mut qkv = crate::branches::map_in_order::<B, _, _>(&state.device(), 3, |i| {
+            let projected = project(blocks[i]);
+            if i < 2 {
+                rotate(projected)
+            } else {
+                projected
+            }
+        })
+        .into_iter();
+        let (Some(q), Some(k), Some(v)) = (qkv.next(), qkv.next(), qkv.next()) else {
+            unreachable!("map_in_order returns one result per index");
+        };
         let x = layout::token_rows(state.clone(), p).narrow(2, 0, d);
         let zeros = Tensor::zeros(
             [batch_size, t, ds - 3 * d],

@@ -2,27 +2,17 @@
 //!
 //! The sequences of a batch are independent in TinT: each gets its own simulated update (its own
 //! copy of the prefix weights, its own loss gradient; the paper, §2, and docs/construction.md §9),
-//! so a batch's outputs are the concatenation of its sequences' outputs. On burn-flex most of a
-//! step is element-wise work that runs on one thread (only the larger products use every core), so
-//! a batch of `B` sequences run one after the other in one op stream leaves cores idle; running its
-//! sequences as separate rayon tasks fills them (docs/performance.md, "Sequences in parallel"). On a
-//! GPU backend one batched kernel per op is the better form, and the batch is run as it is.
+//! so a batch's outputs are the concatenation of its sequences' outputs. On CPU backends they run
+//! as parallel tasks ([`tint_ops::branches`]); on a GPU backend one batched kernel per op is the
+//! better form, and the batch is run as it is.
 
 use burn::tensor::backend::Backend;
-use rayon::prelude::*;
 
 use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::EvalLoss;
 use crate::reference::SimOutput;
-
-/// Whether a step on `B` runs the sequences of a batch as parallel tasks: on CPU backends (flex,
-/// ndarray: element-wise kernels on one thread) when rayon has more than one thread; never on GPU
-/// backends. Decided by the backend's name (`flex`, `autodiff<flex>`, `ndarray`).
-pub fn runs_sequences_in_parallel<B: Backend>(device: &B::Device) -> bool {
-    let name = B::name(device);
-    (name.contains("flex") || name.contains("ndarray")) && rayon::current_num_threads() > 1
-}
+use tint_ops::branches::{map_in_order, runs_in_parallel};
 
 /// Sequence `b` of `input` as a batch of one.
 ///
@@ -63,7 +53,7 @@ pub fn concat_outputs<B: Backend>(outputs: Vec<SimOutput<B>>) -> SimOutput<B> {
 }
 
 /// Runs `step` on each sequence of `input` as its own rayon task and concatenates the outputs, when
-/// the batch has more than one sequence and [`runs_sequences_in_parallel`] holds for its device;
+/// the batch has more than one sequence and [`runs_in_parallel`] holds for its device;
 /// `Ok(None)` otherwise (the caller runs the batch as it is). `step` must treat a batch of one as
 /// it treats any batch (every engine's `forward` does; each is called here with one sequence, so
 /// it does not come back here).
@@ -76,15 +66,15 @@ pub fn forward_in_parallel<B, F>(
 ) -> Result<Option<SimOutput<B>>, SimError>
 where
     B: Backend,
-    F: Fn(&SimInput<B>) -> Result<SimOutput<B>, SimError> + Sync,
+    F: Fn(&SimInput<B>) -> Result<SimOutput<B>, SimError> + Sync + Send,
 {
     let [batch_size, _] = input.dims();
-    if batch_size < 2 || !runs_sequences_in_parallel::<B>(&input.input_ids.device()) {
+    let device = input.input_ids.device();
+    if batch_size < 2 || !runs_in_parallel::<B>(&device) {
         return Ok(None);
     }
-    let outputs = (0..batch_size)
-        .into_par_iter()
-        .map(|b| step(&sequence(input, b)))
+    let outputs = map_in_order::<B, _, _>(&device, batch_size, |b| step(&sequence(input, b)))
+        .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Some(concat_outputs(outputs)))
 }

@@ -26,6 +26,7 @@ use crate::input::SimInput;
 use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
 use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
 use crate::reference::{embed, eval_targets, SimOutput};
+use tint_ops::branches::map_in_order;
 
 /// Prefix blocks per auxiliary layer with `n_chunks` MLP chunks: ln_1, Q, K, V, attention c_proj,
 /// ln_2, then (c_fc chunk, activation, c_proj chunk) per chunk (docs/construction.md §5.1).
@@ -684,19 +685,29 @@ impl<B: Backend> TintSimulator<B> {
             let act = stored(&m, ln_mem);
             (m, h2, act)
         };
-        let mut chunk_acts = Vec::new();
-        for k in 0..self.n_chunks() {
+        // The `Di / D` MLP chunks are independent given `m` (on CPU backends parallel tasks,
+        // `crate::branches`); their outputs are added in chunk order, as one loop would.
+        let chunks = map_in_order::<B, _, _>(&m.device(), self.n_chunks(), |k| {
             let u = fb
                 .fc
                 .forward_rows(blocks[6 + 3 * k].clone(), m.clone(), ctx);
-            chunk_acts.extend(stored(&u, lin_mem));
             // `u` is a LinearForward output: zero between its signal and its memory.
-            let v = fb
-                .activation
-                .forward_rows_zero_padded(blocks[7 + 3 * k].clone(), u, ctx);
-            chunk_acts.extend(stored(&v, lin_mem));
-            let y = fb.proj.forward_rows(blocks[8 + 3 * k].clone(), v, ctx);
-            chunk_acts.extend(stored(&y, lin_mem));
+            let v =
+                fb.activation
+                    .forward_rows_zero_padded(blocks[7 + 3 * k].clone(), u.clone(), ctx);
+            let y = fb
+                .proj
+                .forward_rows(blocks[8 + 3 * k].clone(), v.clone(), ctx);
+            let acts = [
+                stored(&u, lin_mem),
+                stored(&v, lin_mem),
+                stored(&y, lin_mem),
+            ];
+            (y, acts)
+        });
+        let mut chunk_acts = Vec::new();
+        for (y, acts) in chunks {
+            chunk_acts.extend(acts.into_iter().flatten());
             out = add_rows(out, y);
         }
         if post_ln {
@@ -749,20 +760,26 @@ impl<B: Backend> TintSimulator<B> {
             delta
         };
         // Activations per layer: [a1, at, o, m, (u_k, v_k, y_k) per chunk].
-        let mut dm: Option<Tensor<B, 3>> = None;
-        for k in (0..n_chunks).rev() {
+        // The chunks are independent given `delta` (parallel tasks on CPU backends); their input
+        // gradients are summed from the last chunk down, as one loop would.
+        let chunks = map_in_order::<B, _, _>(&delta.device(), n_chunks, |i| {
+            let k = n_chunks - 1 - i;
             let (u_act, v_act, y_act) = (&acts[4 + 3 * k], &acts[5 + 3 * k], &acts[6 + 3 * k]);
-            let (block, st) = bb.proj.forward_rows(
+            let (proj_block, st) = bb.proj.forward_rows(
                 blocks[8 + 3 * k].clone(),
                 prepare(delta.clone(), lin_mem, y_act),
                 ctx,
             );
-            new_blocks[8 + 3 * k] = block;
             let st = bb.activation.forward_rows(prepare(st, lin_mem, v_act), ctx);
-            let (block, st) =
+            let (fc_block, st) =
                 bb.fc
                     .forward_rows(blocks[6 + 3 * k].clone(), prepare(st, lin_mem, u_act), ctx);
-            new_blocks[6 + 3 * k] = block;
+            (k, proj_block, fc_block, st)
+        });
+        let mut dm: Option<Tensor<B, 3>> = None;
+        for (k, proj_block, fc_block, st) in chunks {
+            new_blocks[8 + 3 * k] = proj_block;
+            new_blocks[6 + 3 * k] = fc_block;
             dm = Some(match dm {
                 Some(sum) => add_rows(sum, st),
                 None => st,
