@@ -52,11 +52,14 @@ pub fn concat_outputs<B: Backend>(outputs: Vec<SimOutput<B>>) -> SimOutput<B> {
     }
 }
 
-/// Runs `step` on each sequence of `input` as its own rayon task and concatenates the outputs, when
-/// the batch has more than one sequence and [`runs_in_parallel`] holds for its device;
-/// `Ok(None)` otherwise (the caller runs the batch as it is). `step` must treat a batch of one as
-/// it treats any batch (every engine's `forward` does; each is called here with one sequence, so
-/// it does not come back here).
+/// On CPU backends ([`runs_in_parallel`]): runs `step` on each sequence of `input` as its own rayon
+/// task and concatenates the outputs, or, for a single sequence called from outside the rayon pool,
+/// runs `step` on the whole input inside the pool, so that the branches of the step
+/// ([`tint_ops::branches`]) are forked from a worker thread (a cheap local task) instead of being
+/// injected into the pool from outside (a wake-up and a blocking wait each). `Ok(None)` otherwise
+/// (the caller runs the input as it is: a GPU backend, or a single sequence already on a worker).
+/// `step` must be the caller's own forward: it comes back here with one sequence on a worker and
+/// gets `None`.
 ///
 /// # Errors
 /// The first error of a sequence's step, in sequence order.
@@ -70,8 +73,14 @@ where
 {
     let [batch_size, _] = input.dims();
     let device = input.input_ids.device();
-    if batch_size < 2 || !runs_in_parallel::<B>(&device) {
+    if !runs_in_parallel::<B>(&device) {
         return Ok(None);
+    }
+    if batch_size < 2 {
+        if rayon::current_thread_index().is_some() {
+            return Ok(None);
+        }
+        return rayon::scope(|_| step(input)).map(Some);
     }
     let outputs = map_in_order::<B, _, _>(&device, batch_size, |b| step(&sequence(input, b)))
         .into_iter()
