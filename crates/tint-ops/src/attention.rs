@@ -506,9 +506,7 @@ impl<B: Backend> TintAttention<B> {
         let q = project(&self.query, Qkv::Query, query_rows, q_start);
         let k = project(&self.key, Qkv::Key, key_rows.clone(), k_start);
         let v = project(&self.value, Qkv::Value, key_rows, k_start);
-        let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch_size, nh, n_q, n_k]
-        let device = scores.device();
-        let dtype = scores.dtype();
+        let (device, dtype) = (q.device(), q.dtype());
         let causal = masks.causal.then(|| {
             // Query row `i` sees the keys `j` with `k_start + j <= q_start + i`: a prefix of its
             // row, filled in place (an element-wise iterator over `n_q · n_k` values was ~5 % of
@@ -522,45 +520,74 @@ impl<B: Backend> TintAttention<B> {
             }
             Tensor::<B, 3>::from_data(TensorData::new(allowed, [1, n_q, n_k]), (&device, dtype))
         });
-        let add = |s: Tensor<B, 3>, m: Tensor<B, 3>| s + m;
-        let mul = |s: Tensor<B, 3>, m: Tensor<B, 3>| s * m;
-        match self.scoring {
-            Scoring::Linear => {
-                if let Some(allowed) = causal {
-                    scores = per_head_matrix(scores, allowed, mul);
+        // Scores, masks and weighted values of a range of heads (`[batch_size, heads, ·, d]`):
+        // every head independently, so two halves of the heads can run as parallel tasks on CPU
+        // backends (`crate::branches`) and give the same values as all heads at once.
+        let attend = |q: Tensor<B, 4>, k: Tensor<B, 4>, v: Tensor<B, 4>| -> Tensor<B, 4> {
+            let mut scores = q.matmul(k.swap_dims(2, 3)); // [batch_size, heads, n_q, n_k]
+            let add = |s: Tensor<B, 3>, m: Tensor<B, 3>| s + m;
+            let mul = |s: Tensor<B, 3>, m: Tensor<B, 3>| s * m;
+            match self.scoring {
+                Scoring::Linear => {
+                    if let Some(allowed) = causal.clone() {
+                        scores = per_head_matrix(scores, allowed, mul);
+                    }
+                    if let Some(additive) = masks.additive.clone() {
+                        scores = per_head_matrix(scores, additive, add);
+                    }
                 }
-                if let Some(additive) = masks.additive {
-                    scores = per_head_matrix(scores, additive, add);
+                Scoring::Softmax { scale } => {
+                    scores = scores * scale;
+                    if let Some(allowed) = causal.clone() {
+                        scores = per_head_matrix(scores, (allowed - 1.0) * (-MASKED_SCORE), add);
+                    }
+                    if let Some(additive) = masks.additive.clone() {
+                        scores = per_head_matrix(scores, additive, add);
+                    }
+                    scores = softmax(scores, 3);
                 }
             }
-            Scoring::Softmax { scale } => {
-                scores = scores * scale;
-                if let Some(allowed) = causal {
-                    scores = per_head_matrix(scores, (allowed - 1.0) * (-MASKED_SCORE), add);
+            if let Some(key_mask) = masks.key_mask.clone() {
+                scores = per_head_matrix(scores, key_mask.unsqueeze_dim(1), mul);
+            }
+            match (masks.transpose_scores, masks.multiplicative.clone()) {
+                // (Sᵀ ⊙ M) = (S ⊙ Mᵀ)ᵀ: multiply the contiguous scores, then transpose the view.
+                (true, Some(multiplicative)) => {
+                    let transposed = multiplicative.swap_dims(1, 2);
+                    let transposed = transposed.clone().reshape(transposed.dims());
+                    scores = per_head_matrix(scores, transposed, mul).swap_dims(2, 3);
                 }
-                if let Some(additive) = masks.additive {
-                    scores = per_head_matrix(scores, additive, add);
+                (true, None) => scores = scores.swap_dims(2, 3),
+                (false, Some(multiplicative)) => {
+                    scores = per_head_matrix(scores, multiplicative, mul);
                 }
-                scores = softmax(scores, 3);
+                (false, None) => {}
             }
-        }
-        if let Some(key_mask) = masks.key_mask {
-            scores = per_head_matrix(scores, key_mask.unsqueeze_dim(1), mul);
-        }
-        match (masks.transpose_scores, masks.multiplicative) {
-            // (Sᵀ ⊙ M) = (S ⊙ Mᵀ)ᵀ: multiply the contiguous scores, then transpose the view.
-            (true, Some(multiplicative)) => {
-                let transposed = multiplicative.swap_dims(1, 2);
-                let transposed = transposed.clone().reshape(transposed.dims());
-                scores = per_head_matrix(scores, transposed, mul).swap_dims(2, 3);
-            }
-            (true, None) => scores = scores.swap_dims(2, 3),
-            (false, Some(multiplicative)) => {
-                scores = per_head_matrix(scores, multiplicative, mul);
-            }
-            (false, None) => {}
-        }
-        let out = scores.matmul(v); // [batch_size, live heads, n_q, d]
+            scores.matmul(v) // [batch_size, heads, n_q, d]
+        };
+        let out = if n_live > 1 && crate::branches::runs_in_parallel::<B>(&device) {
+            let half = n_live / 2;
+            let (first, second) = rayon::join(
+                || {
+                    attend(
+                        q.clone().narrow(1, 0, half),
+                        k.clone().narrow(1, 0, half),
+                        v.clone().narrow(1, 0, half),
+                    )
+                },
+                || {
+                    let rest = n_live - half;
+                    attend(
+                        q.clone().narrow(1, half, rest),
+                        k.clone().narrow(1, half, rest),
+                        v.clone().narrow(1, half, rest),
+                    )
+                },
+            );
+            Tensor::cat(vec![first, second], 1)
+        } else {
+            attend(q, k, v)
+        };
         if dense {
             self.c_proj
                 .forward_dense(out.swap_dims(1, 2).reshape([batch_size, n_q, d_sim]))

@@ -20,6 +20,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use tint_ops::branches::{join, map_in_order};
 use tint_ops::glu::{GluBackward, GluForward};
 use tint_ops::{
     layout, prefix, DescentUpdate, LinearBackwardDescent, LinearForward, SimContext, TintDims,
@@ -221,30 +222,47 @@ impl<B: Backend> SimulatedSwiGlu<B> {
             glu: vec![],
             down_in: vec![],
         };
-        // Σ_k y_k on dims [0, D) of every row, accumulated contiguously (flex walks column-range
-        // views element by element); written into the first call's state once.
-        let mut out: Option<(Tensor<B, 3>, Tensor<B, 3>)> = None;
-        for k in 0..prefixes.gate.len() {
-            let g = self.forward_linear.forward(
-                layout::with_prefix_rows(state.clone(), prefixes.gate[k].clone()),
-                ctx,
+        // The chunks are independent given the state, and so are the gate and up projections of
+        // a chunk (parallel tasks on CPU backends, `tint_ops::branches`).
+        let device = state.device();
+        let chunks = map_in_order::<B, _, _>(&device, prefixes.gate.len(), |k| {
+            let (g, u) = join::<B, _, _, _, _>(
+                &device,
+                || {
+                    self.forward_linear.forward(
+                        layout::with_prefix_rows(state.clone(), prefixes.gate[k].clone()),
+                        ctx,
+                    )
+                },
+                || {
+                    self.forward_linear.forward(
+                        layout::with_prefix_rows(state.clone(), prefixes.up[k].clone()),
+                        ctx,
+                    )
+                },
             );
-            acts.gate_in.push(layout::token_memory(g.clone(), p, lin));
-            let u = self.forward_linear.forward(
-                layout::with_prefix_rows(state.clone(), prefixes.up[k].clone()),
-                ctx,
-            );
-            acts.up_in.push(layout::token_memory(u.clone(), p, lin));
+            let gate_in = layout::token_memory(g.clone(), p, lin);
+            let up_in = layout::token_memory(u.clone(), p, lin);
             let both = g.slice_assign(
                 [0..batch_size, p..n_rows, d..2 * d],
                 u.narrow(1, p, n_rows - p).narrow(2, 0, d),
             );
             let h = self.glu_forward.forward(both, ctx);
-            acts.glu.push(layout::token_memory(h.clone(), p, glu_mem));
+            let glu = layout::token_memory(h.clone(), p, glu_mem);
             let y = self
                 .forward_linear
                 .forward(layout::with_prefix_rows(h, prefixes.down[k].clone()), ctx);
-            acts.down_in.push(layout::token_memory(y.clone(), p, lin));
+            let down_in = layout::token_memory(y.clone(), p, lin);
+            (gate_in, up_in, glu, down_in, y)
+        });
+        // Σ_k y_k on dims [0, D) of every row, in chunk order, accumulated contiguously (flex walks
+        // column-range views element by element); written into the first call's state once.
+        let mut out: Option<(Tensor<B, 3>, Tensor<B, 3>)> = None;
+        for (gate_in, up_in, glu, down_in, y) in chunks {
+            acts.gate_in.push(gate_in);
+            acts.up_in.push(up_in);
+            acts.glu.push(glu);
+            acts.down_in.push(down_in);
             out = Some(match out {
                 None => (y.clone().narrow(2, 0, d), y),
                 Some((sum, first)) => (add_rows(sum, y.narrow(2, 0, d)), first),
@@ -281,14 +299,15 @@ impl<B: Backend> SimulatedSwiGlu<B> {
                 block.clone(),
             )
         };
-        let mut updated = prefixes.clone();
-        let mut dm: Option<Tensor<B, 3>> = None;
-        for k in 0..prefixes.gate.len() {
+        // The chunks are independent given `delta`, and so are the gate and up backward of a
+        // chunk (parallel tasks on CPU backends); the input gradients are summed in chunk order.
+        let device = state.device();
+        let chunks = map_in_order::<B, _, _>(&device, prefixes.gate.len(), |k| {
             let st = self.backward_linear.forward(
                 prepare(state.clone(), lin, &acts.down_in[k], &prefixes.down[k]),
                 ctx,
             );
-            updated.down[k] = layout::prefix_rows(st.clone(), p);
+            let down_block = layout::prefix_rows(st.clone(), p);
             let st = self.glu_backward.forward(
                 layout::with_token_memory(st, p, glu_mem, acts.glu[k].clone()),
                 ctx,
@@ -297,15 +316,28 @@ impl<B: Backend> SimulatedSwiGlu<B> {
             let up_state = st
                 .clone()
                 .slice_assign([0..batch_size, p..n_rows, 0..d], d_up);
-            let from_gate = self
-                .backward_linear
-                .forward(prepare(st, lin, &acts.gate_in[k], &prefixes.gate[k]), ctx);
-            updated.gate[k] = layout::prefix_rows(from_gate.clone(), p);
-            let from_up = self
-                .backward_linear
-                .forward(prepare(up_state, lin, &acts.up_in[k], &prefixes.up[k]), ctx);
-            updated.up[k] = layout::prefix_rows(from_up.clone(), p);
+            let (from_gate, from_up) = join::<B, _, _, _, _>(
+                &device,
+                || {
+                    self.backward_linear
+                        .forward(prepare(st, lin, &acts.gate_in[k], &prefixes.gate[k]), ctx)
+                },
+                || {
+                    self.backward_linear
+                        .forward(prepare(up_state, lin, &acts.up_in[k], &prefixes.up[k]), ctx)
+                },
+            );
+            let gate_block = layout::prefix_rows(from_gate.clone(), p);
+            let up_block = layout::prefix_rows(from_up.clone(), p);
             let chunk = add_rows(from_gate.narrow(2, 0, d), from_up.narrow(2, 0, d));
+            (down_block, gate_block, up_block, chunk)
+        });
+        let mut updated = prefixes.clone();
+        let mut dm: Option<Tensor<B, 3>> = None;
+        for (k, (down_block, gate_block, up_block, chunk)) in chunks.into_iter().enumerate() {
+            updated.down[k] = down_block;
+            updated.gate[k] = gate_block;
+            updated.up[k] = up_block;
             dm = Some(match dm {
                 None => chunk,
                 Some(sum) => sum + chunk,
