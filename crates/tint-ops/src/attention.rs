@@ -507,18 +507,30 @@ impl<B: Backend> TintAttention<B> {
         let k = project(&self.key, Qkv::Key, key_rows.clone(), k_start);
         let v = project(&self.value, Qkv::Value, key_rows, k_start);
         let (device, dtype) = (q.device(), q.dtype());
-        let causal = masks.causal.then(|| {
-            // Query row `i` sees the keys `j` with `k_start + j <= q_start + i`: a prefix of its
-            // row, filled in place (an element-wise iterator over `n_q · n_k` values was ~5 % of
-            // a tiny structured step's main thread).
-            let mut allowed = vec![0.0f32; n_q * n_k];
+        // Query row `i` sees the keys `j` with `k_start + j <= q_start + i`: a prefix of its row,
+        // filled in place (an element-wise iterator over `n_q · n_k` values was ~5 % of a tiny
+        // structured step's main thread). `hidden` is the value of the hidden keys: 0 for the
+        // multiplicative mask of linear scoring, the additive score of softmax scoring.
+        let causal_mask = |visible_value: f32, hidden: f32| {
+            let mut mask = vec![hidden; n_q * n_k];
             if n_k > 0 {
-                for (i, row) in allowed.chunks_mut(n_k).enumerate() {
+                for (i, row) in mask.chunks_mut(n_k).enumerate() {
                     let visible = (q_start + i + 1).saturating_sub(k_start).min(n_k);
-                    row[..visible].fill(1.0);
+                    row[..visible].fill(visible_value);
                 }
             }
-            Tensor::<B, 3>::from_data(TensorData::new(allowed, [1, n_q, n_k]), (&device, dtype))
+            Tensor::<B, 3>::from_data(TensorData::new(mask, [1, n_q, n_k]), (&device, dtype))
+        };
+        let causal = masks.causal.then(|| match self.scoring {
+            Scoring::Linear => causal_mask(1.0, 0.0),
+            // −∞ where every query row sees a key (its first key is at or before it): `expf`
+            // takes its fast exit for −∞ but a slow underflow branch for −1e30 (2 % of a tiny
+            // structured step); a row with no visible key keeps the finite score, which gives
+            // uniform weights instead of NaN.
+            Scoring::Softmax { .. } if n_k > 0 && q_start >= k_start => {
+                causal_mask(0.0, f32::NEG_INFINITY)
+            }
+            Scoring::Softmax { .. } => causal_mask(0.0, MASKED_SCORE as f32),
         });
         // Scores, masks and weighted values of a range of heads (`[batch_size, heads, ·, d]`):
         // every head independently, so two halves of the heads can run as parallel tasks on CPU
@@ -538,8 +550,8 @@ impl<B: Backend> TintAttention<B> {
                 }
                 Scoring::Softmax { scale } => {
                     scores = scores * scale;
-                    if let Some(allowed) = causal.clone() {
-                        scores = per_head_matrix(scores, (allowed - 1.0) * (-MASKED_SCORE), add);
+                    if let Some(hidden) = causal.clone() {
+                        scores = per_head_matrix(scores, hidden, add);
                     }
                     if let Some(additive) = masks.additive.clone() {
                         scores = per_head_matrix(scores, additive, add);
