@@ -263,6 +263,13 @@ impl<B: Backend> SelfAttentionForward<B> {
         let (p, d, mem) = (ctx.n_prefixes, self.d_model, self.memory_index);
         let t = n_rows - p;
         let project = |block: &Tensor<B, 3>| {
+            if self.linear.is_structured() {
+                // Dims `[0, D)` of the structured token rows are `W x + b` (the rest is zeros
+                // and the memory): compute them alone, without assembling the `[P + T, Ds]`
+                // input or the `Ds`-wide output.
+                let x = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+                return self.linear.structured_product(block, x);
+            }
             let input = layout::with_prefix_rows(state.clone(), block.clone());
             self.linear
                 .forward_tokens(input, ctx, false)
