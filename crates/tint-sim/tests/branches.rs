@@ -11,7 +11,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::Tensor;
 use common::*;
 use tint_ops::branches::runs_in_parallel;
 use tint_sim::llama::LlamaTintConfig;
@@ -138,16 +138,6 @@ fn gpt2_engines_give_the_same_batch_sequence_by_sequence() {
     }
 }
 
-fn llama_ids(batch_size: usize, seq_length: usize) -> Tensor<TestBackend, 2, Int> {
-    let ids: Vec<i64> = (0..batch_size * seq_length)
-        .map(|k| ((k * 37 + 5 + k / seq_length * 13) % 97) as i64)
-        .collect();
-    Tensor::from_data(
-        TensorData::new(ids, [batch_size, seq_length]),
-        &Default::default(),
-    )
-}
-
 #[test]
 fn llama_engines_give_the_same_batch_sequence_by_sequence() {
     // The tiny LLaMA fixture: D = 64, 2 layers, 4 query heads, 2 KV heads, SwiGLU.
@@ -164,7 +154,7 @@ fn llama_engines_give_the_same_batch_sequence_by_sequence() {
     };
     let reference = LlamaReference::from_params(params.clone(), step.clone()).unwrap();
     for (batch_size, lengths) in [(3, &[6, 9, 3][..]), (1, &[7][..])] {
-        let input = SimInput::with_train_lengths(llama_ids(batch_size, 10), lengths).unwrap();
+        let input = SimInput::with_train_lengths(llama_ids(batch_size, 10, 0), lengths).unwrap();
         for execution in [Execution::Structured, Execution::Constructed] {
             let config = LlamaSimulatorConfig {
                 execution,

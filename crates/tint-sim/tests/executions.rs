@@ -10,7 +10,7 @@ mod common;
 use std::path::PathBuf;
 use tint_sim::StepConfig;
 
-use burn::tensor::{DType, Int, Tensor, TensorData};
+use burn::tensor::{DType, Tensor};
 use common::*;
 use tint_sim::llama::LlamaTintConfig;
 use tint_sim::llama::{LlamaParams, LlamaReference, LlamaSimulator, LlamaSimulatorConfig};
@@ -213,16 +213,6 @@ fn opt_post_ln_with_projections_executions_equal_the_reference() {
             &random_input(seed, 2, 10, 512, &[6, 10]),
         );
     }
-}
-
-fn llama_ids(batch_size: usize, seq_length: usize, seed: usize) -> Tensor<TestBackend, 2, Int> {
-    let ids: Vec<i64> = (0..batch_size * seq_length)
-        .map(|k| ((k * 37 + seed * 11 + 5 + k / seq_length * 13) % 97) as i64)
-        .collect();
-    Tensor::from_data(
-        TensorData::new(ids, [batch_size, seq_length]),
-        &Default::default(),
-    )
 }
 
 #[test]

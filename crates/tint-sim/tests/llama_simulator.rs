@@ -3,6 +3,9 @@
 //! first pass = auxiliary forward, final logits = the LLaMA functional reference, typed errors.
 #![allow(clippy::print_stdout, clippy::print_stderr)] // measured values are reported on the terminal
 
+mod common;
+
+use common::llama_ids;
 use std::path::PathBuf;
 use tint_sim::StepConfig;
 
@@ -38,17 +41,6 @@ fn load<B: Backend>(name: &str) -> AuxModel<B> {
         .join("../../fixtures/llama")
         .join(name);
     tint_aux::load_model::<B>(&dir, &Default::default()).expect("tiny LLaMA loads")
-}
-
-/// `batch_size` deterministic sequences of token ids in `0..97` (the fixtures' vocabulary).
-fn ids(batch_size: usize, seq_length: usize, seed: usize) -> Tensor<Flex, 2, Int> {
-    let ids: Vec<i64> = (0..batch_size * seq_length)
-        .map(|k| ((k * 37 + seed * 11 + 5 + k / seq_length * 13) % 97) as i64)
-        .collect();
-    Tensor::from_data(
-        TensorData::new(ids, [batch_size, seq_length]),
-        &Default::default(),
-    )
 }
 
 fn values<const D: usize>(t: Tensor<Flex, D>) -> Vec<f64> {
@@ -117,7 +109,7 @@ fn compare_execution(
 fn simulator_first_pass_equals_the_aux_forward_in_f32() {
     for (name, n_sim) in [("tiny", 1), ("tiny_tied", 2)] {
         let model = load::<Flex>(name);
-        let input_ids = ids(2, 12, 1);
+        let input_ids = llama_ids(2, 12, 1);
         let expected = model.forward(input_ids.clone()).unwrap();
         let config = LlamaSimulatorConfig::for_model(
             64,
@@ -138,7 +130,7 @@ fn simulator_first_pass_equals_the_aux_forward_in_f32() {
 fn simulator_equals_the_reference_in_f64_with_exact_derivatives() {
     // (fixture, simulated layers, steps, lr): n_sim < L and n_sim = L, 1 and 2 steps, tied and untied.
     for (name, n_sim, steps, lr) in [("tiny", 1, 1, 0.05), ("tiny_tied", 2, 2, 0.03)] {
-        let input = SimInput::with_train_lengths(ids(2, 14, 2), &[8, 10]).unwrap();
+        let input = SimInput::with_train_lengths(llama_ids(2, 14, 2), &[8, 10]).unwrap();
         let (first, last, moved) = compare(
             name,
             DType::F64,
@@ -161,7 +153,7 @@ fn simulator_equals_the_reference_in_f64_with_exact_derivatives() {
 #[test]
 fn simulator_equals_the_reference_in_f64_with_finite_differences() {
     for (name, n_sim, steps, lr) in [("tiny_tied", 1, 2, 0.05), ("tiny", 2, 1, 0.05)] {
-        let input = SimInput::with_train_lengths(ids(1, 16, 3), &[9]).unwrap();
+        let input = SimInput::with_train_lengths(llama_ids(1, 16, 3), &[9]).unwrap();
         let (first, last, moved) = compare(
             name,
             DType::F64,
@@ -196,7 +188,7 @@ fn simulator_with_icl_and_gradient_masks_equals_the_reference_in_f64() {
     let gradient: Vec<bool> = (0..t).map(|j| j != 3).collect();
     let gradient =
         Tensor::<Flex, 2, Bool>::from_data(TensorData::new(gradient, [1, t]), &Default::default());
-    let input = SimInput::with_train_lengths(ids(1, t, 4), &[8])
+    let input = SimInput::with_train_lengths(llama_ids(1, t, 4), &[8])
         .unwrap()
         .with_icl_mask(icl)
         .with_gradient_mask(gradient);
@@ -225,7 +217,7 @@ fn simulator_with_icl_and_gradient_masks_equals_the_reference_in_f64() {
 
 #[test]
 fn simulator_equals_the_reference_in_f32() {
-    let input = SimInput::with_train_lengths(ids(1, 16, 5), &[10]).unwrap();
+    let input = SimInput::with_train_lengths(llama_ids(1, 16, 5), &[10]).unwrap();
     let (first, last, moved) = compare(
         "tiny_tied",
         DType::F32,
@@ -240,7 +232,7 @@ fn simulator_equals_the_reference_in_f32() {
 
 #[test]
 fn frozen_updates_leave_the_logits_unchanged() {
-    let input = SimInput::with_train_lengths(ids(1, 10, 6), &[6]).unwrap();
+    let input = SimInput::with_train_lengths(llama_ids(1, 10, 6), &[6]).unwrap();
     let frozen = LlamaTintConfig {
         updates: LlamaUpdates {
             attn_value: false,
@@ -337,7 +329,7 @@ fn constraint_violations_are_typed_errors() {
     ));
     let simulator = LlamaSimulator::new(&model, ok).unwrap();
     // Longer than Tmax = 32, and a token id outside the 97-token vocabulary.
-    let long = SimInput::with_train_lengths(ids(1, 33, 1), &[10]).unwrap();
+    let long = SimInput::with_train_lengths(llama_ids(1, 33, 1), &[10]).unwrap();
     assert!(matches!(
         simulator.forward(&long),
         Err(SimError::InvalidInput(_))

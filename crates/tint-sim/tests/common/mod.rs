@@ -213,3 +213,19 @@ impl SeededRng {
         }
     }
 }
+
+/// Deterministic token ids below 97 (the tiny LLaMA fixture's vocabulary is larger), different per
+/// sequence and per `seed`.
+pub(crate) fn llama_ids(
+    batch_size: usize,
+    seq_length: usize,
+    seed: usize,
+) -> Tensor<TestBackend, 2, Int> {
+    let ids: Vec<i64> = (0..batch_size * seq_length)
+        .map(|k| ((k * 37 + seed * 11 + 5 + k / seq_length * 13) % 97) as i64)
+        .collect();
+    Tensor::from_data(
+        TensorData::new(ids, [batch_size, seq_length]),
+        &Default::default(),
+    )
+}
