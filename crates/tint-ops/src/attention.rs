@@ -22,7 +22,7 @@ use crate::{
         apply_segments, restrict_plan, shift_plan, BlockKind, DimStructure, DimWise,
         DimWiseBuilder, SplitWise, SplitWiseBuilder,
     },
-    layout::{contiguous_with, per_entry_copies},
+    layout::per_entry_copies,
 };
 
 /// Additive value used for masked softmax scores. Finite (like `finfo.min` in the official code) so a
@@ -263,26 +263,6 @@ impl<B: Backend> PositionProjection<B> {
     }
 }
 
-/// A contiguous copy of a row range of a state (a plain view when it already is one): per batch
-/// entry a memcpy on flex, where a batched row range is copied with a slower tiled strided copy; one
-/// batched copy on other backends ([`per_entry_copies`]).
-///
-/// # Shapes
-/// * `x`: `[batch_size, n_rows, width]` → same
-fn compact_rows<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 3> {
-    let [batch_size, n_rows, width] = x.dims();
-    if batch_size == 1 {
-        return x.reshape([1, n_rows, width]);
-    }
-    if !per_entry_copies::<B>(&x.device()) {
-        return contiguous_with(x, false);
-    }
-    let parts: Vec<Tensor<B, 3>> = (0..batch_size)
-        .map(|b| x.clone().narrow(0, b, 1).reshape([1, n_rows, width]))
-        .collect();
-    Tensor::cat(parts, 0)
-}
-
 /// `op(scores_b, mask_b)` for each batch entry, with `scores_b` = the `[nh, a, c]` head matrices and
 /// `mask_b` `[1, a', c']` broadcast over them (3-d shared-row broadcasts take flex's fast path, 4-d
 /// ones a strided element walk); a mask with batch size 1 is shared by the whole batch. Entry by
@@ -471,11 +451,11 @@ impl<B: Backend> TintAttention<B> {
         // A row range of a batch-1 state is not "contiguous" for flex (size-1 batch stride): one
         // memcpy per row range keeps every later op on the fast path (shared by k and v, and by
         // q when the ranges coincide).
-        let key_rows = compact_rows(hidden.clone().narrow(1, k_start, n_k));
+        let key_rows = crate::layout::contiguous(hidden.clone().narrow(1, k_start, n_k));
         let query_rows = if (q_start, n_q) == (k_start, n_k) {
             key_rows.clone()
         } else {
-            compact_rows(hidden.clone().narrow(1, q_start, n_q))
+            crate::layout::contiguous(hidden.clone().narrow(1, q_start, n_q))
         };
         let project = |proj: &ContentProjection<B>, which: Qkv, x: Tensor<B, 3>, start: usize| {
             let [_, len, _] = x.dims();
