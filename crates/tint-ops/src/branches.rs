@@ -22,32 +22,6 @@ pub fn runs_in_parallel<B: Backend>(device: &B::Device) -> bool {
         && rayon::current_num_threads() > 1
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::testing::TestBackend;
-    use burn::backend::Autodiff;
-
-    /// Flex runs branches in parallel with two threads and in order with one; autodiff never.
-    #[test]
-    fn parallel_on_flex_with_threads_only() {
-        let device = Default::default();
-        let pool = |n| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n)
-                .build()
-                .expect("rayon pool")
-        };
-        assert!(pool(2).install(|| runs_in_parallel::<TestBackend>(&device)));
-        assert!(!pool(1).install(|| runs_in_parallel::<TestBackend>(&device)));
-        assert!(!pool(2).install(|| runs_in_parallel::<Autodiff<TestBackend>>(&device)));
-        let order = pool(2).install(|| map_in_order::<TestBackend, _, _>(&device, 5, |i| i * i));
-        assert_eq!(order, vec![0, 1, 4, 9, 16]);
-        let pair = pool(2).install(|| join::<TestBackend, _, _, _, _>(&device, || 1, || "b"));
-        assert_eq!(pair, (1, "b"));
-    }
-}
-
 /// `[f(0), f(1), …, f(n - 1)]`, in this order: as parallel rayon tasks when [`runs_in_parallel`]
 /// holds for `device`, one after the other otherwise.
 pub fn map_in_order<B, T, F>(device: &B::Device, n: usize, f: F) -> Vec<T>
@@ -77,5 +51,31 @@ where
         rayon::join(a, b)
     } else {
         (a(), b())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::TestBackend;
+    use burn::backend::Autodiff;
+
+    /// Flex runs branches in parallel with two threads and in order with one; autodiff never.
+    #[test]
+    fn parallel_on_flex_with_threads_only() {
+        let device = Default::default();
+        let pool = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .expect("rayon pool")
+        };
+        assert!(pool(2).install(|| runs_in_parallel::<TestBackend>(&device)));
+        assert!(!pool(1).install(|| runs_in_parallel::<TestBackend>(&device)));
+        assert!(!pool(2).install(|| runs_in_parallel::<Autodiff<TestBackend>>(&device)));
+        let order = pool(2).install(|| map_in_order::<TestBackend, _, _>(&device, 5, |i| i * i));
+        assert_eq!(order, vec![0, 1, 4, 9, 16]);
+        let pair = pool(2).install(|| join::<TestBackend, _, _, _, _>(&device, || 1, || "b"));
+        assert_eq!(pair, (1, "b"));
     }
 }
