@@ -253,10 +253,11 @@ impl<B: Backend> FunctionalReference<B> {
     /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
-        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
-            return Ok(out);
+        let run = |input: &SimInput<B>| self.forward_validated(input).map(|(out, _)| out);
+        match crate::sequences::forward_in_parallel(input, run)? {
+            Some(out) => Ok(out),
+            None => run(input),
         }
-        self.forward_with_params(input).map(|(out, _)| out)
     }
 
     /// Like [`Self::forward`], also returning the updated weights (layers that were updated carry one
@@ -265,8 +266,16 @@ impl<B: Backend> FunctionalReference<B> {
         &self,
         input: &SimInput<B>,
     ) -> Result<(SimOutput<B>, AuxParams<B>), SimError> {
+        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        self.forward_validated(input)
+    }
+
+    /// [`Self::forward_with_params`] on an input that passed [`SimInput::validate`].
+    fn forward_validated(
+        &self,
+        input: &SimInput<B>,
+    ) -> Result<(SimOutput<B>, AuxParams<B>), SimError> {
         let dims = self.aux.dims();
-        input.validate(&dims, self.aux.max_seq_length())?;
         let cfg = &self.config;
         let mut masks = input.masks(self.aux.dtype(), cfg.official_compat);
         // The score masks repeated over the heads once: flex walks an operand broadcast over a

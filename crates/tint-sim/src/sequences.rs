@@ -57,9 +57,9 @@ pub fn concat_outputs<B: Backend>(outputs: Vec<SimOutput<B>>) -> SimOutput<B> {
 /// runs `step` on the whole input inside the pool, so that the branches of the step
 /// ([`tint_ops::branches`]) are forked from a worker thread (a cheap local task) instead of being
 /// injected into the pool from outside (a wake-up and a blocking wait each). `Ok(None)` otherwise
-/// (the caller runs the input as it is: a GPU backend, or a single sequence already on a worker).
-/// `step` must be the caller's own forward: it comes back here with one sequence on a worker and
-/// gets `None`.
+/// (the caller runs `step` on the input itself: a GPU backend, or a single sequence already on a
+/// worker). `input` must have passed the engine's validation (so every mask has the batch size of
+/// the ids), and `step` is the engine's forward on validated input: it does not come back here.
 ///
 /// # Errors
 /// The first error of a sequence's step, in sequence order.

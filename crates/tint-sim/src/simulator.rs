@@ -490,9 +490,15 @@ impl<B: Backend> TintSimulator<B> {
     /// [`SimError::InvalidInput`] for inputs that do not match each other or the model.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         input.validate(&self.aux_dims, self.dims.max_seq_length())?;
-        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
-            return Ok(out);
+        let run = |input: &SimInput<B>| self.forward_validated(input);
+        match crate::sequences::forward_in_parallel(input, run)? {
+            Some(out) => Ok(out),
+            None => run(input),
         }
+    }
+
+    /// [`Self::forward`] on an input that passed [`SimInput::validate`].
+    fn forward_validated(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         let [batch_size, seq_length] = input.dims();
         let dtype = self.token_embedding.dtype();
         let device = self.token_embedding.device();

@@ -270,10 +270,14 @@ impl<B: Backend> LlamaReference<B> {
     /// model's positions, and token ids outside the vocabulary.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         self.validate(input)?;
-        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
-            return Ok(out);
+        let run = |input: &SimInput<B>| {
+            self.forward_observed_validated(input, &mut |_, _| {})
+                .map(|(out, _)| out)
+        };
+        match crate::sequences::forward_in_parallel(input, run)? {
+            Some(out) => Ok(out),
+            None => run(input),
         }
-        self.forward_with_params(input).map(|(out, _)| out)
     }
 
     /// [`Self::forward`] with the training part of sequence `b` being its first `train_lengths[b]`
@@ -326,6 +330,15 @@ impl<B: Backend> LlamaReference<B> {
         observe: &mut dyn FnMut(&str, Tensor<B, 2>),
     ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
         self.validate(input)?;
+        self.forward_observed_validated(input, observe)
+    }
+
+    /// [`Self::forward_observed`] on an input that passed [`Self::validate`].
+    fn forward_observed_validated(
+        &self,
+        input: &SimInput<B>,
+        observe: &mut dyn FnMut(&str, Tensor<B, 2>),
+    ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
         let [_, seq_length] = input.dims();
         let train = bool_rows(&input.train_mask);
         let (mut first_logits, mut final_logits, mut updated) = (vec![], vec![], vec![]);

@@ -381,16 +381,23 @@ impl<B: Backend> LlamaSimulator<B> {
     /// [`SimError::InvalidInput`] as [`LlamaReference::forward`], and sequences longer than `Tmax`.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         self.reference.validate(input)?;
-        if let Some(out) = crate::sequences::forward_in_parallel(input, |one| self.forward(one))? {
-            return Ok(out);
-        }
-        let [batch_size, seq_length] = input.dims();
+        let [_, seq_length] = input.dims();
         if seq_length > self.dims.max_seq_length() {
             return Err(SimError::InvalidInput(format!(
                 "sequence length {seq_length} exceeds the simulator's Tmax = {}",
                 self.dims.max_seq_length()
             )));
         }
+        let run = |input: &SimInput<B>| self.forward_validated(input);
+        match crate::sequences::forward_in_parallel(input, run)? {
+            Some(out) => Ok(out),
+            None => run(input),
+        }
+    }
+
+    /// [`Self::forward`] on an input that passed its checks.
+    fn forward_validated(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
+        let [batch_size, seq_length] = input.dims();
         let dtype = self.head_rows.dtype();
         let device = self.head_rows.device();
         let dims = self.dims.with_seq_length(seq_length)?;
