@@ -226,17 +226,27 @@ pub struct PositionProjection<B: Backend> {
 }
 
 impl<B: Backend> PositionProjection<B> {
-    /// The position term `λ[h] · W^p pos` of q, k or v for the given rows, or `None` if `λ = 0`.
+    /// The position term `λ[h] · W^p pos` of q, k or v for the given rows and the heads `heads`
+    /// (laid out head after head), or `None` if `λ = 0` on all of them. Heads outside `heads` are
+    /// never built: the attention reads only its live heads, and the terms of the others were
+    /// fresh `[n_rows, d]` buffers (most of them zeros) cut away again after a copy.
     ///
     /// # Shapes
-    /// * `position_index`: `[n_rows]` → `[1, n_rows, nh * d]`
-    pub fn term(&self, which: Qkv, position_index: Tensor<B, 1, Int>) -> Option<Tensor<B, 3>> {
-        if !self.active[which as usize] {
+    /// * `position_index`: `[n_rows]` → `[1, n_rows, heads.len() * d]`
+    pub fn term(
+        &self,
+        which: Qkv,
+        position_index: Tensor<B, 1, Int>,
+        heads: Range<usize>,
+    ) -> Option<Tensor<B, 3>> {
+        let [_, nh] = self.lambda.dims();
+        let row = which as usize * nh;
+        let lambda = &self.lambda_values[row + heads.start..row + heads.end];
+        if !self.active[which as usize] || lambda.iter().all(|&l| l == 0.0) {
             return None;
         }
         let [_, three_d] = self.weight.dims();
         let d = three_d / 3;
-        let [_, nh] = self.lambda.dims();
         let n_rows = position_index.dims()[0];
         // One-hot position times W^p is a row gather.
         let pos = self
@@ -245,21 +255,29 @@ impl<B: Backend> PositionProjection<B> {
             .select(0, position_index)
             .narrow(1, which as usize * d, d)
             + self.bias.val().narrow(0, which as usize * d, d).unsqueeze(); // [n_rows, d]
-                                                                            // λ[h] · pos per head, laid out head after head along the row (no broadcast product).
-        let lambda = &self.lambda_values[which as usize * nh..(which as usize + 1) * nh];
-        let parts: Vec<Tensor<B, 2>> = lambda
-            .iter()
-            .map(|&l| {
-                if l == 1.0 {
-                    pos.clone()
-                } else if l == 0.0 {
-                    pos.zeros_like()
-                } else {
-                    pos.clone().mul_scalar(l)
-                }
-            })
-            .collect();
-        Some(Tensor::cat(parts, 1).reshape([1, n_rows, nh * d]))
+        // λ[h] · pos per head, laid out head after head along the row (no broadcast product); a run
+        // of heads with λ = 0 is one zero block.
+        let mut parts: Vec<Tensor<B, 2>> = Vec::with_capacity(lambda.len());
+        let mut zero_heads = 0;
+        for &l in lambda {
+            if l == 0.0 {
+                zero_heads += 1;
+                continue;
+            }
+            if zero_heads > 0 {
+                parts.push(Tensor::zeros([n_rows, zero_heads * d], (&pos.device(), pos.dtype())));
+                zero_heads = 0;
+            }
+            parts.push(if l == 1.0 {
+                pos.clone()
+            } else {
+                pos.clone().mul_scalar(l)
+            });
+        }
+        if zero_heads > 0 {
+            parts.push(Tensor::zeros([n_rows, zero_heads * d], (&pos.device(), pos.dtype())));
+        }
+        Some(Tensor::cat(parts, 1).reshape([1, n_rows, lambda.len() * d]))
     }
 }
 
@@ -465,13 +483,8 @@ impl<B: Backend> TintAttention<B> {
                 proj.forward_columns(x, cols.clone())
             };
             let index = position_index.clone().narrow(0, start, len);
-            let out = match self.positions.term(which, index) {
+            let out = match self.positions.term(which, index, heads.clone()) {
                 Some(term) => {
-                    let term = if n_live == nh {
-                        term
-                    } else {
-                        crate::layout::contiguous(term.narrow(2, cols.start, cols.len()))
-                    };
                     // Same-shape add: a batch-broadcast operand makes flex walk element by element.
                     if batch_size > 1 {
                         content + Tensor::cat(vec![term; batch_size], 0)
