@@ -2,7 +2,10 @@
 
 use burn::module::Module;
 use burn::nn::Linear;
+use core::ops::Range;
+
 use burn::tensor::{activation::softmax, backend::Backend, Bool, Tensor};
+use tint_branches::runs_in_parallel;
 
 /// Score given to masked (future) positions before the softmax: `exp` of it is exactly 0 in f32 and
 /// f64, as HF's `finfo.min` gives after underflow. −∞ rather than a large finite value because libm's
@@ -58,21 +61,43 @@ impl<B: Backend> CausalSelfAttention<B> {
         };
         // The score scale `1 / sqrt(d_k)` is applied to q (`T d_model` values) rather than to the
         // scores (`n_heads T²` values).
+        let input_device = input.device();
         let q = split_heads(self.query.forward(input.clone()) / (d_k as f64).sqrt());
         let k = split_heads(self.key.forward(input.clone()));
         let v = split_heads(self.value.forward(input));
 
-        // [batch_size, n_heads, seq_length, seq_length]
-        let scores = q.matmul(k.swap_dims(2, 3));
-        let future = Tensor::<B, 2, Bool>::tril_mask([seq_length, seq_length], 0, &scores.device())
-            .unsqueeze::<4>()
-            .expand([batch_size, n_heads, seq_length, seq_length]);
-        let probs = softmax(scores.mask_fill(future, MASKED_SCORE), 3);
+        // Probabilities `[batch_size, heads, seq_length, seq_length]` and weighted values
+        // `[batch_size, heads, seq_length, d_k]` of a range of heads: each head independently, so
+        // on CPU backends two halves of the heads run as parallel tasks (`tint_branches`) and give
+        // the same values as all heads at once.
+        let attend = |heads: Range<usize>| {
+            let n = heads.len();
+            let q = q.clone().narrow(1, heads.start, n);
+            let k = k.clone().narrow(1, heads.start, n);
+            let v = v.clone().narrow(1, heads.start, n);
+            let scores = q.matmul(k.swap_dims(2, 3));
+            let future =
+                Tensor::<B, 2, Bool>::tril_mask([seq_length, seq_length], 0, &scores.device())
+                    .unsqueeze::<4>()
+                    .expand([batch_size, n, seq_length, seq_length]);
+            let probs = softmax(scores.mask_fill(future, MASKED_SCORE), 3);
+            let context = probs.clone().matmul(v);
+            (probs, context)
+        };
+        let half = n_heads / 2;
+        let (probs, context) = if half > 0 && runs_in_parallel::<B>(&input_device) {
+            let ((probs_a, context_a), (probs_b, context_b)) =
+                rayon::join(|| attend(0..half), || attend(half..n_heads));
+            (
+                Tensor::cat(vec![probs_a, probs_b], 1),
+                Tensor::cat(vec![context_a, context_b], 1),
+            )
+        } else {
+            attend(0..n_heads)
+        };
 
         // [batch_size, seq_length, d_model]
-        let context = probs
-            .clone()
-            .matmul(v)
+        let context = context
             .swap_dims(1, 2)
             .reshape([batch_size, seq_length, d_model]);
         let output = self.output.forward(context.clone());

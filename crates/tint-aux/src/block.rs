@@ -4,6 +4,7 @@
 use burn::module::Module;
 use burn::nn::Linear;
 use burn::tensor::{backend::Backend, Tensor};
+use tint_branches::{on_worker, runs_in_parallel};
 
 use crate::activation::Activation;
 use crate::attention::CausalSelfAttention;
@@ -54,9 +55,8 @@ impl<B: Backend> DecoderBlock<B> {
                 let attn = self.attn.forward_traced(ln1_output.clone());
                 let h_mid = input.clone() + attn.output.clone();
                 let ln2_output = self.ln2.forward(h_mid.clone());
-                let mlp_pre_activation = self.fc.forward(ln2_output.clone());
-                let mlp_activation = activation.forward(mlp_pre_activation.clone());
-                let mlp_output = self.proj.forward(mlp_activation.clone());
+                let (mlp_pre_activation, mlp_activation, mlp_output) =
+                    self.mlp(ln2_output.clone(), activation);
                 let block_output = h_mid.clone() + mlp_output.clone();
                 LayerTrace {
                     block_input: input,
@@ -75,9 +75,8 @@ impl<B: Backend> DecoderBlock<B> {
             NormPlacement::PostLn => {
                 let attn = self.attn.forward_traced(input.clone());
                 let h_mid = self.ln1.forward(input.clone() + attn.output.clone());
-                let mlp_pre_activation = self.fc.forward(h_mid.clone());
-                let mlp_activation = activation.forward(mlp_pre_activation.clone());
-                let mlp_output = self.proj.forward(mlp_activation.clone());
+                let (mlp_pre_activation, mlp_activation, mlp_output) =
+                    self.mlp(h_mid.clone(), activation);
                 let block_output = self.ln2.forward(h_mid.clone() + mlp_output.clone());
                 LayerTrace {
                     block_input: input,
@@ -94,6 +93,51 @@ impl<B: Backend> DecoderBlock<B> {
                 }
             }
         }
+    }
+
+    /// The MLP sublayer: pre-activation `x W_fc + b`, activation, output `a W_proj + b`. Each token
+    /// row independently, so on CPU backends two halves of the `batch_size · seq_length` rows run as
+    /// parallel tasks (`tint_branches`) and give the same values as all rows at once.
+    ///
+    /// # Shapes
+    ///
+    /// - input: `[batch_size, seq_length, d_model]`
+    /// - output: (`[batch_size, seq_length, d_ff]`, the same, `[batch_size, seq_length, d_model]`)
+    fn mlp(
+        &self,
+        input: Tensor<B, 3>,
+        activation: Activation,
+    ) -> (Tensor<B, 3>, Tensor<B, 3>, Tensor<B, 3>) {
+        let [batch_size, seq_length, d_model] = input.dims();
+        let n_rows = batch_size * seq_length;
+        let rows = |x: Tensor<B, 2>| {
+            let pre_activation = self.fc.forward(x);
+            let activated = activation.forward(pre_activation.clone());
+            let output = self.proj.forward(activated.clone());
+            (pre_activation, activated, output)
+        };
+        let x = input.reshape([n_rows, d_model]);
+        let (pre_activation, activated, output) =
+            if n_rows > 1 && runs_in_parallel::<B>(&x.device()) {
+                let half = n_rows / 2;
+                let (a, b) = rayon::join(
+                    || rows(x.clone().narrow(0, 0, half)),
+                    || rows(x.clone().narrow(0, half, n_rows - half)),
+                );
+                (
+                    Tensor::cat(vec![a.0, b.0], 0),
+                    Tensor::cat(vec![a.1, b.1], 0),
+                    Tensor::cat(vec![a.2, b.2], 0),
+                )
+            } else {
+                rows(x)
+            };
+        let d_ff = pre_activation.dims()[1];
+        (
+            pre_activation.reshape([batch_size, seq_length, d_ff]),
+            activated.reshape([batch_size, seq_length, d_ff]),
+            output.reshape([batch_size, seq_length, d_model]),
+        )
     }
 
     /// Runs the block.
@@ -155,4 +199,34 @@ impl<B: Backend> DecoderBlock<B> {
             proj: map_linear(self.proj, &format!("{p}.proj"), l, ParamGroup::Mlp, mapper),
         }
     }
+}
+
+/// Runs `blocks` bottom to top on `hidden`: the last block's output, and every block's trace when
+/// `keep_traces`. On CPU backends the whole stack runs on a rayon worker (`tint_branches::on_worker`),
+/// so the blocks' parallel halves and the backend's parallel kernels fork from it.
+///
+/// # Shapes
+///
+/// - hidden: `[batch_size, seq_length, d_model]`
+/// - output: (traces, `[batch_size, seq_length, d_model]`)
+pub(crate) fn run_blocks<B: Backend>(
+    blocks: &[DecoderBlock<B>],
+    hidden: Tensor<B, 3>,
+    activation: Activation,
+    placement: NormPlacement,
+    keep_traces: bool,
+) -> (Vec<LayerTrace<B>>, Tensor<B, 3>) {
+    let device = hidden.device();
+    on_worker::<B, _, _>(&device, move || {
+        let mut hidden = hidden;
+        let mut layers = Vec::with_capacity(blocks.len());
+        for block in blocks {
+            let trace = block.forward_traced(hidden, activation, placement);
+            hidden = trace.block_output.clone();
+            if keep_traces {
+                layers.push(trace);
+            }
+        }
+        (layers, hidden)
+    })
 }

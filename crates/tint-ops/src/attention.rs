@@ -255,8 +255,8 @@ impl<B: Backend> PositionProjection<B> {
             .select(0, position_index)
             .narrow(1, which as usize * d, d)
             + self.bias.val().narrow(0, which as usize * d, d).unsqueeze(); // [n_rows, d]
-        // λ[h] · pos per head, laid out head after head along the row (no broadcast product); a run
-        // of heads with λ = 0 is one zero block.
+                                                                            // λ[h] · pos per head, laid out head after head along the row (no broadcast product); a run
+                                                                            // of heads with λ = 0 is one zero block.
         let mut parts: Vec<Tensor<B, 2>> = Vec::with_capacity(lambda.len());
         let mut zero_heads = 0;
         for &l in lambda {
@@ -265,7 +265,10 @@ impl<B: Backend> PositionProjection<B> {
                 continue;
             }
             if zero_heads > 0 {
-                parts.push(Tensor::zeros([n_rows, zero_heads * d], (&pos.device(), pos.dtype())));
+                parts.push(Tensor::zeros(
+                    [n_rows, zero_heads * d],
+                    (&pos.device(), pos.dtype()),
+                ));
                 zero_heads = 0;
             }
             parts.push(if l == 1.0 {
@@ -275,7 +278,10 @@ impl<B: Backend> PositionProjection<B> {
             });
         }
         if zero_heads > 0 {
-            parts.push(Tensor::zeros([n_rows, zero_heads * d], (&pos.device(), pos.dtype())));
+            parts.push(Tensor::zeros(
+                [n_rows, zero_heads * d],
+                (&pos.device(), pos.dtype()),
+            ));
         }
         Some(Tensor::cat(parts, 1).reshape([1, n_rows, lambda.len() * d]))
     }

@@ -12,7 +12,7 @@ use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::EvalLoss;
 use crate::reference::SimOutput;
-use tint_ops::branches::{map_in_order, runs_in_parallel};
+use tint_ops::branches::{map_in_order, on_worker, runs_in_parallel};
 
 /// Sequence `b` of `input` as a batch of one.
 ///
@@ -80,7 +80,7 @@ where
         if rayon::current_thread_index().is_some() {
             return Ok(None);
         }
-        return rayon::scope(|_| step(input)).map(Some);
+        return on_worker::<B, _, _>(&device, || step(input)).map(Some);
     }
     let outputs = map_in_order::<B, _, _>(&device, batch_size, |b| step(&sequence(input, b)))
         .into_iter()

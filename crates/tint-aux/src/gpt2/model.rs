@@ -4,7 +4,7 @@ use burn::module::{Module, Param};
 use burn::tensor::{backend::Backend, Int, Tensor};
 
 use crate::activation::Activation;
-use crate::block::{DecoderBlock, NormPlacement};
+use crate::block::{run_blocks, DecoderBlock, NormPlacement};
 use crate::config::Gpt2Config;
 use crate::layer_norm::LayerNorm;
 use crate::model::{embed_tokens, tied_lm_head, CausalLm};
@@ -101,15 +101,14 @@ impl<B: Backend> Gpt2<B> {
             .wpe
             .val()
             .select(0, Tensor::arange(0..seq_length as i64, &device));
-        let mut hidden = tokens + positions.unsqueeze::<3>();
-        let mut layers = Vec::with_capacity(self.blocks.len());
-        for block in &self.blocks {
-            let trace = block.forward_traced(hidden, Activation::GeluNew, NormPlacement::PreLn);
-            hidden = trace.block_output.clone();
-            if keep_traces {
-                layers.push(trace);
-            }
-        }
+        let hidden = tokens + positions.unsqueeze::<3>();
+        let (layers, hidden) = run_blocks(
+            &self.blocks,
+            hidden,
+            Activation::GeluNew,
+            NormPlacement::PreLn,
+            keep_traces,
+        );
         let final_normed = self.ln_f.forward(hidden.clone());
         (layers, hidden, final_normed)
     }

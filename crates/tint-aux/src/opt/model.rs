@@ -5,7 +5,7 @@ use burn::nn::Linear;
 use burn::tensor::{backend::Backend, Int, Tensor};
 
 use crate::activation::Activation;
-use crate::block::{DecoderBlock, NormPlacement};
+use crate::block::{run_blocks, DecoderBlock, NormPlacement};
 use crate::config::{OptConfig, OPT_POSITION_OFFSET};
 use crate::layer_norm::LayerNorm;
 use crate::model::{embed_tokens, tied_lm_head, CausalLm};
@@ -137,16 +137,15 @@ impl<B: Backend> Opt<B> {
             0,
             Tensor::arange(offset..offset + seq_length as i64, &device),
         );
-        let mut hidden = tokens + positions.unsqueeze::<3>();
+        let hidden = tokens + positions.unsqueeze::<3>();
         let placement = self.norm_placement();
-        let mut layers = Vec::with_capacity(self.blocks.len());
-        for block in &self.blocks {
-            let trace = block.forward_traced(hidden, Activation::Relu, placement);
-            hidden = trace.block_output.clone();
-            if keep_traces {
-                layers.push(trace);
-            }
-        }
+        let (layers, hidden) = run_blocks(
+            &self.blocks,
+            hidden,
+            Activation::Relu,
+            placement,
+            keep_traces,
+        );
         let final_normed = match &self.ln_f {
             Some(ln_f) => ln_f.forward(hidden.clone()),
             None => hidden.clone(),

@@ -1,12 +1,17 @@
-//! Independent branches of a TinT step as parallel tasks on CPU backends.
+//! Independent branches of a computation as parallel tasks on CPU backends.
 //!
-//! On burn-flex most of a step is element-wise work that runs on one thread (only the larger
-//! products use every core), so branches of the computation that do not depend on each other — the
-//! sequences of a batch (tint-sim's `sequences`), the `Di / D` chunks of a simulated MLP forward and
-//! backward, the backward and the descent halves of a backward-descent module — leave cores idle when run one after the other. Run as rayon tasks they fill them; the
-//! results are combined in the same order as the sequential loop, so every float is computed and
-//! summed as before (docs/performance.md, "Independent branches in parallel"). On a GPU backend one
-//! op stream is the better form and the branches run in order.
+//! On burn-flex most of a TinT step or an auxiliary forward is element-wise work that runs on one
+//! thread (only the larger products use every core), so branches of the computation that do not
+//! depend on each other — the sequences of a batch (tint-sim's `sequences`), the `Di / D` chunks of
+//! a simulated MLP, the backward and the descent halves of a backward-descent module, two halves of
+//! the heads of an attention, two halves of the token rows of an auxiliary MLP — leave cores idle
+//! when run one after the other. Run as rayon tasks they fill them; the results are combined in
+//! the same order as the sequential loop, so every float is computed and summed as before
+//! (docs/performance.md, "Independent branches in parallel"). On a GPU backend one op stream is
+//! the better form and the branches run in order.
+//!
+//! Its own crate because both `tint-ops` (the simulator's modules; re-exported there as
+//! `tint_ops::branches`) and `tint-aux` (the auxiliary models) use it, and neither sees the other.
 
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;
@@ -37,6 +42,24 @@ where
     }
 }
 
+/// `f()`, run on a worker of rayon's pool when [`runs_in_parallel`] holds for `device` and the
+/// caller is not one already: the branches `f` forks ([`map_in_order`], [`join`]) and the rayon
+/// kernels of the backend then start as local tasks of that worker, which the other workers steal,
+/// instead of each being injected into the pool from outside while the calling thread sleeps.
+/// Otherwise `f()` on the calling thread.
+pub fn on_worker<B, T, F>(device: &B::Device, f: F) -> T
+where
+    B: Backend,
+    T: Send,
+    F: FnOnce() -> T + Send,
+{
+    if rayon::current_thread_index().is_none() && runs_in_parallel::<B>(device) {
+        rayon::scope(|_| f())
+    } else {
+        f()
+    }
+}
+
 /// `(a(), b())`: as two parallel rayon tasks when [`runs_in_parallel`] holds for `device`, one after
 /// the other otherwise.
 pub fn join<B, RA, RB, FA, FB>(device: &B::Device, a: FA, b: FB) -> (RA, RB)
@@ -57,8 +80,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::TestBackend;
-    use burn::backend::Autodiff;
+    use burn::backend::{Autodiff, Flex};
+
+    type TestBackend = Flex;
 
     /// Flex runs branches in parallel with two threads and in order with one; autodiff never.
     #[test]
@@ -77,5 +101,18 @@ mod tests {
         assert_eq!(order, vec![0, 1, 4, 9, 16]);
         let pair = pool(2).install(|| join::<TestBackend, _, _, _, _>(&device, || 1, || "b"));
         assert_eq!(pair, (1, "b"));
+        // From a thread outside every pool: on a worker of the global pool when it has several
+        // threads, never under autodiff.
+        let (flex, autodiff, threads) = std::thread::spawn(move || {
+            (
+                on_worker::<TestBackend, _, _>(&device, rayon::current_thread_index),
+                on_worker::<Autodiff<TestBackend>, _, _>(&device, rayon::current_thread_index),
+                rayon::current_num_threads(),
+            )
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(flex.is_some(), threads > 1);
+        assert!(autodiff.is_none());
     }
 }
