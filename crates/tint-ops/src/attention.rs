@@ -13,7 +13,7 @@ use core::ops::Range;
 
 use burn::{
     module::{Module, Param},
-    tensor::{activation::softmax, backend::Backend, DType, Int, Tensor, TensorData},
+    tensor::{activation::softmax, backend::Backend, DType, Int, Tensor},
 };
 
 use crate::{
@@ -23,6 +23,7 @@ use crate::{
         DimWiseBuilder, SplitWise, SplitWiseBuilder,
     },
     layout::per_entry_copies,
+    mask_cache::{CausalMaskCache, MaskValues},
 };
 
 /// Additive value used for masked softmax scores. Finite (like `finfo.min` in the official code) so a
@@ -419,6 +420,9 @@ pub struct TintAttention<B: Backend> {
     /// Scoring.
     #[module(skip)]
     pub scoring: Scoring,
+    /// Causal masks built so far, resident on the device (not parameters).
+    #[module(skip)]
+    pub causal_masks: CausalMaskCache,
 }
 
 impl<B: Backend> TintAttention<B> {
@@ -506,19 +510,17 @@ impl<B: Backend> TintAttention<B> {
         let k = project(&self.key, Qkv::Key, key_rows.clone(), k_start);
         let v = project(&self.value, Qkv::Value, key_rows, k_start);
         let (device, dtype) = (q.device(), q.dtype());
-        // Query row `i` sees the keys `j` with `k_start + j <= q_start + i`: a prefix of its row,
-        // filled in place (an element-wise iterator over `n_q · n_k` values was ~5 % of a tiny
-        // structured step's main thread). `hidden` is the value of the hidden keys: 0 for the
-        // multiplicative mask of linear scoring, the additive score of softmax scoring.
-        let causal_mask = |visible_value: f32, hidden: f32| {
-            let mut mask = vec![hidden; n_q * n_k];
-            if n_k > 0 {
-                for (i, row) in mask.chunks_mut(n_k).enumerate() {
-                    let visible = (q_start + i + 1).saturating_sub(k_start).min(n_k);
-                    row[..visible].fill(visible_value);
-                }
-            }
-            Tensor::<B, 3>::from_data(TensorData::new(mask, [1, n_q, n_k]), (&device, dtype))
+        // Query row `i` sees the keys `j` with `k_start + j <= q_start + i`. `hidden` is the value
+        // of the hidden keys: 0 for the multiplicative mask of linear scoring, the additive score
+        // of softmax scoring. Built once per row ranges and kept on the device.
+        let causal_mask = |visible: f32, hidden: f32| {
+            self.causal_masks.get::<B>(
+                (q_start, n_q),
+                (k_start, n_k),
+                MaskValues { visible, hidden },
+                dtype,
+                &device,
+            )
         };
         let causal = masks.causal.then(|| match self.scoring {
             Scoring::Linear => causal_mask(1.0, 0.0),

@@ -28,6 +28,7 @@
 //! | [`layer_norm`] | [`LayerNormBackwardDescent`] (§6.6–6.7): the LayerNorm backward with the bias-only descent |
 //! | [`precision`] | [`precision::in_float64`]: the constructed execution's first-order differences in float64 arithmetic on float32 states |
 //! | [`difference`] | the first-order differences `s (f(x + v/s) - f(x))` of the norm and activation backward in cancellation-free form |
+//! | [`mask_cache`] | [`mask_cache::CausalMaskCache`]: the causal masks of a `TintAttention`, built once per row ranges and kept on the device |
 //! | [`branches`] | (the `tint-branches` crate, re-exported) independent parts of a step (MLP chunks, backward/descent halves, Q/K/V, head halves) as parallel rayon tasks on CPU backends, combined in loop order |
 //! | [`activation`] | [`ActivationForward`], [`ActivationBackward`] (§6.8–6.9), `gelu_new` and `relu` |
 //! | [`self_attention`] | [`SelfAttentionForward`], [`SelfAttentionBackward`], [`SelfAttentionBackwardDescent`] (§6.10–6.12): multi-head (GPT-2, OPT) and rotary grouped-query attention (LLaMA), one family ([`AttentionVariant`]) |
@@ -83,6 +84,7 @@ pub mod hsplit;
 pub mod layer_norm;
 pub mod layout;
 pub mod linear;
+pub mod mask_cache;
 pub mod norm;
 pub mod options;
 pub mod param_count;

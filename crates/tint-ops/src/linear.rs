@@ -285,6 +285,7 @@ impl<B: Backend> LinearForward<B> {
             c_proj: c_proj.build(dtype, device),
             n_heads: nl,
             scoring: Scoring::Linear,
+            causal_masks: Default::default(),
         };
         let n_blocks = ds / d;
         let mut permutation = SplitWiseBuilder::identity(n_blocks, d);
@@ -530,6 +531,7 @@ impl<B: Backend> LinearBackward<B> {
             c_proj: c_proj.build(dtype, device),
             n_heads: nl,
             scoring: Scoring::Linear,
+            causal_masks: Default::default(),
         };
         Ok(Self {
             attention,
@@ -735,6 +737,7 @@ impl<B: Backend> LinearDescent<B> {
             c_proj: c_proj.build(dtype, device),
             n_heads: nl,
             scoring: Scoring::Linear,
+            causal_masks: Default::default(),
         };
         Ok(Self {
             attention,

@@ -180,6 +180,7 @@ fn packed_softmax_attention<B: Backend>(
         scoring: Scoring::Softmax {
             scale: 1.0 / (ha as f64).sqrt(),
         },
+        causal_masks: Default::default(),
     }
 }
 

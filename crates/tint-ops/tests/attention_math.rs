@@ -394,6 +394,7 @@ impl HostAttention {
             c_proj: c_proj.build(DType::F64, &device),
             n_heads: nh,
             scoring: self.scoring,
+            causal_masks: Default::default(),
         }
     }
 

@@ -179,6 +179,7 @@ impl LinearWeights {
             c_proj: c_proj.build(DType::F64, device),
             n_heads: h,
             scoring: Scoring::Linear,
+            causal_masks: Default::default(),
         }
     }
 
@@ -257,6 +258,7 @@ impl LinearWeights {
             c_proj: c_proj.build(DType::F64, device),
             n_heads: 2 * h,
             scoring: Scoring::Softmax { scale: epsilon },
+            causal_masks: Default::default(),
         }
     }
 }
