@@ -253,11 +253,9 @@ impl<B: Backend> FunctionalReference<B> {
     /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
-        let run = |input: &SimInput<B>| self.forward_validated(input).map(|(out, _)| out);
-        match crate::sequences::forward_in_parallel(input, run)? {
-            Some(out) => Ok(out),
-            None => run(input),
-        }
+        crate::sequences::forward_in_parallel(input, |input| {
+            self.forward_validated(input).map(|(out, _)| out)
+        })
     }
 
     /// Like [`Self::forward`], also returning the updated weights (layers that were updated carry one

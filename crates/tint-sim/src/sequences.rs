@@ -52,38 +52,31 @@ pub fn concat_outputs<B: Backend>(outputs: Vec<SimOutput<B>>) -> SimOutput<B> {
     }
 }
 
-/// On CPU backends ([`runs_in_parallel`]): runs `step` on each sequence of `input` as its own rayon
-/// task and concatenates the outputs, or, for a single sequence called from outside the rayon pool,
-/// runs `step` on the whole input inside the pool, so that the branches of the step
-/// ([`tint_ops::branches`]) are forked from a worker thread (a cheap local task) instead of being
-/// injected into the pool from outside (a wake-up and a blocking wait each). `Ok(None)` otherwise
-/// (the caller runs `step` on the input itself: a GPU backend, or a single sequence already on a
-/// worker). `input` must have passed the engine's validation (so every mask has the batch size of
-/// the ids), and `step` is the engine's forward on validated input: it does not come back here.
+/// `step(input)`, the engine's forward on validated input. On CPU backends
+/// ([`runs_in_parallel`]) the sequences of a batch run as their own rayon tasks and their outputs
+/// are concatenated, and a single sequence called from outside the rayon pool runs inside it
+/// ([`on_worker`]), so that the branches of the step ([`tint_ops::branches`]) are forked from a
+/// worker thread (a cheap local task) instead of being injected into the pool from outside (a
+/// wake-up and a blocking wait each). Elsewhere (a GPU backend) `step` runs on the whole batch.
+/// `input` must have passed the engine's validation (so every mask has the batch size of the ids).
 ///
 /// # Errors
 /// The first error of a sequence's step, in sequence order.
-pub fn forward_in_parallel<B, F>(
-    input: &SimInput<B>,
-    step: F,
-) -> Result<Option<SimOutput<B>>, SimError>
+pub fn forward_in_parallel<B, F>(input: &SimInput<B>, step: F) -> Result<SimOutput<B>, SimError>
 where
     B: Backend,
     F: Fn(&SimInput<B>) -> Result<SimOutput<B>, SimError> + Sync + Send,
 {
     let [batch_size, _] = input.dims();
     let device = input.input_ids.device();
-    if !runs_in_parallel::<B>(&device) {
-        return Ok(None);
-    }
     if batch_size < 2 {
-        if rayon::current_thread_index().is_some() {
-            return Ok(None);
-        }
-        return on_worker::<B, _, _>(&device, || step(input)).map(Some);
+        return on_worker::<B, _, _>(&device, || step(input));
+    }
+    if !runs_in_parallel::<B>(&device) {
+        return step(input);
     }
     let outputs = map_in_order::<B, _, _>(&device, batch_size, |b| step(&sequence(input, b)))
         .into_iter()
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Some(concat_outputs(outputs)))
+    Ok(concat_outputs(outputs))
 }

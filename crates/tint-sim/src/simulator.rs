@@ -490,11 +490,7 @@ impl<B: Backend> TintSimulator<B> {
     /// [`SimError::InvalidInput`] for inputs that do not match each other or the model.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         input.validate(&self.aux_dims, self.dims.max_seq_length())?;
-        let run = |input: &SimInput<B>| self.forward_validated(input);
-        match crate::sequences::forward_in_parallel(input, run)? {
-            Some(out) => Ok(out),
-            None => run(input),
-        }
+        crate::sequences::forward_in_parallel(input, |input| self.forward_validated(input))
     }
 
     /// [`Self::forward`] on an input that passed [`SimInput::validate`].

@@ -270,14 +270,10 @@ impl<B: Backend> LlamaReference<B> {
     /// model's positions, and token ids outside the vocabulary.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         self.validate(input)?;
-        let run = |input: &SimInput<B>| {
+        crate::sequences::forward_in_parallel(input, |input| {
             self.forward_observed_validated(input, &mut |_, _| {})
                 .map(|(out, _)| out)
-        };
-        match crate::sequences::forward_in_parallel(input, run)? {
-            Some(out) => Ok(out),
-            None => run(input),
-        }
+        })
     }
 
     /// [`Self::forward`] with the training part of sequence `b` being its first `train_lengths[b]`

@@ -388,11 +388,7 @@ impl<B: Backend> LlamaSimulator<B> {
                 self.dims.max_seq_length()
             )));
         }
-        let run = |input: &SimInput<B>| self.forward_validated(input);
-        match crate::sequences::forward_in_parallel(input, run)? {
-            Some(out) => Ok(out),
-            None => run(input),
-        }
+        crate::sequences::forward_in_parallel(input, |input| self.forward_validated(input))
     }
 
     /// [`Self::forward`] on an input that passed its checks.
