@@ -1,9 +1,9 @@
 //! Causal multi-head self-attention with separate query, key, value and output projections.
 
-use burn::module::Module;
-use burn::nn::Linear;
 use core::ops::Range;
 
+use burn::module::Module;
+use burn::nn::Linear;
 use burn::tensor::{activation::softmax, backend::Backend, Bool, Tensor};
 use tint_branches::runs_in_parallel;
 
@@ -70,16 +70,17 @@ impl<B: Backend> CausalSelfAttention<B> {
         // `[batch_size, heads, seq_length, d_k]` of a range of heads: each head independently, so
         // on CPU backends two halves of the heads run as parallel tasks (`tint_branches`) and give
         // the same values as all heads at once.
+        let future = Tensor::<B, 2, Bool>::tril_mask([seq_length, seq_length], 0, &input_device);
         let attend = |heads: Range<usize>| {
             let n = heads.len();
             let q = q.clone().narrow(1, heads.start, n);
             let k = k.clone().narrow(1, heads.start, n);
             let v = v.clone().narrow(1, heads.start, n);
             let scores = q.matmul(k.swap_dims(2, 3));
-            let future =
-                Tensor::<B, 2, Bool>::tril_mask([seq_length, seq_length], 0, &scores.device())
-                    .unsqueeze::<4>()
-                    .expand([batch_size, n, seq_length, seq_length]);
+            let future = future
+                .clone()
+                .unsqueeze::<4>()
+                .expand([batch_size, n, seq_length, seq_length]);
             let probs = softmax(scores.mask_fill(future, MASKED_SCORE), 3);
             let context = probs.clone().matmul(v);
             (probs, context)

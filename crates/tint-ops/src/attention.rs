@@ -179,7 +179,6 @@ impl PositionProjectionBuilder {
     /// Builds the module.
     pub fn build<B: Backend>(self, dtype: DType, device: &B::Device) -> PositionProjection<B> {
         let (pd, d, nh) = (self.position_dim, self.head_dim, self.n_heads);
-        let active = [0, 1, 2].map(|w| self.lambda[w * nh..(w + 1) * nh].iter().any(|&l| l != 0.0));
         let active_heads = [0, 1, 2].map(|w| {
             self.lambda[w * nh..(w + 1) * nh]
                 .iter()
@@ -196,7 +195,6 @@ impl PositionProjectionBuilder {
                 device,
             )),
             lambda_bias: Param::from_tensor(Tensor::zeros([nh], (device, dtype))),
-            active,
             active_heads,
             lambda_values: self.lambda,
         }
@@ -215,9 +213,6 @@ pub struct PositionProjection<B: Backend> {
     pub lambda: Param<Tensor<B, 2>>,
     /// `[nh]`, zero (the official `position_conv` bias; zero in the whole construction).
     pub lambda_bias: Param<Tensor<B, 1>>,
-    /// Whether `λ_q`, `λ_k`, `λ_v` have a non-zero entry (detected at construction).
-    #[module(skip)]
-    pub active: [bool; 3],
     /// Per head: whether `λ_q`, `λ_k`, `λ_v` is non-zero.
     #[module(skip)]
     pub active_heads: [Vec<bool>; 3],
@@ -243,7 +238,7 @@ impl<B: Backend> PositionProjection<B> {
         let [_, nh] = self.lambda.dims();
         let row = which as usize * nh;
         let lambda = &self.lambda_values[row + heads.start..row + heads.end];
-        if !self.active[which as usize] || lambda.iter().all(|&l| l == 0.0) {
+        if lambda.iter().all(|&l| l == 0.0) {
             return None;
         }
         let [_, three_d] = self.weight.dims();

@@ -28,7 +28,7 @@ struct MaskKey {
     n_k: usize,
     visible: u32,
     hidden: u32,
-    dtype: String,
+    dtype: DType,
 }
 
 /// Causal masks by backend, shape and values, shared by the clones of one module; a mask built on
@@ -70,7 +70,7 @@ impl CausalMaskCache {
             n_k,
             visible: values.visible.to_bits(),
             hidden: values.hidden.to_bits(),
-            dtype: format!("{dtype:?}"),
+            dtype,
         };
         // A poisoned lock only means another thread panicked while holding it; the map is
         // still valid (entries are inserted whole).
