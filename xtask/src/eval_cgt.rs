@@ -61,6 +61,12 @@ pub(crate) struct CgtArgs {
     /// "Data-parallel training"). Must divide the batch size.
     #[arg(long, default_value_t = 1)]
     pub devices: usize,
+    /// Measure the learning curve of the arithmetic presets: the held-out answer accuracy (and the
+    /// no-example, format-only accuracy) every N training steps and after the last, kept in each
+    /// run's curve.jsonl, drawn in <plots>/<preset>-curve.svg and tabulated in the report. Does not
+    /// change the training; single-device runs only.
+    #[arg(long)]
+    pub eval_every: Option<usize>,
 }
 
 impl CgtArgs {
@@ -78,6 +84,7 @@ impl CgtArgs {
             seeds: self.seeds.clone(),
             only_finished: self.only_finished,
             backend: BACKEND_NAME.to_string(),
+            eval_every: self.eval_every,
             devices: self.devices,
         }
     }
@@ -158,6 +165,25 @@ impl CgtHost for Terminal {
                         self.steps,
                         &format!("loss {task_loss:.3} (total {total_loss:.3})"),
                     );
+                }
+            }
+            CgtEvent::CurvePoint {
+                variant,
+                seed,
+                point,
+            } => {
+                let line = format!(
+                    "{} seed {seed} after {} steps: held-out accuracy {:.1} %, no-example {:.1} %, \
+                     in-context gain {:.1} points",
+                    variant.slug(),
+                    point.step,
+                    100.0 * point.dynamic_accuracy,
+                    100.0 * point.no_example_accuracy,
+                    100.0 * point.gain()
+                );
+                match &self.run {
+                    Some(run) => run.note(&line),
+                    None => eprintln!("{line}"),
                 }
             }
             CgtEvent::VariantTrained {

@@ -302,6 +302,17 @@ pub fn train<B: AutodiffBackend>(
     train_with_history(model, source, config, files, device, progress).map(|o| o.model)
 }
 
+/// A held-out evaluation during training, for a learning curve: after every `every`-th step and after
+/// the last one, `evaluate(steps_done, model)` sees the model as it is then. It must not change the
+/// training (it gets a shared reference; the runs's batches and random draws depend on the step only),
+/// so a run with a probe trains the same parameters as one without.
+pub struct Probe<'a, B: AutodiffBackend> {
+    /// Steps between evaluations (at least 1).
+    pub every: usize,
+    /// Called with the number of steps done and the model after them.
+    pub evaluate: &'a mut dyn FnMut(usize, &CgtModel<B>) -> Result<()>,
+}
+
 /// Trains `model` on `source`; returns the trained model and the loss history of all steps.
 ///
 /// If `files.checkpoint_dir` holds a checkpoint, the model, optimiser state and step are restored from it
@@ -318,7 +329,29 @@ pub fn train_with_history<B: AutodiffBackend>(
     device: &B::Device,
     progress: &mut dyn FnMut(&StepReport),
 ) -> Result<TrainOutcome<B>> {
+    train_probed(model, source, config, files, device, progress, None)
+}
+
+/// [`train_with_history`] with a held-out evaluation every `probe.every` steps (a learning curve).
+/// On resume the probe runs for the steps trained now only.
+///
+/// # Errors
+/// As [`train_with_history`]; a probe with `every = 0`; the error of a failing probe.
+pub fn train_probed<B: AutodiffBackend>(
+    model: CgtModel<B>,
+    source: &dyn BatchSource,
+    config: &TrainingConfig,
+    files: &RunFiles,
+    device: &B::Device,
+    progress: &mut dyn FnMut(&StepReport),
+    mut probe: Option<Probe<'_, B>>,
+) -> Result<TrainOutcome<B>> {
     config.validate()?;
+    if probe.as_ref().is_some_and(|p| p.every == 0) {
+        return Err(CgtError::InvalidConfig(
+            "a training probe must run every N >= 1 steps, got every = 0".into(),
+        ));
+    }
     let batch_size = source.batch(0).batch_size;
     let optimizer = optimizer_config(config).init::<B, CgtModel<B>>();
     let (mut model, mut optimizer, first_step) =
@@ -346,6 +379,11 @@ pub fn train_with_history<B: AutodiffBackend>(
         progress(&report);
         history.push(report);
         let done = step + 1;
+        if let Some(probe) = probe.as_mut() {
+            if done % probe.every == 0 || done == config.steps {
+                (probe.evaluate)(done, &model)?;
+            }
+        }
         if let Some(dir) = &files.checkpoint_dir {
             let periodic = config.checkpoint_every > 0 && done % config.checkpoint_every == 0;
             if periodic || done == config.steps {

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use tint_cgt::data::LinearRegressionConfig;
+use tint_cgt::data::{ArithmeticConfig, LinearRegressionConfig};
 use tint_cgt::presets::{DataPreset, ExperimentPreset};
 
 /// Seed `s` shifts the training stream's seed by `SEED_STRIDE * s`.
@@ -45,6 +45,14 @@ pub fn default_run_dir(preset: &ExperimentPreset) -> PathBuf {
         preset.training.steps,
         preset.data.batch_size()
     ))
+}
+
+/// The held-out evaluation stream of an arithmetic preset (its final table and its learning curve).
+pub fn icl_eval_data(data: &ArithmeticConfig) -> ArithmeticConfig {
+    ArithmeticConfig {
+        seed: data.seed + EVAL_SEED_OFFSET,
+        ..data.clone()
+    }
 }
 
 /// The held-out evaluation stream of a regression preset (no curriculum: every sequence has all

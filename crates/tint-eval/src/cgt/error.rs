@@ -35,6 +35,16 @@ pub enum CgtRunError {
         #[source]
         source: std::io::Error,
     },
+    /// A line of a learning-curve file (`curve.jsonl` of a run) is not a curve point.
+    #[error("{path} line {line}: not a learning-curve point ({message}); delete the file and resume the run to evaluate the curve again")]
+    Curve {
+        /// The curve file.
+        path: std::path::PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What the parser said.
+        message: String,
+    },
     /// Writing a chart failed.
     #[error(transparent)]
     Write(#[from] AtomicWriteError),

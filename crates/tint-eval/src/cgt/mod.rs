@@ -12,12 +12,14 @@
 //! | [`variant_run`] | [`VariantResult`], training + evaluation of one (seed, variant) |
 //! | [`run`] | [`run_cgt`], [`CgtHost`], [`CgtEvent`], [`CgtOutcome`] |
 //! | [`charts`] | loss and by-pair charts |
+//! | [`curve`] | learning curves (`--eval-every`): held-out accuracy during training |
 //! | [`stats`] | mean and Student-t interval over seeds |
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
 
 pub mod charts;
 pub mod conventions;
+pub mod curve;
 pub mod error;
 pub mod report;
 pub mod run;

@@ -8,6 +8,7 @@ use tint_cgt::metrics::{ReferenceErrors, RegressionEvaluation, RegressionReferen
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
 use super::conventions::freeze_points;
+use super::curve::curve_table;
 use super::stats::{cell, interval};
 use super::variant_run::{per_seed, variants_of, VariantResult};
 
@@ -493,6 +494,15 @@ pub fn render_section(
             plot_path(format!("{}-by-pair.svg", preset.name))
         ));
     }
+    let curve = curve_table(results);
+    if !curve.is_empty() {
+        out.push_str(&format!(
+            "\nHeld-out answer accuracy during training (the learning curve: the evaluation sequences of \
+             the table, after the steps listed; accuracy on the last two examples of every task, and the \
+             in-context gain over the no-example accuracy):\n\n{curve}\n![curve]({})\n",
+            plot_path(format!("{}-curve.svg", preset.name))
+        ));
+    }
     if matches!(preset.data, DataPreset::Arithmetic(_)) {
         out.push_str("\nMean `n_s . n_t` of the normalised context `y` over an evaluation batch (red +1, white 0, blue −1):\n\n");
         for v in variants.iter().filter(|v| **v != Variant::Baseline) {
@@ -548,6 +558,7 @@ mod tests {
             }),
             text_loss: None,
             fold_error: Some(1e-6),
+            curve: Vec::new(),
         };
         let summary = RunSummary {
             command: settings.command_line(),

@@ -11,6 +11,7 @@ use tint_cgt::train::checkpoint_is_final;
 
 use super::charts::{loss_chart, regression_chart};
 use super::conventions::{freeze_points, preset_for_seed, regression_eval_data};
+use super::curve::{curve_chart, CurvePoint};
 use super::error::CgtRunError;
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
@@ -50,6 +51,15 @@ pub enum CgtEvent<'a> {
         task_loss: f64,
         /// The total loss.
         total_loss: f64,
+    },
+    /// A learning-curve point was measured (`--eval-every`).
+    CurvePoint {
+        /// The variant.
+        variant: Variant,
+        /// The seed.
+        seed: u64,
+        /// The held-out accuracies after `point.step` steps.
+        point: CurvePoint,
     },
     /// A variant finished training (evaluation follows).
     VariantTrained {
@@ -159,6 +169,13 @@ pub fn run_cgt<B: Backend>(
             rule: "one device per --devices",
         });
     }
+    if settings.eval_every.is_some() && !matches!(preset.data, DataPreset::Arithmetic(_)) {
+        return Err(CgtRunError::InvalidSetting {
+            name: "--eval-every",
+            value: format!("set for preset {}", preset.name),
+            rule: "learning curves are measured on the arithmetic presets (icl-*)",
+        });
+    }
     let run_dir = settings.run_dir(&preset);
     let (_, corpus) = batch_source(&preset, settings, host)?;
     std::fs::create_dir_all(&settings.plots).map_err(|source| CgtRunError::Io {
@@ -216,6 +233,7 @@ pub fn run_cgt<B: Backend>(
                 source: source.as_ref(),
                 seed_dir: &seed_dir,
                 heat_map_dir: (seed == first_seed).then_some(settings.plots.as_path()),
+                eval_every: settings.eval_every,
             };
             results.push(run_variant::<B>(&job, devices, host)?);
         }
@@ -232,6 +250,11 @@ pub fn run_cgt<B: Backend>(
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
     }
+    if let Some(chart) = curve_chart(&results, &preset.name)? {
+        let path = settings.plots.join(format!("{}-curve.svg", preset.name));
+        write_atomic(&path, chart.as_bytes())?;
+        charts.push(path);
+    }
     Ok(CgtOutcome {
         key: format!("cgt:{}", preset.name),
         markdown: render_section(&preset, &results, &settings.plots, &summary),
@@ -243,6 +266,8 @@ pub fn run_cgt<B: Backend>(
 mod tests {
     use super::*;
     use burn::backend::Flex;
+
+    use crate::cgt::curve::read_curve;
 
     /// Records the events; has no default corpus.
     #[derive(Default)]
@@ -263,9 +288,112 @@ mod tests {
                 }
                 CgtEvent::Step { step, .. } => format!("step {step}"),
                 CgtEvent::VariantTrained { resumed_at, .. } => format!("trained from {resumed_at}"),
+                CgtEvent::CurvePoint {
+                    variant,
+                    seed,
+                    point,
+                } => format!("curve {} {seed} at {}", variant.slug(), point.step),
             };
             self.events.push(line);
         }
+    }
+
+    #[test]
+    fn a_run_with_eval_every_records_the_learning_curve() {
+        let root = std::env::temp_dir().join(format!("tint-cgt-curve-{}", std::process::id()));
+        std::fs::remove_dir_all(&root).ok();
+        let settings = CgtSettings {
+            steps: Some(3),
+            batch_size: Some(2),
+            variants: vec!["baseline".into()],
+            plots: root.join("plots"),
+            run_dir: Some(root.join("runs")),
+            eval_every: Some(2),
+            ..CgtSettings::new("icl-tiny", "flex")
+        };
+        let device = Default::default();
+        let mut host = Recorder::default();
+        let outcome = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
+        assert_eq!(
+            host.events,
+            [
+                "started icl-tiny",
+                "start baseline 0",
+                "step 0",
+                "step 1",
+                "curve baseline 0 at 2",
+                "step 2",
+                "curve baseline 0 at 3",
+                "trained from 0"
+            ]
+        );
+        let curve = read_curve(&root.join("runs/seed0/baseline/curve.jsonl")).unwrap();
+        assert_eq!(curve.iter().map(|p| p.step).collect::<Vec<_>>(), [2, 3]);
+        assert!(root.join("plots/icl-tiny-curve.svg").exists());
+        assert!(
+            outcome.markdown.contains("--eval-every 2"),
+            "{}",
+            outcome.markdown
+        );
+        // The last point is the final model on the table's evaluation sequences: the same numbers.
+        let last = curve[1];
+        let row = format!(
+            "| 3 | {:.1} % | {:.1} points |",
+            100.0 * last.dynamic_accuracy,
+            100.0 * last.gain()
+        );
+        assert!(
+            outcome.markdown.contains(&row),
+            "{row}\n{}",
+            outcome.markdown
+        );
+        let base = format!(
+            "| base accuracy (dynamic y) | {:.1} % |",
+            100.0 * last.dynamic_accuracy
+        );
+        assert!(
+            outcome.markdown.contains(&base),
+            "{base}\n{}",
+            outcome.markdown
+        );
+        // Resuming the finished run evaluates nothing again and still reports the curve.
+        let mut host = Recorder::default();
+        let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
+        assert!(
+            !host.events.iter().any(|e| e.starts_with("curve")),
+            "{:?}",
+            host.events
+        );
+        assert!(again.markdown.contains(&row), "{}", again.markdown);
+        // Refused before anything trains: every 0 steps, several devices, a regression preset.
+        for (bad, message) in [
+            (
+                CgtSettings {
+                    eval_every: Some(0),
+                    ..settings.clone()
+                },
+                "--eval-every = 0",
+            ),
+            (
+                CgtSettings {
+                    devices: 2,
+                    ..settings.clone()
+                },
+                "single-device runs",
+            ),
+            (
+                CgtSettings {
+                    eval_every: Some(2),
+                    ..CgtSettings::new("linreg-cpu", "flex")
+                },
+                "arithmetic presets",
+            ),
+        ] {
+            let devices = vec![device; bad.devices];
+            let error = run_cgt::<Flex>(&bad, &devices, &mut Recorder::default()).unwrap_err();
+            assert!(error.to_string().contains(message), "{error}");
+        }
+        std::fs::remove_dir_all(&root).ok();
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub struct CgtSettings {
     pub only_finished: bool,
     /// The burn backend (`flex`, `wgpu`, `cuda`), for the reproducing command.
     pub backend: String,
+    /// Evaluate the held-out in-context accuracy every N training steps and after the last
+    /// (arithmetic presets, one device): the learning curve, kept in each run's `curve.jsonl`. Does
+    /// not change the training.
+    pub eval_every: Option<usize>,
     /// Devices to train on, data-parallel (`tint_cgt::train_data_parallel`) when more than one;
     /// at least 1, and it must divide the batch size. Does not change the objective except for the
     /// batch-coupled regularisers (docs/cgt.md, "Data-parallel training").
@@ -54,6 +58,7 @@ impl CgtSettings {
             seeds: vec![0],
             only_finished: false,
             backend: backend.to_string(),
+            eval_every: None,
             devices: 1,
         }
     }
@@ -141,6 +146,22 @@ impl CgtSettings {
                 rule: "at least one device",
             });
         }
+        if let Some(every) = self.eval_every {
+            if every == 0 {
+                return Err(CgtRunError::InvalidSetting {
+                    name: "--eval-every",
+                    value: "0".into(),
+                    rule: "at least 1 step",
+                });
+            }
+            if self.devices > 1 {
+                return Err(CgtRunError::InvalidSetting {
+                    name: "--eval-every",
+                    value: format!("{every} with --devices {}", self.devices),
+                    rule: "learning curves are measured on single-device runs",
+                });
+            }
+        }
         Ok(())
     }
 
@@ -197,6 +218,9 @@ impl CgtSettings {
         }
         if self.devices > 1 {
             command.push_str(&format!(" --devices {}", self.devices));
+        }
+        if let Some(every) = self.eval_every {
+            command.push_str(&format!(" --eval-every {every}"));
         }
         command
     }

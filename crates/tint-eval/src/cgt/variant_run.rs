@@ -15,14 +15,15 @@ use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
 use tint_cgt::objective::{joint_loss, ObjectiveConfig};
 use tint_cgt::plot::heat_map_svg;
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
-use tint_cgt::train::{train_with_history, training_seconds, RunFiles, StepReport};
+use tint_cgt::train::{train_probed, training_seconds, Probe, RunFiles, StepReport};
 use tint_cgt::train_data_parallel;
 use tint_cgt::CgtModel;
 
 use super::conventions::{
-    freeze_points, regression_eval_data, EVAL_SEED_OFFSET, MODEL_SEED_BASE, TEXT_EVAL_FIRST_BATCH,
+    freeze_points, icl_eval_data, regression_eval_data, MODEL_SEED_BASE, TEXT_EVAL_FIRST_BATCH,
     TEXT_EVAL_RNG_STREAM,
 };
+use super::curve::{append_point, settle_file, CurvePoint};
 use super::error::CgtRunError;
 use super::run::{CgtEvent, CgtHost};
 use crate::write_atomic;
@@ -52,6 +53,9 @@ pub struct VariantResult {
     /// Largest output difference between the folded model and the frozen-`y` model (guided
     /// variants of the arithmetic and regression presets).
     pub fold_error: Option<f32>,
+    /// Learning curve (`--eval-every`; empty without it): held-out accuracies during training,
+    /// earlier invocations' points included (read back from the run's `curve.jsonl`).
+    pub curve: Vec<CurvePoint>,
 }
 
 /// The variants present in `results`, in table order.
@@ -92,6 +96,8 @@ pub struct VariantJob<'a> {
     pub seed_dir: &'a Path,
     /// Where the `y · y` map goes, when this seed draws one (the first seed).
     pub heat_map_dir: Option<&'a Path>,
+    /// Evaluate the learning curve every N steps (arithmetic presets, one device).
+    pub eval_every: Option<usize>,
 }
 
 /// Trains (or resumes from its checkpoint) one variant of one seed and evaluates it: on `devices[0]`
@@ -130,19 +136,67 @@ pub fn run_variant<B: Backend>(
         steps: training.steps,
     });
     let start = Instant::now();
+    // The progress callback and the curve probe both report to the host.
+    let events = std::cell::RefCell::new(&mut *host);
     let mut progress = |r: &StepReport| {
-        host.event(CgtEvent::Step {
+        events.borrow_mut().event(CgtEvent::Step {
             step: r.step,
             task_loss: r.terms.task,
             total_loss: r.terms.total,
         })
     };
+    let curve_path = dir.join("curve.jsonl");
+    let curve_data = match (&preset.data, job.eval_every) {
+        (DataPreset::Arithmetic(data), Some(every)) => Some((icl_eval_data(data), every)),
+        _ => None,
+    };
+    let mut probe_error: Option<CgtRunError> = None;
+    let mut evaluate = |done: usize, model: &CgtModel<Autodiff<B>>| {
+        let Some((eval, _)) = &curve_data else {
+            return Ok(());
+        };
+        let evaluation = evaluate_icl(&model.valid(), eval, preset.eval_batches, device)?;
+        let point = CurvePoint::of(done, &evaluation);
+        append_point(&curve_path, &point).map_err(|e| {
+            let message = e.to_string();
+            probe_error = Some(e);
+            tint_cgt::CgtError::InvalidConfig(message)
+        })?;
+        events.borrow_mut().event(CgtEvent::CurvePoint {
+            variant,
+            seed,
+            point,
+        });
+        Ok(())
+    };
     let outcome = if devices.len() > 1 {
         train_data_parallel(model, job.source, &training, &files, devices, &mut progress)
     } else {
-        train_with_history(model, job.source, &training, &files, device, &mut progress)
-    }
-    .map_err(CgtRunError::cgt(format!("training {}", variant.slug())))?;
+        let probe = curve_data.as_ref().map(|(_, every)| Probe {
+            every: *every,
+            evaluate: &mut evaluate,
+        });
+        train_probed(
+            model,
+            job.source,
+            &training,
+            &files,
+            device,
+            &mut progress,
+            probe,
+        )
+    };
+    let outcome = match (outcome, probe_error) {
+        (Err(_), Some(error)) => return Err(error),
+        (outcome, _) => {
+            outcome.map_err(CgtRunError::cgt(format!("training {}", variant.slug())))?
+        }
+    };
+    let curve = if curve_data.is_some() || curve_path.exists() {
+        settle_file(&curve_path, training.steps)?
+    } else {
+        Vec::new()
+    };
     host.event(CgtEvent::VariantTrained {
         variant,
         seed,
@@ -168,14 +222,12 @@ pub fn run_variant<B: Backend>(
         regression: None,
         text_loss: None,
         fold_error: None,
+        curve,
     };
     let evaluating = || CgtRunError::cgt(format!("evaluating {label}"));
     match &preset.data {
         DataPreset::Arithmetic(data) => {
-            let eval = ArithmeticConfig {
-                seed: data.seed + EVAL_SEED_OFFSET,
-                ..data.clone()
-            };
+            let eval = icl_eval_data(data);
             let evaluation =
                 evaluate_icl(&model, &eval, preset.eval_batches, device).map_err(evaluating())?;
             if let (Some(map), Some(plots)) = (&evaluation.dot_products, job.heat_map_dir) {
