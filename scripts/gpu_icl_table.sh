@@ -31,6 +31,9 @@ BUDGET_S=${BUDGET_S:-540}
 ASSEMBLY_S=${ASSEMBLY_S:-100}
 STEPS=${STEPS:-4000}
 CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-100}
+# The learning curve (held-out accuracy and in-context gain) every EVAL_EVERY steps, kept in each
+# run's curve.jsonl (so it travels with runs.tgz) and tabulated by the assembly.
+EVAL_EVERY=${EVAL_EVERY:-500}
 SEEDS=${SEEDS:-0 1 2}
 PRESET=${PRESET:-icl-small}
 BATCH=${BATCH:-64}
@@ -70,7 +73,7 @@ for seed in $SEEDS; do
   for v in "${VARIANTS[@]}"; do
     finished "$v" "$seed" && continue
     timeout "$window" "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps "$STEPS" \
-      --checkpoint-every "$CHECKPOINT_EVERY" --variants "$v" --seeds "$seed" --run-dir "$RUN_DIR" \
+      --checkpoint-every "$CHECKPOINT_EVERY" --eval-every "$EVAL_EVERY" --variants "$v" --seeds "$seed" --run-dir "$RUN_DIR" \
       --report "target/gpu-logs/$PRESET-$v-$seed.md" --plots "target/gpu-logs/plots-$v-$seed" \
       >>"target/gpu-logs/$PRESET-$v-$seed.log" 2>&1 &
   done
@@ -88,7 +91,7 @@ done
 log "training stopped; every run finished: $all"
 if [ "$all" = 1 ]; then
   timeout $(($(left) - 15)) "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps "$STEPS" \
-    --variants "$(IFS=,; echo "${VARIANTS[*]}")" --seeds "$(echo $SEEDS | tr ' ' ,)" --only-finished \
+    --variants "$(IFS=,; echo "${VARIANTS[*]}")" --seeds "$(echo $SEEDS | tr ' ' ,)" --only-finished --eval-every "$EVAL_EVERY" \
     --run-dir "$RUN_DIR" --report "target/gpu-sections/$PRESET.md" --plots docs/cgt \
     >target/gpu-logs/assemble.log 2>&1
   log "assembled rc=$?"
