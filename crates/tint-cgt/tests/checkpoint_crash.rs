@@ -5,10 +5,12 @@
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Distribution, Tensor};
-use tint_cgt::data::LinearRegressionConfig;
 use tint_cgt::objective::ObjectiveConfig;
 use tint_cgt::train::{load_checkpoint_model, train, RunFiles, TrainingConfig};
-use tint_cgt::{CgtConfig, CgtInput, CgtModel, InputKind};
+use tint_cgt::{CgtInput, CgtModel};
+
+mod common;
+use common::{tiny_regression_data, tiny_regression_model};
 
 type AB = Autodiff<Flex>;
 
@@ -19,21 +21,8 @@ const RESUME_TOLERANCE: f32 = 1e-5;
 #[test]
 fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
     let device = Default::default();
-    let data = LinearRegressionConfig {
-        d_in: 3,
-        d_out: 1,
-        n_pairs: 4,
-        noise: 0.1,
-        batch_size: 2,
-        seed: 1,
-        curriculum: None,
-    };
-    let config = CgtConfig::new(1, 8, 2, 8, 1)
-        .with_input(InputKind::Vectors(4))
-        .with_d_y(4)
-        .with_readout_layer(1)
-        .with_rank(1)
-        .with_n_templates(2);
+    let data = tiny_regression_data();
+    let config = tiny_regression_model();
     let mut training = TrainingConfig {
         steps: 6,
         learning_rate: 3e-3,

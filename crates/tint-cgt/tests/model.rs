@@ -11,6 +11,9 @@ use tint_cgt::train::{
 };
 use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel, InputKind, Mixing};
 
+mod common;
+use common::{tiny_regression_data, tiny_regression_model};
+
 type TestBackend = Flex;
 type TestAutodiffBackend = Autodiff<Flex>;
 
@@ -408,22 +411,8 @@ fn hundred_training_steps_reduce_the_loss() {
 #[test]
 fn training_resumes_from_a_checkpoint() {
     let device = Default::default();
-    let data = LinearRegressionConfig {
-        d_in: 3,
-        d_out: 1,
-        n_pairs: 4,
-        noise: 0.1,
-        batch_size: 2,
-        seed: 1,
-        curriculum: None,
-    };
-    let config = CgtConfig::new(1, 8, 2, 8, 1)
-        .with_input(InputKind::Vectors(4))
-        .with_d_y(4)
-        .with_readout_layer(1)
-        .with_rank(1)
-        .with_n_templates(2)
-        .with_vae(true);
+    let data = tiny_regression_data();
+    let config = tiny_regression_model().with_vae(true);
     let objective = ObjectiveConfig {
         eta: 0.5,
         vae_beta: 0.01,
@@ -484,21 +473,8 @@ fn training_resumes_from_a_checkpoint() {
 #[test]
 fn rerunning_a_finished_run_restores_its_history_and_refuses_other_schedules() {
     let device = Default::default();
-    let data = LinearRegressionConfig {
-        d_in: 3,
-        d_out: 1,
-        n_pairs: 4,
-        noise: 0.1,
-        batch_size: 2,
-        seed: 1,
-        curriculum: None,
-    };
-    let config = CgtConfig::new(1, 8, 2, 8, 1)
-        .with_input(InputKind::Vectors(4))
-        .with_d_y(4)
-        .with_readout_layer(1)
-        .with_rank(1)
-        .with_n_templates(2);
+    let data = tiny_regression_data();
+    let config = tiny_regression_model();
     let dir = std::env::temp_dir().join(format!("tint-cgt-rerun-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let files = RunFiles {

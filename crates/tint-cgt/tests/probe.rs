@@ -10,26 +10,19 @@ use tint_cgt::objective::ObjectiveConfig;
 use tint_cgt::train::{
     load_checkpoint_model, train, train_probed, Probe, RunFiles, TrainingConfig,
 };
-use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel, InputKind};
+use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel};
+
+mod common;
+use common::{tiny_regression_data, tiny_regression_model};
 
 type AB = Autodiff<Flex>;
 
+/// What a probe of these tests runs.
+type ProbeFn<'a> = dyn FnMut(usize, &CgtModel<AB>) -> Result<(), CgtError> + 'a;
+
 fn setup() -> (LinearRegressionConfig, CgtConfig, TrainingConfig) {
-    let data = LinearRegressionConfig {
-        d_in: 3,
-        d_out: 1,
-        n_pairs: 4,
-        noise: 0.1,
-        batch_size: 2,
-        seed: 1,
-        curriculum: None,
-    };
-    let config = CgtConfig::new(1, 8, 2, 8, 1)
-        .with_input(InputKind::Vectors(4))
-        .with_d_y(4)
-        .with_readout_layer(1)
-        .with_rank(1)
-        .with_n_templates(2);
+    let data = tiny_regression_data();
+    let config = tiny_regression_model();
     let training = TrainingConfig {
         steps: 7,
         learning_rate: 3e-3,
@@ -131,54 +124,36 @@ fn the_probe_sees_every_nth_step_and_the_last_and_changes_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn a_probe_every_zero_steps_is_an_error() {
+/// The error of a probed run of the tiny setup.
+fn probed_error(every: usize, evaluate: &mut ProbeFn<'_>) -> CgtError {
     let device = Default::default();
     let (data, config, training) = setup();
     let start = CgtModel::<AB>::new(&config, &device).unwrap();
-    let mut evaluate = |_: usize, _: &CgtModel<AB>| Ok(());
-    let error = train_probed(
+    let outcome = train_probed(
         start,
         &data,
         &training,
         &RunFiles::default(),
         &device,
         &mut |_| {},
-        Some(Probe {
-            every: 0,
-            evaluate: &mut evaluate,
-        }),
-    )
-    .err();
-    let Some(error) = error else {
-        panic!("every = 0 is refused")
+        Some(Probe { every, evaluate }),
+    );
+    let Err(error) = outcome else {
+        panic!("the probed run was expected to fail")
     };
+    error
+}
+
+#[test]
+fn a_probe_every_zero_steps_is_an_error() {
+    let error = probed_error(0, &mut |_, _| Ok(()));
     assert!(matches!(error, CgtError::InvalidConfig(ref m) if m.contains("every = 0")));
 }
 
 #[test]
 fn a_failing_probe_stops_training_with_its_error() {
-    let device = Default::default();
-    let (data, config, training) = setup();
-    let start = CgtModel::<AB>::new(&config, &device).unwrap();
-    let mut evaluate = |done: usize, _: &CgtModel<AB>| {
+    let error = probed_error(2, &mut |done, _| {
         Err(CgtError::InvalidConfig(format!("probe failed at {done}")))
-    };
-    let error = train_probed(
-        start,
-        &data,
-        &training,
-        &RunFiles::default(),
-        &device,
-        &mut |_| {},
-        Some(Probe {
-            every: 2,
-            evaluate: &mut evaluate,
-        }),
-    )
-    .err();
-    let Some(error) = error else {
-        panic!("the probe's error stops training")
-    };
+    });
     assert!(matches!(error, CgtError::InvalidConfig(ref m) if m == "probe failed at 2"));
 }
