@@ -35,8 +35,41 @@ pub struct IclEvaluation {
     pub seq_length: usize,
     /// Answer characters scored (per accuracy).
     pub answers_scored: usize,
+    /// `dynamic_accuracy` per answer character: index 0 the sign, then the `d + 2` digits from the
+    /// most significant (where the answer's magnitude and the task's inferred parameters show).
+    #[serde(default)]
+    pub dynamic_by_character: Vec<f64>,
+    /// `no_example_accuracy` per answer character, indexed as [`Self::dynamic_by_character`].
+    #[serde(default)]
+    pub no_example_by_character: Vec<f64>,
 }
 
+/// Hits and totals per answer character (index 0 the sign, then the digits).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct CharacterCounts {
+    hits: Vec<usize>,
+    totals: Vec<usize>,
+}
+
+impl CharacterCounts {
+    fn new(characters: usize) -> Self {
+        Self {
+            hits: vec![0; characters],
+            totals: vec![0; characters],
+        }
+    }
+
+    fn accuracies(&self) -> Vec<f64> {
+        self.hits
+            .iter()
+            .zip(&self.totals)
+            .map(|(&h, &t)| h as f64 / t.max(1) as f64)
+            .collect()
+    }
+}
+
+/// Hits and total of the answer characters of the `scored` examples of one task; each character's
+/// outcome is also added to `by_character` (when it has room for it).
 fn answer_hits(
     predictions: &[i64],
     seq_length: usize,
@@ -44,15 +77,21 @@ fn answer_hits(
     sequence: &ArithmeticSequence,
     task: usize,
     scored: std::ops::Range<usize>,
+    by_character: &mut CharacterCounts,
 ) -> (usize, usize) {
     let mut hits = 0;
     let mut total = 0;
     for example in &sequence.tasks[task].examples[scored] {
-        for position in example.equals + 1..example.end {
+        for (character, position) in (example.equals + 1..example.end).enumerate() {
             // Token `position` is predicted at input position `position - 1`.
             let predicted = predictions[sample * seq_length + position - 1];
-            hits += usize::from(predicted == sequence.tokens[position] as i64);
+            let hit = usize::from(predicted == sequence.tokens[position] as i64);
+            hits += hit;
             total += 1;
+            if character < by_character.hits.len() {
+                by_character.hits[character] += hit;
+                by_character.totals[character] += 1;
+            }
         }
     }
     (hits, total)
@@ -77,6 +116,11 @@ pub fn evaluate_icl<B: Backend>(
     let scored = first_scored..n_examples;
     let (mut dynamic_hits, mut specialised_hits, mut total) = (0usize, 0usize, 0usize);
     let (mut no_example_hits, mut no_example_total) = (0usize, 0usize);
+    // Sign and d + 2 digits.
+    let characters = data.digits + 3;
+    let mut dynamic_characters = CharacterCounts::new(characters);
+    let mut no_example_characters = CharacterCounts::new(characters);
+    let mut unused = CharacterCounts::default();
     let (mut variation_sum, mut variation_count) = (0.0, 0usize);
     let (mut features, mut targets) = (Vec::new(), Vec::new());
     for step in 0..n_batches {
@@ -93,11 +137,26 @@ pub fn evaluate_icl<B: Backend>(
             .unwrap_or_default();
         for (b, sequence) in sequences.iter().enumerate() {
             for task in 0..sequence.tasks.len() {
-                let (hits, count) =
-                    answer_hits(&predictions, seq_length, b, sequence, task, scored.clone());
+                let (hits, count) = answer_hits(
+                    &predictions,
+                    seq_length,
+                    b,
+                    sequence,
+                    task,
+                    scored.clone(),
+                    &mut dynamic_characters,
+                );
                 dynamic_hits += hits;
                 total += count;
-                let (hits, count) = answer_hits(&predictions, seq_length, b, sequence, task, 0..1);
+                let (hits, count) = answer_hits(
+                    &predictions,
+                    seq_length,
+                    b,
+                    sequence,
+                    task,
+                    0..1,
+                    &mut no_example_characters,
+                );
                 no_example_hits += hits;
                 no_example_total += count;
             }
@@ -145,14 +204,24 @@ pub fn evaluate_icl<B: Backend>(
                 .to_vec::<i64>()
                 .unwrap_or_default();
             for (b, sequence) in sequences.iter().enumerate() {
-                specialised_hits +=
-                    answer_hits(&predictions, seq_length, b, sequence, task, scored.clone()).0;
+                specialised_hits += answer_hits(
+                    &predictions,
+                    seq_length,
+                    b,
+                    sequence,
+                    task,
+                    scored.clone(),
+                    &mut unused,
+                )
+                .0;
             }
         }
     }
     result.answers_scored = total;
     result.dynamic_accuracy = dynamic_hits as f64 / total.max(1) as f64;
     result.no_example_accuracy = no_example_hits as f64 / no_example_total.max(1) as f64;
+    result.dynamic_by_character = dynamic_characters.accuracies();
+    result.no_example_by_character = no_example_characters.accuracies();
     if model.is_guided() {
         result.specialised_accuracy = Some(specialised_hits as f64 / total.max(1) as f64);
         result.representation_variation = Some(variation_sum / variation_count.max(1) as f64);
@@ -199,24 +268,60 @@ mod tests {
                                       // Wrong on the first example of each task only: the no-example score is 0, the scored ones 1.
         let predictions = predictions_wrong_on(&sequence, 0..1);
         for task in 0..2 {
+            let mut first = CharacterCounts::new(answer);
             assert_eq!(
-                answer_hits(&predictions, seq_length, 0, &sequence, task, 0..1),
+                answer_hits(
+                    &predictions,
+                    seq_length,
+                    0,
+                    &sequence,
+                    task,
+                    0..1,
+                    &mut first
+                ),
                 (0, answer)
             );
+            assert_eq!(first.hits, vec![0; answer]);
+            assert_eq!(first.totals, vec![1; answer]);
+            let mut last = CharacterCounts::new(answer);
             assert_eq!(
-                answer_hits(&predictions, seq_length, 0, &sequence, task, 2..4),
+                answer_hits(
+                    &predictions,
+                    seq_length,
+                    0,
+                    &sequence,
+                    task,
+                    2..4,
+                    &mut last
+                ),
                 (2 * answer, 2 * answer)
             );
+            assert_eq!(last.accuracies(), vec![1.0; answer]);
         }
         // Wrong on the last two: the reverse.
         let predictions = predictions_wrong_on(&sequence, 2..4);
+        let mut counts = CharacterCounts::default();
         assert_eq!(
-            answer_hits(&predictions, seq_length, 0, &sequence, 1, 0..1),
+            answer_hits(&predictions, seq_length, 0, &sequence, 1, 0..1, &mut counts),
             (answer, answer)
         );
         assert_eq!(
-            answer_hits(&predictions, seq_length, 0, &sequence, 1, 2..4),
+            answer_hits(&predictions, seq_length, 0, &sequence, 1, 2..4, &mut counts),
             (0, 2 * answer)
         );
+        // Wrong on one character only (the last digit of the third example): only that
+        // character's count misses.
+        let mut predictions: Vec<i64> = sequence.tokens[1..].iter().map(|&t| t as i64).collect();
+        let example = &sequence.tasks[0].examples[2];
+        let last_digit = example.end - 1;
+        predictions[last_digit - 1] = (sequence.tokens[last_digit] as i64 + 1) % 16;
+        let mut counts = CharacterCounts::new(answer);
+        assert_eq!(
+            answer_hits(&predictions, seq_length, 0, &sequence, 0, 2..4, &mut counts),
+            (2 * answer - 1, 2 * answer)
+        );
+        let mut expected = vec![1.0; answer];
+        expected[answer - 1] = 0.5;
+        assert_eq!(counts.accuracies(), expected);
     }
 }

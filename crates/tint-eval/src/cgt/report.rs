@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
-use tint_cgt::metrics::{ReferenceErrors, RegressionEvaluation, RegressionReferences};
+use tint_cgt::metrics::{
+    IclEvaluation, ReferenceErrors, RegressionEvaluation, RegressionReferences,
+};
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
 use super::conventions::freeze_points;
@@ -55,6 +57,64 @@ fn reference_cells(errors: &ReferenceErrors) -> Vec<String> {
 fn tail_error(evaluation: &RegressionEvaluation, k: usize) -> Option<f64> {
     let tail = evaluation.dynamic_by_pair.get(k..)?;
     (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64)
+}
+
+/// The table of the arithmetic accuracy per answer character: one row per character, per variant
+/// the accuracy on the last two examples and on the first example of every task. Empty when no run
+/// has the breakdown.
+fn character_table(results: &[VariantResult]) -> String {
+    let variants: Vec<Variant> = variants_of(results)
+        .into_iter()
+        .filter(|&v| {
+            results.iter().any(|r| {
+                r.variant == v
+                    && r.icl
+                        .as_ref()
+                        .is_some_and(|e| !e.dynamic_by_character.is_empty())
+            })
+        })
+        .collect();
+    let Some(characters) = results
+        .iter()
+        .filter_map(|r| r.icl.as_ref())
+        .map(|e| e.dynamic_by_character.len())
+        .max()
+        .filter(|&n| n > 0)
+    else {
+        return String::new();
+    };
+    let mut out = String::from("| answer character |");
+    for v in &variants {
+        out.push_str(&format!(
+            " {0}: last two examples | {0}: no example |",
+            v.title()
+        ));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|---|".repeat(variants.len()));
+    out.push('\n');
+    for k in 0..characters {
+        let name = if k == 0 {
+            "sign".to_string()
+        } else {
+            format!("digit {k}")
+        };
+        out.push_str(&format!("| {name} |"));
+        for &v in &variants {
+            let pick = |by: fn(&IclEvaluation) -> &Vec<f64>| {
+                per_seed(results, v, &|r| {
+                    r.icl.as_ref().and_then(|e| by(e).get(k).copied())
+                })
+            };
+            out.push_str(&format!(
+                " {} | {} |",
+                cell(&pick(|e| &e.dynamic_by_character), 100.0, 1, " %"),
+                cell(&pick(|e| &e.no_example_by_character), 100.0, 1, " %")
+            ));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The report section of a preset's runs (`plots`: where the charts are, linked relative to
@@ -492,6 +552,14 @@ pub fn render_section(
         out.push_str(&format!(
             "\nError by number of shown pairs (mean over seeds; thin lines: references):\n\n![by pair]({})\n",
             plot_path(format!("{}-by-pair.svg", preset.name))
+        ));
+    }
+    let characters = character_table(results);
+    if !characters.is_empty() {
+        out.push_str(&format!(
+            "\nAccuracy by answer character (sign, then the digits from the most significant; mean ± 95 % \
+             Student-t half-width over seeds): on the last two examples of every task, and on the first \
+             (no example of the task seen):\n\n{characters}"
         ));
     }
     let curve = curve_table(results);

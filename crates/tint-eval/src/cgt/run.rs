@@ -356,6 +356,15 @@ mod tests {
             "{base}\n{}",
             outcome.markdown
         );
+        // The breakdown by answer character: sign and d + 2 = 3 digits (icl-tiny has d = 1).
+        for row in ["| sign |", "| digit 3 |"] {
+            assert!(
+                outcome.markdown.contains(row),
+                "{row}\n{}",
+                outcome.markdown
+            );
+        }
+        assert!(!outcome.markdown.contains("| digit 4 |"));
         // Resuming the finished run evaluates nothing again and still reports the curve.
         let mut host = Recorder::default();
         let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
