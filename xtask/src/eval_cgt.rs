@@ -63,7 +63,7 @@ pub(crate) struct CgtArgs {
     pub devices: usize,
     /// Measure the learning curve of the arithmetic presets: the held-out answer accuracy (and the
     /// no-example, format-only accuracy) every N training steps and after the last, kept in each
-    /// run's curve.jsonl, drawn in <plots>/<preset>-curve.svg and tabulated in the report. Does not
+    /// run's `curve.jsonl`, drawn in `<plots>/<preset>-curve.svg` and tabulated in the report. Does not
     /// change the training; single-device runs only.
     #[arg(long)]
     pub eval_every: Option<usize>,
