@@ -192,11 +192,8 @@ pub fn run_variant<B: Backend>(
             outcome.map_err(CgtRunError::cgt(format!("training {}", variant.slug())))?
         }
     };
-    let curve = if curve_data.is_some() || curve_path.exists() {
-        settle_file(&curve_path, training.steps)?
-    } else {
-        Vec::new()
-    };
+    // No file (no --eval-every now or before): no curve.
+    let curve = settle_file(&curve_path, training.steps)?;
     host.event(CgtEvent::VariantTrained {
         variant,
         seed,
