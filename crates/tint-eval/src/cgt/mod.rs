@@ -13,6 +13,7 @@
 //! | [`run`] | [`run_cgt`], [`CgtHost`], [`CgtEvent`], [`CgtOutcome`] |
 //! | [`charts`] | loss and by-pair charts |
 //! | [`curve`] | learning curves (`--eval-every`): held-out accuracy during training |
+//! | [`paired`] | paired differences between the variants, per seed |
 //! | [`stats`] | mean and Student-t interval over seeds |
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
@@ -21,6 +22,7 @@ pub mod charts;
 pub mod conventions;
 pub mod curve;
 pub mod error;
+pub mod paired;
 pub mod report;
 pub mod run;
 pub mod settings;

@@ -11,6 +11,7 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
 use super::conventions::freeze_points;
 use super::curve::curve_table;
+use super::paired::paired_table;
 use super::stats::{cell, interval};
 use super::variant_run::{per_seed, variants_of, VariantResult};
 
@@ -503,6 +504,14 @@ pub fn render_section(
         None,
         "–",
     ));
+    let paired = paired_table(&preset.data, results);
+    if !paired.is_empty() {
+        out.push_str(&format!(
+            "\nPaired differences (each variant minus the one it adds a training term to, per seed: the \
+             two runs of a seed share the training stream, the initialisation seed and the evaluation \
+             sequences; mean ± 95 % Student-t half-width over the seeds with both runs):\n\n{paired}"
+        ));
+    }
     if let (DataPreset::LinearRegression(data), Some(references)) = (&preset.data, references) {
         let shown: Vec<usize> = [1, 2, 4, 6, 8, 10, 12, 16, data.n_pairs - 1]
             .into_iter()

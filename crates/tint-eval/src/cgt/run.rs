@@ -374,6 +374,27 @@ mod tests {
             host.events
         );
         assert!(again.markdown.contains(&row), "{}", again.markdown);
+        // The first invocation's table took the probe's last evaluation; the resumed one evaluates
+        // the loaded final checkpoint afresh: the same evaluation rows, to the printed digit.
+        let evaluation_rows: Vec<&str> = outcome
+            .markdown
+            .lines()
+            .filter(|l| {
+                [
+                    "| base accuracy",
+                    "| no-example",
+                    "| in-context gain",
+                    "| sign",
+                    "| digit",
+                ]
+                .iter()
+                .any(|p| l.starts_with(p))
+            })
+            .collect();
+        assert_eq!(evaluation_rows.len(), 7, "{}", outcome.markdown);
+        for line in evaluation_rows {
+            assert!(again.markdown.contains(line), "{line}\n{}", again.markdown);
+        }
         // Refused before anything trains: every 0 steps, several devices, a regression preset.
         for (bad, message) in [
             (

@@ -151,12 +151,18 @@ pub fn run_variant<B: Backend>(
         _ => None,
     };
     let mut probe_error: Option<CgtRunError> = None;
+    // The probe's evaluation after the last step is the final table's (same model, sequences and
+    // device): kept so that the table does not evaluate it again.
+    let mut final_evaluation: Option<IclEvaluation> = None;
     let mut evaluate = |done: usize, model: &CgtModel<Autodiff<B>>| {
         let Some((eval, _)) = &curve_data else {
             return Ok(());
         };
         let evaluation = evaluate_icl(&model.valid(), eval, preset.eval_batches, device)?;
         let point = CurvePoint::of(done, &evaluation);
+        if done == training.steps {
+            final_evaluation = Some(evaluation);
+        }
         append_point(&curve_path, &point).map_err(|e| {
             let message = e.to_string();
             probe_error = Some(e);
@@ -225,8 +231,12 @@ pub fn run_variant<B: Backend>(
     match &preset.data {
         DataPreset::Arithmetic(data) => {
             let eval = icl_eval_data(data);
-            let evaluation =
-                evaluate_icl(&model, &eval, preset.eval_batches, device).map_err(evaluating())?;
+            let evaluation = match final_evaluation {
+                Some(evaluation) => evaluation,
+                None => {
+                    evaluate_icl(&model, &eval, preset.eval_batches, device).map_err(evaluating())?
+                }
+            };
             if let (Some(map), Some(plots)) = (&evaluation.dot_products, job.heat_map_dir) {
                 let title = format!("{} {}: mean n_s . n_t", preset.name, variant.title());
                 let svg = heat_map_svg(map, evaluation.seq_length, &title)

@@ -1,0 +1,303 @@
+//! Paired differences between the Table 1 variants: each variant against the one it adds a
+//! training term to (CGT against the baseline, + aux against CGT, + aux + reg against + aux), per
+//! seed (both runs of a seed share the training stream, the initialisation seed and the evaluation
+//! sequences), as mean ± 95 % Student-t half-width over the seeds that have both runs.
+//!
+//! The per-variant cells of the main table cannot say whether two columns differ: their intervals
+//! include the seed-to-seed spread that the pairing cancels.
+
+use tint_cgt::presets::{DataPreset, Variant};
+
+use super::conventions::freeze_points;
+use super::stats::cell;
+use super::variant_run::VariantResult;
+
+/// The comparisons of the table, in its column order: `(a, b)` reports `b − a`.
+pub const COMPARISONS: [(Variant, Variant); 3] = [
+    (Variant::Baseline, Variant::Cgt),
+    (Variant::Cgt, Variant::CgtAux),
+    (Variant::CgtAux, Variant::CgtAuxReg),
+];
+
+/// One row of the table: a per-run value and how its cells are printed.
+struct PairedMetric<'a> {
+    name: String,
+    value: Box<dyn Fn(&VariantResult) -> Option<f64> + 'a>,
+    scale: f64,
+    digits: usize,
+    suffix: &'static str,
+}
+
+/// `b − a` of `metric` for every seed where both variants have a value, in the order of the seeds'
+/// first appearance among `a`'s runs.
+pub fn paired_differences(
+    results: &[VariantResult],
+    a: Variant,
+    b: Variant,
+    metric: &dyn Fn(&VariantResult) -> Option<f64>,
+) -> Vec<f64> {
+    results
+        .iter()
+        .filter(|r| r.variant == a)
+        .filter_map(|ra| {
+            let rb = results
+                .iter()
+                .find(|r| r.variant == b && r.seed == ra.seed)?;
+            Some(metric(rb)? - metric(ra)?)
+        })
+        .collect()
+}
+
+/// The metrics compared for a preset's data.
+fn metrics(data: &DataPreset) -> Vec<PairedMetric<'static>> {
+    let metric = |name: &str,
+                  value: Box<dyn Fn(&VariantResult) -> Option<f64>>,
+                  scale: f64,
+                  digits: usize,
+                  suffix: &'static str| PairedMetric {
+        name: name.to_string(),
+        value,
+        scale,
+        digits,
+        suffix,
+    };
+    match data {
+        DataPreset::Arithmetic(_) => vec![
+            metric(
+                "base accuracy (dynamic y)",
+                Box::new(|r| r.icl.as_ref().map(|e| e.dynamic_accuracy)),
+                100.0,
+                1,
+                " points",
+            ),
+            metric(
+                "in-context gain (base − no-example accuracy)",
+                Box::new(|r| {
+                    r.icl
+                        .as_ref()
+                        .map(|e| e.dynamic_accuracy - e.no_example_accuracy)
+                }),
+                100.0,
+                1,
+                " points",
+            ),
+            metric(
+                "specialised accuracy",
+                Box::new(|r| r.icl.as_ref().and_then(|e| e.specialised_accuracy)),
+                100.0,
+                1,
+                " points",
+            ),
+            metric(
+                "specialisation gap (base − specialised accuracy)",
+                Box::new(|r| {
+                    let e = r.icl.as_ref()?;
+                    Some(e.dynamic_accuracy - e.specialised_accuracy?)
+                }),
+                100.0,
+                1,
+                " points",
+            ),
+            metric(
+                "representation variation (eq. 4)",
+                Box::new(|r| r.icl.as_ref().and_then(|e| e.representation_variation)),
+                1.0,
+                3,
+                "",
+            ),
+            metric(
+                "linear-fit error of (a, b) from y",
+                Box::new(|r| r.icl.as_ref().and_then(|e| e.linear_fit_error)),
+                1.0,
+                3,
+                "",
+            ),
+        ],
+        DataPreset::LinearRegression(data) => {
+            let k = freeze_points(data.n_pairs)[2];
+            let dynamic = move |r: &VariantResult| {
+                let tail = r.regression.as_ref()?.dynamic_by_pair.get(k..)?;
+                (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64)
+            };
+            let frozen = move |r: &VariantResult| {
+                let e = r.regression.as_ref()?;
+                e.specialised.iter().find(|s| s.0 == k).map(|s| s.2)
+            };
+            vec![
+                metric(
+                    &format!("L2 on pairs {k}.., dynamic y"),
+                    Box::new(dynamic),
+                    1.0,
+                    3,
+                    "",
+                ),
+                metric(
+                    &format!("L2 on pairs {k}.., y frozen after {k} pairs"),
+                    Box::new(frozen),
+                    1.0,
+                    3,
+                    "",
+                ),
+                metric(
+                    &format!("specialisation gap (frozen − dynamic L2 on pairs {k}..)"),
+                    Box::new(move |r| Some(frozen(r)? - dynamic(r)?)),
+                    1.0,
+                    3,
+                    "",
+                ),
+                metric(
+                    "representation variation (eq. 4)",
+                    Box::new(|r| {
+                        r.regression
+                            .as_ref()
+                            .and_then(|e| e.representation_variation)
+                    }),
+                    1.0,
+                    3,
+                    "",
+                ),
+                metric(
+                    "linear-fit error of (U, b) from y",
+                    Box::new(|r| r.regression.as_ref().and_then(|e| e.linear_fit_error)),
+                    1.0,
+                    3,
+                    "",
+                ),
+            ]
+        }
+        DataPreset::TextMixture { .. } => vec![
+            metric(
+                "eval CE (dynamic y), nats/byte",
+                Box::new(|r| r.text_loss.map(|t| t.0)),
+                1.0,
+                3,
+                "",
+            ),
+            metric(
+                "eval CE, frozen-y auxiliary model",
+                Box::new(|r| r.text_loss.and_then(|t| t.1)),
+                1.0,
+                3,
+                "",
+            ),
+        ],
+    }
+}
+
+/// The markdown table of paired differences: one column per comparison whose two variants both
+/// have runs, one row per metric (`–` where a variant lacks it, e.g. the baseline's specialised
+/// accuracy). Empty when no comparison has a seed with both runs.
+pub fn paired_table(data: &DataPreset, results: &[VariantResult]) -> String {
+    let has_pair = |(a, b): (Variant, Variant)| {
+        results.iter().any(|ra| {
+            ra.variant == a
+                && results
+                    .iter()
+                    .any(|rb| rb.variant == b && rb.seed == ra.seed)
+        })
+    };
+    let comparisons: Vec<(Variant, Variant)> =
+        COMPARISONS.into_iter().filter(|&c| has_pair(c)).collect();
+    if comparisons.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("| paired difference |");
+    for (a, b) in &comparisons {
+        out.push_str(&format!(" {} − {} |", b.title(), a.title()));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(comparisons.len()));
+    out.push('\n');
+    for m in metrics(data) {
+        out.push_str(&format!("| {} |", m.name));
+        for &(a, b) in &comparisons {
+            let differences = paired_differences(results, a, b, &*m.value);
+            out.push_str(&format!(
+                " {} |",
+                cell(&differences, m.scale, m.digits, m.suffix)
+            ));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::settings::CgtSettings;
+    use super::*;
+    use tint_cgt::metrics::IclEvaluation;
+
+    fn run(variant: Variant, seed: u64, accuracy: f64, specialised: Option<f64>) -> VariantResult {
+        VariantResult {
+            variant,
+            seed,
+            losses: Vec::new(),
+            train_seconds: 0.0,
+            wall_seconds: 0.0,
+            resumed_at: 0,
+            icl: Some(IclEvaluation {
+                dynamic_accuracy: accuracy,
+                no_example_accuracy: 0.4,
+                specialised_accuracy: specialised,
+                ..Default::default()
+            }),
+            regression: None,
+            text_loss: None,
+            fold_error: None,
+            curve: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn differences_pair_runs_by_seed_and_skip_unpaired_seeds() {
+        let results = [
+            run(Variant::Cgt, 0, 0.50, Some(0.20)),
+            run(Variant::Cgt, 1, 0.60, Some(0.30)),
+            run(Variant::Cgt, 2, 0.70, Some(0.10)),
+            // Seed 2 has no CGT + aux run: it drops out of that comparison.
+            run(Variant::CgtAux, 1, 0.64, Some(0.60)),
+            run(Variant::CgtAux, 0, 0.52, Some(0.50)),
+        ];
+        let gap = |r: &VariantResult| {
+            let e = r.icl.as_ref()?;
+            Some(e.dynamic_accuracy - e.specialised_accuracy?)
+        };
+        let d = paired_differences(&results, Variant::Cgt, Variant::CgtAux, &gap);
+        // Seed 0: (0.52 − 0.50) − (0.50 − 0.20) = −0.28; seed 1: 0.04 − 0.30 = −0.26. Tolerance
+        // 1e-12: two subtractions of numbers below 1.
+        assert_eq!(d.len(), 2);
+        assert!(
+            (d[0] + 0.28).abs() < 1e-12 && (d[1] + 0.26).abs() < 1e-12,
+            "{d:?}"
+        );
+        // The baseline has no runs here: no pairs.
+        assert!(paired_differences(&results, Variant::Baseline, Variant::Cgt, &gap).is_empty());
+    }
+
+    #[test]
+    fn the_table_has_a_column_per_comparison_with_runs() {
+        let preset = CgtSettings::new("icl-tiny", "flex")
+            .configured_preset()
+            .unwrap();
+        let results = [
+            run(Variant::Baseline, 0, 0.50, None),
+            run(Variant::Baseline, 1, 0.52, None),
+            run(Variant::Cgt, 0, 0.55, Some(0.2)),
+            run(Variant::Cgt, 1, 0.53, Some(0.3)),
+        ];
+        let table = paired_table(&preset.data, &results);
+        assert!(
+            table.starts_with("| paired difference | CGT (no Aux/Reg) − Baseline |\n|---|---|\n"),
+            "{table}"
+        );
+        // Differences +5 and +1 points: mean 3, half-width 12.706 · 2.828 / sqrt(2) = 25.4.
+        assert!(
+            table.contains("| base accuracy (dynamic y) | 3.0 ± 25.4 points |"),
+            "{table}"
+        );
+        // The baseline has no specialised accuracy: no pair.
+        assert!(table.contains("| specialised accuracy | – |"), "{table}");
+        assert!(paired_table(&preset.data, &results[..2]).is_empty());
+    }
+}
