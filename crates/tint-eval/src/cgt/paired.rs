@@ -19,10 +19,13 @@ pub const COMPARISONS: [(Variant, Variant); 3] = [
     (Variant::CgtAux, Variant::CgtAuxReg),
 ];
 
+/// A per-run value of a row (`None` where the run lacks it).
+type RunValue = Box<dyn Fn(&VariantResult) -> Option<f64>>;
+
 /// One row of the table: a per-run value and how its cells are printed.
-struct PairedMetric<'a> {
+struct PairedMetric {
     name: String,
-    value: Box<dyn Fn(&VariantResult) -> Option<f64> + 'a>,
+    value: RunValue,
     scale: f64,
     digits: usize,
     suffix: &'static str,
@@ -49,17 +52,15 @@ pub fn paired_differences(
 }
 
 /// The metrics compared for a preset's data.
-fn metrics(data: &DataPreset) -> Vec<PairedMetric<'static>> {
-    let metric = |name: &str,
-                  value: Box<dyn Fn(&VariantResult) -> Option<f64>>,
-                  scale: f64,
-                  digits: usize,
-                  suffix: &'static str| PairedMetric {
-        name: name.to_string(),
-        value,
-        scale,
-        digits,
-        suffix,
+fn metrics(data: &DataPreset) -> Vec<PairedMetric> {
+    let metric = |name: &str, value: RunValue, scale: f64, digits: usize, suffix: &'static str| {
+        PairedMetric {
+            name: name.to_string(),
+            value,
+            scale,
+            digits,
+            suffix,
+        }
     };
     match data {
         DataPreset::Arithmetic(_) => vec![
