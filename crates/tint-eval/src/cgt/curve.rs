@@ -88,9 +88,9 @@ pub fn append_point(path: &Path, point: &CurvePoint) -> Result<(), CgtRunError> 
         .create(true)
         .append(true)
         .open(path)
-        .map_err(io("create"))?;
+        .map_err(io("open for appending"))?;
     let line = serde_json::to_string(point).expect("a curve point serialises");
-    writeln!(file, "{line}").map_err(io("create"))
+    writeln!(file, "{line}").map_err(io("append to"))
 }
 
 /// The points of a run of `steps` steps: one per step (a step evaluated again after a resume keeps

@@ -27,7 +27,7 @@ pub enum CgtRunError {
     /// A file or directory could not be read or created.
     #[error("cannot {operation} {path}: {source}")]
     Io {
-        /// `read`, `create`.
+        /// What was being done: `read`, `create`, `open for appending`, `append to`.
         operation: &'static str,
         /// The file or directory.
         path: std::path::PathBuf,

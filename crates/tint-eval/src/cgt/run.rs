@@ -423,6 +423,25 @@ mod tests {
             let error = run_cgt::<Flex>(&bad, &devices, &mut Recorder::default()).unwrap_err();
             assert!(error.to_string().contains(message), "{error}");
         }
+        // A curve file that cannot be appended to (here a directory in its place) stops the run at
+        // the first point with an error that names it, after the steps before it.
+        let blocked = CgtSettings {
+            run_dir: Some(root.join("blocked")),
+            ..settings.clone()
+        };
+        let curve_path = root.join("blocked/seed0/baseline/curve.jsonl");
+        std::fs::create_dir_all(&curve_path).unwrap();
+        let mut host = Recorder::default();
+        let error = run_cgt::<Flex>(&blocked, &[device], &mut host).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("cannot open for appending") && message.contains("curve.jsonl"),
+            "{message}"
+        );
+        assert_eq!(
+            host.events,
+            ["started icl-tiny", "start baseline 0", "step 0", "step 1"]
+        );
         std::fs::remove_dir_all(&root).ok();
     }
 
