@@ -9,6 +9,7 @@
 use tint_cgt::presets::{DataPreset, Variant};
 
 use super::conventions::freeze_points;
+use super::report::tail_error;
 use super::stats::cell;
 use super::variant_run::VariantResult;
 
@@ -116,10 +117,7 @@ fn metrics(data: &DataPreset) -> Vec<PairedMetric> {
         ],
         DataPreset::LinearRegression(data) => {
             let k = freeze_points(data.n_pairs)[2];
-            let dynamic = move |r: &VariantResult| {
-                let tail = r.regression.as_ref()?.dynamic_by_pair.get(k..)?;
-                (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64)
-            };
+            let dynamic = move |r: &VariantResult| tail_error(r.regression.as_ref()?, k);
             let frozen = move |r: &VariantResult| {
                 let e = r.regression.as_ref()?;
                 e.specialised.iter().find(|s| s.0 == k).map(|s| s.2)
@@ -300,5 +298,50 @@ mod tests {
         // The baseline has no specialised accuracy: no pair.
         assert!(table.contains("| specialised accuracy | – |"), "{table}");
         assert!(paired_table(&preset.data, &results[..2]).is_empty());
+    }
+
+    #[test]
+    fn regression_rows_pair_the_errors_after_the_last_freeze_point() {
+        let preset = CgtSettings::new("linreg-cpu", "flex")
+            .configured_preset()
+            .unwrap();
+        let DataPreset::LinearRegression(data) = &preset.data else {
+            panic!("linreg preset expected")
+        };
+        let n = data.n_pairs;
+        let k = freeze_points(n)[2];
+        // Dynamic error `dynamic` on every pair, frozen error `frozen` after k pairs.
+        let run = |variant, seed, dynamic: f64, frozen: f64| VariantResult {
+            variant,
+            seed,
+            losses: Vec::new(),
+            train_seconds: 0.0,
+            wall_seconds: 0.0,
+            resumed_at: 0,
+            icl: None,
+            regression: Some(tint_cgt::metrics::RegressionEvaluation {
+                dynamic_by_pair: vec![dynamic; n],
+                specialised: freeze_points(n).iter().map(|&p| (p, 0.0, frozen)).collect(),
+                representation_variation: None,
+                linear_fit_error: None,
+            }),
+            text_loss: None,
+            fold_error: None,
+            curve: Vec::new(),
+        };
+        let results = [
+            run(Variant::Cgt, 1, 1.0, 4.0),
+            run(Variant::CgtAux, 1, 1.5, 2.5),
+        ];
+        let table = paired_table(&preset.data, &results);
+        // One seed: single observations. Gap 3.0 without aux, 1.0 with it: −2.0.
+        for row in [
+            format!("| L2 on pairs {k}.., dynamic y | 0.500 |"),
+            format!("| L2 on pairs {k}.., y frozen after {k} pairs | -1.500 |"),
+            format!("| specialisation gap (frozen − dynamic L2 on pairs {k}..) | -2.000 |"),
+            "| representation variation (eq. 4) | – |".to_string(),
+        ] {
+            assert!(table.contains(&row), "{row}\n{table}");
+        }
     }
 }

@@ -55,7 +55,7 @@ fn reference_cells(errors: &ReferenceErrors) -> Vec<String> {
 }
 
 /// Mean dynamic-y error on pairs `k..`.
-fn tail_error(evaluation: &RegressionEvaluation, k: usize) -> Option<f64> {
+pub(super) fn tail_error(evaluation: &RegressionEvaluation, k: usize) -> Option<f64> {
     let tail = evaluation.dynamic_by_pair.get(k..)?;
     (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64)
 }
