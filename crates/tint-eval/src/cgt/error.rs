@@ -45,6 +45,16 @@ pub enum CgtRunError {
         /// What the parser said.
         message: String,
     },
+    /// A run's `evaluation.json` is not such a file.
+    #[error(
+        "{path}: not a run's evaluation file as written by `cargo xtask eval cgt` ({message})"
+    )]
+    EvaluationFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the parser said.
+        message: String,
+    },
     /// Writing a chart failed.
     #[error(transparent)]
     Write(#[from] AtomicWriteError),

@@ -10,6 +10,7 @@
 //! | [`settings`] | [`CgtSettings`]: preset overrides, variants, seeds, paths; the reproducing command |
 //! | [`conventions`] | seed shifts, evaluation streams, freeze points, the default run directory |
 //! | [`variant_run`] | [`VariantResult`], training + evaluation of one (seed, variant) |
+//! | [`evaluation_file`] | `evaluation.json`: a run's per-seed figures, as last evaluated |
 //! | [`run`] | [`run_cgt`], [`CgtHost`], [`CgtEvent`], [`CgtOutcome`] |
 //! | [`charts`] | loss and by-pair charts |
 //! | [`curve`] | learning curves (`--eval-every`): held-out accuracy during training |
@@ -22,6 +23,7 @@ pub mod charts;
 pub mod conventions;
 pub mod curve;
 pub mod error;
+pub mod evaluation_file;
 pub mod paired;
 pub mod report;
 pub mod run;

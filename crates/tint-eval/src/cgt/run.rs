@@ -268,6 +268,7 @@ mod tests {
     use burn::backend::Flex;
 
     use crate::cgt::curve::read_curve;
+    use crate::cgt::evaluation_file::RunEvaluation;
 
     /// Records the events; has no default corpus.
     #[derive(Default)]
@@ -478,6 +479,33 @@ mod tests {
         );
         assert!(root.join("plots/icl-tiny-cgt-yy.svg").exists());
         assert!(root.join("runs/seed0/cgt/specialised.safetensors").exists());
+        // The per-seed figures behind the cells, in the run's evaluation.json.
+        let file = root.join("runs/seed0/cgt/evaluation.json");
+        let evaluation = RunEvaluation::read(&file).unwrap();
+        assert_eq!(
+            (
+                evaluation.variant.as_str(),
+                evaluation.seed,
+                evaluation.steps
+            ),
+            ("cgt", 0, 2)
+        );
+        assert!(!evaluation.evaluated_on.is_empty());
+        let icl = evaluation.icl.as_ref().unwrap();
+        assert!(icl.dot_products.is_none() && evaluation.fold_error.is_some());
+        let row = format!(
+            "| specialised accuracy | {:.1} % |",
+            100.0 * icl.specialised_accuracy.unwrap()
+        );
+        assert!(first.markdown.contains(&row), "{row}\n{}", first.markdown);
+        let bad = root.join("not-an-evaluation.json");
+        std::fs::write(&bad, "{\"preset\": 3}").unwrap();
+        let error = RunEvaluation::read(&bad).unwrap_err().to_string();
+        assert!(
+            error.contains("not-an-evaluation.json")
+                && error.contains("not a run's evaluation file"),
+            "{error}"
+        );
         assert!(
             first.markdown.contains("| metric | CGT (no Aux/Reg) |"),
             "{}",

@@ -25,6 +25,7 @@ use super::conventions::{
 };
 use super::curve::{append_point, settle_file, CurvePoint};
 use super::error::CgtRunError;
+use super::evaluation_file::RunEvaluation;
 use super::run::{CgtEvent, CgtHost};
 use crate::write_atomic;
 
@@ -293,6 +294,8 @@ pub fn run_variant<B: Backend>(
         }
     }
     result.wall_seconds = start.elapsed().as_secs_f64();
+    RunEvaluation::of(&preset.name, training.steps, B::name(device), &result)
+        .write(&dir.join("evaluation.json"))?;
     Ok(result)
 }
 

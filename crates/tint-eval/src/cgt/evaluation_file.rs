@@ -1,0 +1,92 @@
+//! `evaluation.json` beside a run's checkpoint: the per-seed figures behind the report's cells
+//! (which show only means and intervals over seeds), written each time the run is evaluated, with
+//! the backend that evaluated it.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
+
+use super::error::CgtRunError;
+use super::variant_run::VariantResult;
+use crate::write_atomic;
+
+/// The file's content: one run (variant, seed) as last evaluated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunEvaluation {
+    /// The preset's name.
+    pub preset: String,
+    /// The variant's slug (`baseline`, `cgt`, `cgt-aux`, `cgt-aux-reg`).
+    pub variant: String,
+    /// The seed.
+    pub seed: u64,
+    /// Training steps of the run.
+    pub steps: usize,
+    /// The backend (and device) that evaluated it.
+    pub evaluated_on: String,
+    /// Mean task loss of the last 10 logged steps.
+    pub final_task_loss: Option<f64>,
+    /// Training seconds of all steps.
+    pub train_seconds: f64,
+    /// Arithmetic presets (without the `y · y` map, which is drawn as a chart).
+    pub icl: Option<IclEvaluation>,
+    /// Linear-regression presets.
+    pub regression: Option<RegressionEvaluation>,
+    /// Text presets: evaluation cross-entropy with dynamic `y`.
+    pub text_loss: Option<f64>,
+    /// Text presets, guided variants: cross-entropy of the frozen-`y` auxiliary model.
+    pub text_aux_loss: Option<f64>,
+    /// Largest output difference between the folded and the frozen-`y` model (guided variants).
+    pub fold_error: Option<f32>,
+}
+
+impl RunEvaluation {
+    /// The file's content for `result`.
+    pub fn of(preset: &str, steps: usize, evaluated_on: String, result: &VariantResult) -> Self {
+        let tail = &result.losses[result.losses.len().saturating_sub(10)..];
+        Self {
+            preset: preset.to_string(),
+            variant: result.variant.slug().to_string(),
+            seed: result.seed,
+            steps,
+            evaluated_on,
+            final_task_loss: (!tail.is_empty())
+                .then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64),
+            train_seconds: result.train_seconds,
+            icl: result.icl.clone().map(|e| IclEvaluation {
+                dot_products: None,
+                ..e
+            }),
+            regression: result.regression.clone(),
+            text_loss: result.text_loss.map(|t| t.0),
+            text_aux_loss: result.text_loss.and_then(|t| t.1),
+            fold_error: result.fold_error,
+        }
+    }
+
+    /// Writes the file atomically (pretty JSON).
+    ///
+    /// # Errors
+    /// The file cannot be written.
+    pub fn write(&self, path: &Path) -> Result<(), CgtRunError> {
+        let json = serde_json::to_string_pretty(self).expect("an evaluation serialises");
+        write_atomic(path, json.as_bytes())?;
+        Ok(())
+    }
+
+    /// Reads a file written by [`RunEvaluation::write`].
+    ///
+    /// # Errors
+    /// The file cannot be read, or is not such a file (the error names it and the parse failure).
+    pub fn read(path: &Path) -> Result<Self, CgtRunError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CgtRunError::Io {
+            operation: "read",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| CgtRunError::EvaluationFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+}
