@@ -22,7 +22,7 @@ pub struct RunEvaluation {
     pub seed: u64,
     /// Training steps of the run.
     pub steps: usize,
-    /// The backend (and device) that evaluated it.
+    /// The backend that evaluated it, as burn names it (`Backend::name` of the device: `flex`, …).
     pub evaluated_on: String,
     /// Mean task loss of the last 10 logged steps.
     pub final_task_loss: Option<f64>,
