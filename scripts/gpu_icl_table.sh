@@ -43,6 +43,12 @@ SEEDS=${SEEDS:-0 1 2}
 PRESET=${PRESET:-icl-small}
 BATCH=${BATCH:-64}
 VARIANTS=(baseline cgt cgt-aux cgt-aux-reg)
+# PROCESSES=run: one process per (seed, variant), all concurrent (the runs of 2026-11-27); =seed: one
+# process per seed, training its unfinished variants in turn. On the H100 the step time grew with the
+# number of concurrent processes (time-slicing, docs/results.md); whether fewer processes train more
+# steps in all is what PROCESSES=seed measures (compare the summed steps per second of the runs'
+# log.jsonl with the twelve-process calls of 2026-11-27).
+PROCESSES=${PROCESSES:-run}
 RUN_DIR=target/cgt-runs/gpu-$PRESET-${STEPS}steps-batch$BATCH
 start=$(date +%s)
 mkdir -p "$OUT" target/gpu-logs target/gpu-sections docs/cgt
@@ -74,14 +80,24 @@ finished() { # variant seed
 }
 window=$(($(left) - ASSEMBLY_S - 20))
 log "training up to $STEPS steps until the deadline in $window s"
+train() { # variants (comma-separated) seed name
+  timeout "$window" "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps "$STEPS" \
+    --checkpoint-every "$CHECKPOINT_EVERY" --eval-every "$EVAL_EVERY" --variants "$1" --seeds "$2" --run-dir "$RUN_DIR" \
+    --report "target/gpu-logs/$PRESET-$3.md" --plots "target/gpu-logs/plots-$3" \
+    >>"target/gpu-logs/$PRESET-$3.log" 2>&1 &
+}
+log "processes: one per $PROCESSES"
 for seed in $SEEDS; do
+  todo=()
   for v in "${VARIANTS[@]}"; do
-    finished "$v" "$seed" && continue
-    timeout "$window" "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps "$STEPS" \
-      --checkpoint-every "$CHECKPOINT_EVERY" --eval-every "$EVAL_EVERY" --variants "$v" --seeds "$seed" --run-dir "$RUN_DIR" \
-      --report "target/gpu-logs/$PRESET-$v-$seed.md" --plots "target/gpu-logs/plots-$v-$seed" \
-      >>"target/gpu-logs/$PRESET-$v-$seed.log" 2>&1 &
+    finished "$v" "$seed" || todo+=("$v")
   done
+  [ ${#todo[@]} -gt 0 ] || continue
+  if [ "$PROCESSES" = seed ]; then
+    train "$(IFS=,; echo "${todo[*]}")" "$seed" "seed-$seed"
+  else
+    for v in "${todo[@]}"; do train "$v" "$seed" "$v-$seed"; done
+  fi
 done
 wait
 all=1
