@@ -60,7 +60,8 @@ if [ -n "${XTASK:-}" ]; then
   BIN=$XTASK
 else
   BIN=/tmp/xtask-cuda
-  gunzip -c "$CARRY/xtask-cuda.gz" >"$BIN" || exit 1
+  # BINARY: the gzipped build in $CARRY (xtask-cuda.gz, one kernel per op; or a `cuda-fused` build).
+  gunzip -c "$CARRY/${BINARY:-xtask-cuda.gz}" >"$BIN" || exit 1
   chmod +x "$BIN"
 fi
 if [ -f "$CARRY/runs.tgz" ]; then
