@@ -17,7 +17,7 @@
 # their checkpoints (`runs.tgz.part-*`, split under the 16-MiB limit of a returned file), and the next
 # call resumes every run where it stopped (same cosine schedule: it depends on STEPS only): within one
 # lease the device keeps the run directory between calls; in a later lease, given the returned parts
-# back as `$CARRY/runs.tgz`. 7000 steps of CGT + aux + reg are about 1840 s of training: four calls.
+# back as `$CARRY/runs.tgz`. 7000 steps of CGT + aux + reg are about 1840 s of training: four to five calls.
 # Once every run has its final checkpoint the report section is assembled from them
 # (`--only-finished`), evaluation on the preset's held-out sequences (or on the CPU from the returned
 # checkpoints, as for the 1100-step table).

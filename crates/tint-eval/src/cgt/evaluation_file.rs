@@ -43,15 +43,13 @@ pub struct RunEvaluation {
 impl RunEvaluation {
     /// The file's content for `result`.
     pub fn of(preset: &str, steps: usize, evaluated_on: String, result: &VariantResult) -> Self {
-        let tail = &result.losses[result.losses.len().saturating_sub(10)..];
         Self {
             preset: preset.to_string(),
             variant: result.variant.slug().to_string(),
             seed: result.seed,
             steps,
             evaluated_on,
-            final_task_loss: (!tail.is_empty())
-                .then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64),
+            final_task_loss: result.final_task_loss(),
             train_seconds: result.train_seconds,
             icl: result.icl.clone().map(|e| IclEvaluation {
                 dot_products: None,

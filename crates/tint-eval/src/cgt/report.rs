@@ -467,10 +467,7 @@ pub fn render_section(
     ));
     out.push_str(&row(
         "final training loss (mean of last 10 steps)",
-        &|r| {
-            let tail = &r.losses[r.losses.len().saturating_sub(10)..];
-            (!tail.is_empty()).then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
-        },
+        &VariantResult::final_task_loss,
         1.0,
         3,
         "",

@@ -59,6 +59,15 @@ pub struct VariantResult {
     pub curve: Vec<CurvePoint>,
 }
 
+impl VariantResult {
+    /// Mean task loss of the last 10 logged steps (`None` without logged steps): the report's
+    /// "final training loss" and `evaluation.json`'s `final_task_loss`.
+    pub fn final_task_loss(&self) -> Option<f64> {
+        let tail = &self.losses[self.losses.len().saturating_sub(10)..];
+        (!tail.is_empty()).then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
+    }
+}
+
 /// The variants present in `results`, in table order.
 pub fn variants_of(results: &[VariantResult]) -> Vec<Variant> {
     Variant::ALL
