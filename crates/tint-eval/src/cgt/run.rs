@@ -498,6 +498,12 @@ mod tests {
             100.0 * icl.specialised_accuracy.unwrap()
         );
         assert!(first.markdown.contains(&row), "{row}\n{}", first.markdown);
+        let missing = root.join("missing/evaluation.json");
+        let error = RunEvaluation::read(&missing).unwrap_err().to_string();
+        assert!(
+            error.contains("cannot read") && error.contains("missing/evaluation.json"),
+            "{error}"
+        );
         let bad = root.join("not-an-evaluation.json");
         std::fs::write(&bad, "{\"preset\": 3}").unwrap();
         let error = RunEvaluation::read(&bad).unwrap_err().to_string();
