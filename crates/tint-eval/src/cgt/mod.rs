@@ -10,6 +10,7 @@
 //! | [`settings`] | [`CgtSettings`]: preset overrides, variants, seeds, paths; the reproducing command |
 //! | [`conventions`] | seed shifts, evaluation streams, freeze points, the default run directory |
 //! | [`variant_run`] | [`VariantResult`], training + evaluation of one (seed, variant) |
+//! | `run_metrics` | the per-run figures of the table's rows and paired differences (methods of [`VariantResult`]) |
 //! | [`evaluation_file`] | `evaluation.json`: a run's per-seed figures, as last evaluated |
 //! | [`run`] | [`run_cgt`], [`CgtHost`], [`CgtEvent`], [`CgtOutcome`] |
 //! | [`charts`] | loss and by-pair charts |
@@ -27,6 +28,7 @@ pub mod evaluation_file;
 pub mod paired;
 pub mod report;
 pub mod run;
+mod run_metrics;
 pub mod settings;
 pub mod stats;
 pub mod variant_run;

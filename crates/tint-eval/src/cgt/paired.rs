@@ -9,7 +9,6 @@
 use tint_cgt::presets::{DataPreset, Variant};
 
 use super::conventions::freeze_points;
-use super::report::tail_error;
 use super::stats::cell;
 use super::variant_run::VariantResult;
 
@@ -52,7 +51,8 @@ pub fn paired_differences(
         .collect()
 }
 
-/// The metrics compared for a preset's data.
+/// The metrics compared for a preset's data: the figures of the main table's rows
+/// ([`super::run_metrics`]) where a difference between two variants is read, plus the gaps.
 fn metrics(data: &DataPreset) -> Vec<PairedMetric> {
     let metric = |name: &str, value: RunValue, scale: f64, digits: usize, suffix: &'static str| {
         PairedMetric {
@@ -63,121 +63,64 @@ fn metrics(data: &DataPreset) -> Vec<PairedMetric> {
             suffix,
         }
     };
+    let points = |name: &str, value: fn(&VariantResult) -> Option<f64>| {
+        metric(name, Box::new(value), 100.0, 1, " points")
+    };
+    let plain = |name: &str, value: RunValue| metric(name, value, 1.0, 3, "");
     match data {
         DataPreset::Arithmetic(_) => vec![
-            metric(
-                "base accuracy (dynamic y)",
-                Box::new(|r| r.icl.as_ref().map(|e| e.dynamic_accuracy)),
-                100.0,
-                1,
-                " points",
-            ),
-            metric(
+            points("base accuracy (dynamic y)", VariantResult::dynamic_accuracy),
+            points(
                 "in-context gain (base − no-example accuracy)",
-                Box::new(|r| {
-                    r.icl
-                        .as_ref()
-                        .map(|e| e.dynamic_accuracy - e.no_example_accuracy)
-                }),
-                100.0,
-                1,
-                " points",
+                VariantResult::in_context_gain,
             ),
-            metric(
-                "specialised accuracy",
-                Box::new(|r| r.icl.as_ref().and_then(|e| e.specialised_accuracy)),
-                100.0,
-                1,
-                " points",
-            ),
-            metric(
+            points("specialised accuracy", VariantResult::specialised_accuracy),
+            points(
                 "specialisation gap (base − specialised accuracy)",
-                Box::new(|r| {
-                    let e = r.icl.as_ref()?;
-                    Some(e.dynamic_accuracy - e.specialised_accuracy?)
-                }),
-                100.0,
-                1,
-                " points",
+                VariantResult::specialisation_gap,
             ),
-            metric(
+            plain(
                 "representation variation (eq. 4)",
-                Box::new(|r| r.icl.as_ref().and_then(|e| e.representation_variation)),
-                1.0,
-                3,
-                "",
+                Box::new(VariantResult::representation_variation),
             ),
-            metric(
+            plain(
                 "linear-fit error of (a, b) from y",
-                Box::new(|r| r.icl.as_ref().and_then(|e| e.linear_fit_error)),
-                1.0,
-                3,
-                "",
+                Box::new(VariantResult::linear_fit_error),
             ),
         ],
         DataPreset::LinearRegression(data) => {
             let k = freeze_points(data.n_pairs)[2];
-            let dynamic = move |r: &VariantResult| tail_error(r.regression.as_ref()?, k);
-            let frozen = move |r: &VariantResult| {
-                let e = r.regression.as_ref()?;
-                e.specialised.iter().find(|s| s.0 == k).map(|s| s.2)
-            };
             vec![
-                metric(
+                plain(
                     &format!("L2 on pairs {k}.., dynamic y"),
-                    Box::new(dynamic),
-                    1.0,
-                    3,
-                    "",
+                    Box::new(move |r| r.dynamic_error_from(k)),
                 ),
-                metric(
+                plain(
                     &format!("L2 on pairs {k}.., y frozen after {k} pairs"),
-                    Box::new(frozen),
-                    1.0,
-                    3,
-                    "",
+                    Box::new(move |r| r.frozen_error_after(k)),
                 ),
-                metric(
+                plain(
                     &format!("specialisation gap (frozen − dynamic L2 on pairs {k}..)"),
-                    Box::new(move |r| Some(frozen(r)? - dynamic(r)?)),
-                    1.0,
-                    3,
-                    "",
+                    Box::new(move |r| r.frozen_gap_after(k)),
                 ),
-                metric(
+                plain(
                     "representation variation (eq. 4)",
-                    Box::new(|r| {
-                        r.regression
-                            .as_ref()
-                            .and_then(|e| e.representation_variation)
-                    }),
-                    1.0,
-                    3,
-                    "",
+                    Box::new(VariantResult::representation_variation),
                 ),
-                metric(
+                plain(
                     "linear-fit error of (U, b) from y",
-                    Box::new(|r| r.regression.as_ref().and_then(|e| e.linear_fit_error)),
-                    1.0,
-                    3,
-                    "",
+                    Box::new(VariantResult::linear_fit_error),
                 ),
             ]
         }
         DataPreset::TextMixture { .. } => vec![
-            metric(
+            plain(
                 "eval CE (dynamic y), nats/byte",
-                Box::new(|r| r.text_loss.map(|t| t.0)),
-                1.0,
-                3,
-                "",
+                Box::new(VariantResult::text_loss_dynamic),
             ),
-            metric(
+            plain(
                 "eval CE, frozen-y auxiliary model",
-                Box::new(|r| r.text_loss.and_then(|t| t.1)),
-                1.0,
-                3,
-                "",
+                Box::new(VariantResult::text_loss_frozen),
             ),
         ],
     }
@@ -258,10 +201,7 @@ mod tests {
             run(Variant::CgtAux, 1, 0.64, Some(0.60)),
             run(Variant::CgtAux, 0, 0.52, Some(0.50)),
         ];
-        let gap = |r: &VariantResult| {
-            let e = r.icl.as_ref()?;
-            Some(e.dynamic_accuracy - e.specialised_accuracy?)
-        };
+        let gap = VariantResult::specialisation_gap;
         let d = paired_differences(&results, Variant::Cgt, Variant::CgtAux, &gap);
         // Seed 0: (0.52 − 0.50) − (0.50 − 0.20) = −0.28; seed 1: 0.04 − 0.30 = −0.26. Tolerance
         // 1e-12: two subtractions of numbers below 1.

@@ -4,9 +4,7 @@
 
 use std::path::Path;
 
-use tint_cgt::metrics::{
-    IclEvaluation, ReferenceErrors, RegressionEvaluation, RegressionReferences,
-};
+use tint_cgt::metrics::{IclEvaluation, ReferenceErrors, RegressionReferences};
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
 use super::conventions::freeze_points;
@@ -52,12 +50,6 @@ fn reference_cells(errors: &ReferenceErrors) -> Vec<String> {
     .iter()
     .map(|e| format!("{e:.3}"))
     .collect()
-}
-
-/// Mean dynamic-y error on pairs `k..`.
-pub(super) fn tail_error(evaluation: &RegressionEvaluation, k: usize) -> Option<f64> {
-    let tail = evaluation.dynamic_by_pair.get(k..)?;
-    (!tail.is_empty()).then(|| tail.iter().sum::<f64>() / tail.len() as f64)
 }
 
 /// The table of the arithmetic accuracy per answer character: one row per character, per variant
@@ -285,10 +277,9 @@ pub fn render_section(
     };
     match &preset.data {
         DataPreset::Arithmetic(_) => {
-            let icl = |r: &VariantResult| r.icl.clone();
             out.push_str(&row(
                 "base accuracy (dynamic y)",
-                &|r| icl(r).map(|e| e.dynamic_accuracy),
+                &VariantResult::dynamic_accuracy,
                 100.0,
                 1,
                 " %",
@@ -297,7 +288,7 @@ pub fn render_section(
             ));
             out.push_str(&row(
                 "no-example accuracy (first example of each task: the format-only level)",
-                &|r| icl(r).map(|e| e.no_example_accuracy),
+                &VariantResult::no_example_accuracy,
                 100.0,
                 1,
                 " %",
@@ -306,7 +297,7 @@ pub fn render_section(
             ));
             out.push_str(&row(
                 "in-context gain: base − no-example accuracy (issue bar ≥ 20 points)",
-                &|r| icl(r).map(|e| e.dynamic_accuracy - e.no_example_accuracy),
+                &VariantResult::in_context_gain,
                 100.0,
                 1,
                 " points",
@@ -315,7 +306,7 @@ pub fn render_section(
             ));
             out.push_str(&row(
                 "specialised accuracy",
-                &|r| icl(r).and_then(|e| e.specialised_accuracy),
+                &VariantResult::specialised_accuracy,
                 100.0,
                 1,
                 " %",
@@ -324,7 +315,7 @@ pub fn render_section(
             ));
             out.push_str(&row(
                 "representation variation (eq. 4)",
-                &|r| icl(r).and_then(|e| e.representation_variation),
+                &VariantResult::representation_variation,
                 1.0,
                 3,
                 "",
@@ -333,7 +324,7 @@ pub fn render_section(
             ));
             out.push_str(&row(
                 "linear-fit error of (a, b) from y",
-                &|r| icl(r).and_then(|e| e.linear_fit_error),
+                &VariantResult::linear_fit_error,
                 1.0,
                 3,
                 "",
@@ -342,7 +333,6 @@ pub fn render_section(
             ));
         }
         DataPreset::LinearRegression(data) => {
-            let regression = |r: &VariantResult| r.regression.clone();
             let dynamic_reference = |k: usize| {
                 references.map(|r| {
                     reference_cells(&ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])))
@@ -358,7 +348,7 @@ pub fn render_section(
             };
             out.push_str(&row(
                 "L2 on all pairs, dynamic y",
-                &|r| regression(r).and_then(|e| tail_error(&e, 0)),
+                &|r| r.dynamic_error_from(0),
                 1.0,
                 3,
                 "",
@@ -368,7 +358,7 @@ pub fn render_section(
             for k in freeze_points(data.n_pairs) {
                 out.push_str(&row(
                     &format!("L2 on pairs {k}.., dynamic y (full context)"),
-                    &|r| regression(r).and_then(|e| tail_error(&e, k)),
+                    &|r| r.dynamic_error_from(k),
                     1.0,
                     3,
                     "",
@@ -379,10 +369,7 @@ pub fn render_section(
                     &format!(
                         "L2 on pairs {k}.., y frozen after {k} pairs (references: fit on {k})"
                     ),
-                    &|r| {
-                        regression(r)
-                            .and_then(|e| e.specialised.iter().find(|s| s.0 == k).map(|s| s.2))
-                    },
+                    &|r| r.frozen_error_after(k),
                     1.0,
                     3,
                     "",
@@ -396,11 +383,7 @@ pub fn render_section(
             {
                 out.push_str(&row(
                     &format!("L2 on pairs {k}.. (dynamic) / mean-of-shown-y L2 (target ≤ 0.25)"),
-                    &|r| {
-                        regression(r)
-                            .and_then(|e| tail_error(&e, k))
-                            .map(|e| e / mean)
-                    },
+                    &|r| r.dynamic_error_from(k).map(|e| e / mean),
                     1.0,
                     3,
                     "",
@@ -410,7 +393,7 @@ pub fn render_section(
             }
             out.push_str(&row(
                 "representation variation (eq. 4)",
-                &|r| regression(r).and_then(|e| e.representation_variation),
+                &VariantResult::representation_variation,
                 1.0,
                 3,
                 "",
@@ -419,7 +402,7 @@ pub fn render_section(
             ));
             out.push_str(&row(
                 "linear-fit error of (U, b) from y",
-                &|r| regression(r).and_then(|e| e.linear_fit_error),
+                &VariantResult::linear_fit_error,
                 1.0,
                 3,
                 "",
@@ -430,7 +413,7 @@ pub fn render_section(
         DataPreset::TextMixture { .. } => {
             out.push_str(&row(
                 "eval CE (dynamic y), nats/byte",
-                &|r| r.text_loss.map(|t| t.0),
+                &VariantResult::text_loss_dynamic,
                 1.0,
                 3,
                 "",
@@ -439,7 +422,7 @@ pub fn render_section(
             ));
             out.push_str(&row(
                 "eval CE, frozen-y auxiliary model",
-                &|r| r.text_loss.and_then(|t| t.1),
+                &VariantResult::text_loss_frozen,
                 1.0,
                 3,
                 "",
@@ -485,7 +468,7 @@ pub fn render_section(
     ));
     out.push_str(&row(
         "time per training step",
-        &|r| (!r.losses.is_empty()).then(|| r.train_seconds / r.losses.len() as f64),
+        &VariantResult::seconds_per_step,
         1.0,
         3,
         " s",
@@ -594,6 +577,7 @@ pub fn render_section(
 mod tests {
     use super::super::settings::CgtSettings;
     use super::*;
+    use tint_cgt::metrics::RegressionEvaluation;
 
     #[test]
     fn linreg_section_has_references_and_timings() {
