@@ -36,6 +36,39 @@ fn plot_error(e: impl std::fmt::Display) -> CgtError {
     CgtError::Plot(e.to_string())
 }
 
+/// Draws every series' `usable` points as a line (thick for models, thin for references) and the
+/// legend, on a chart of either y scale.
+fn draw_lines_with_legend<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &[Series],
+    usable: &dyn Fn(&(f64, f64)) -> bool,
+) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    for s in series {
+        let [r, g, b] = s.colour;
+        let colour = RGBColor(r, g, b).stroke_width(if s.thin { 1 } else { 2 });
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied().filter(|p| usable(p)),
+                colour,
+            ))
+            .map_err(plot_error)?
+            .label(s.name.clone())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_error)?;
+    Ok(())
+}
+
 /// A line chart as a standalone SVG document, with a legend; `log_y` draws the y axis on a log scale
 /// (non-positive values are then left out).
 ///
@@ -75,10 +108,6 @@ pub fn line_chart_svg(series: &[Series], text: &ChartText<'_>, log_y: bool) -> R
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64);
-        let style = |s: &Series| {
-            let [r, g, b] = s.colour;
-            RGBColor(r, g, b).stroke_width(if s.thin { 1 } else { 2 })
-        };
         if log_y {
             let (lo, hi) = (y_lo * 0.8, (y_hi * 1.25).max(y_lo * 1.01));
             let mut chart = builder
@@ -91,23 +120,7 @@ pub fn line_chart_svg(series: &[Series], text: &ChartText<'_>, log_y: bool) -> R
                 .y_label_formatter(&|y| format!("{y:.3}"))
                 .draw()
                 .map_err(plot_error)?;
-            for s in series {
-                let colour = style(s);
-                chart
-                    .draw_series(LineSeries::new(
-                        s.points.iter().copied().filter(usable),
-                        colour,
-                    ))
-                    .map_err(plot_error)?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour));
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(plot_error)?;
+            draw_lines_with_legend(&mut chart, series, &usable)?;
         } else {
             let pad = ((y_hi - y_lo) * 0.05).max(1e-6);
             let mut chart = builder
@@ -119,23 +132,7 @@ pub fn line_chart_svg(series: &[Series], text: &ChartText<'_>, log_y: bool) -> R
                 .y_desc(text.y_label)
                 .draw()
                 .map_err(plot_error)?;
-            for s in series {
-                let colour = style(s);
-                chart
-                    .draw_series(LineSeries::new(
-                        s.points.iter().copied().filter(usable),
-                        colour,
-                    ))
-                    .map_err(plot_error)?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour));
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(plot_error)?;
+            draw_lines_with_legend(&mut chart, series, &usable)?;
         }
         root.present().map_err(plot_error)?;
     }
