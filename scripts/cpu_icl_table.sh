@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Issue 18's ICL Table 1 at 7000 steps (`icl-small`, 4 variants x 3 seeds, batch 64) trained on the
+# CPU across sessions: WORKERS processes (default 2, one per core) at low priority take the unfinished
+# (variant, seed) runs in the order below, each to its end; a run stopped with the session resumes
+# from its last checkpoint (every 100 steps) when the script is started again. Run from the
+# repository root, after `cargo build -p xtask`:
+#
+#   setsid nohup scripts/cpu_icl_table.sh >/tmp/cpu-icl-table.log 2>&1 &
+#
+# The binary is copied first (XTASK, default target/debug/xtask), so rebuilding the working tree
+# while the runs train does not change the program that trains them. The runs share their directory
+# with the 7000-step CPU baselines (target/cgt-runs/icl-small-7000steps-batch64; docs/results.md),
+# which are finished and are skipped. The step count is the baselines' (fixed before any run, not
+# chosen from a result); the table is assembled from the final checkpoints with the command that
+# docs/results.md names (`--only-finished`).
+#
+# Cost, measured on the 2-core dev machine (2026-11-28): a CGT step is ~0.95 s with two processes
+# sharing the two cores (the baseline's ~1.07 s with three), so a CGT run is ~1.9 h of a core and
+# an auxiliary-loss run about 1.5x that.
+set -u
+STEPS=${STEPS:-7000}
+WORKERS=${WORKERS:-2}
+ORDER=${ORDER:-"cgt:0 cgt:1 cgt:2 cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2"}
+RUN_DIR=target/cgt-runs/icl-small-${STEPS}steps-batch64
+BIN=/tmp/xtask-cpu-icl-table
+cp "${XTASK:-target/debug/xtask}" "$BIN" || exit 1
+CLAIMS=$(mktemp -d)
+
+finished() { # variant seed
+  grep -q "\"next_step\":$STEPS," "$RUN_DIR/seed$2/$1/checkpoint/state.json" 2>/dev/null
+}
+
+worker() {
+  for run in $ORDER; do
+    variant=${run%%:*}
+    seed=${run##*:}
+    finished "$variant" "$seed" && continue
+    mkdir "$CLAIMS/$run" 2>/dev/null || continue # another worker has it
+    echo "[$(date -u +%H:%M:%S)] worker $1: $variant seed $seed"
+    nice -n 19 "$BIN" eval cgt --preset icl-small --steps "$STEPS" --batch-size 64 \
+      --variants "$variant" --eval-every 500 --checkpoint-every 100 --seeds "$seed" \
+      --report "target/cpu-icl-table-$variant-$seed.md" --plots "target/cpu-icl-table-plots" \
+      >>"target/cpu-icl-table-$variant-$seed.log" 2>&1
+    echo "[$(date -u +%H:%M:%S)] worker $1: $variant seed $seed stopped, rc $?"
+  done
+}
+
+for w in $(seq 1 "$WORKERS"); do
+  worker "$w" &
+done
+wait
+echo "[$(date -u +%H:%M:%S)] no run left to start"
