@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use tint_eval::cgt::conventions::EvalStream;
 use tint_eval::cgt::{run_cgt, CgtEvent, CgtHost, CgtSettings};
 
 use crate::backend::{devices, B, BACKEND_NAME};
@@ -67,6 +68,13 @@ pub(crate) struct CgtArgs {
     /// change the training; single-device runs only.
     #[arg(long)]
     pub eval_every: Option<usize>,
+    /// Evaluate on the test stream (the preset's data seed + 2000) instead of the validation
+    /// stream (+ 1000) that every table, curve and choice of a preset uses: to confirm a result once
+    /// on sequences no choice was made on. The section is keyed `cgt:<preset>-test`, the charts
+    /// `<preset>-test-*.svg` and each run's figures go to `evaluation-test.json`. Not with
+    /// --eval-every.
+    #[arg(long)]
+    pub test_stream: bool,
 }
 
 impl CgtArgs {
@@ -86,6 +94,11 @@ impl CgtArgs {
             backend: BACKEND_NAME.to_string(),
             eval_every: self.eval_every,
             devices: self.devices,
+            eval_stream: if self.test_stream {
+                EvalStream::Test
+            } else {
+                EvalStream::Validation
+            },
         }
     }
 }

@@ -1,8 +1,12 @@
 //! The conventions that make CGT runs reproducible and comparable: how a seed shifts a preset, the
-//! model initialisation seed, the held-out evaluation streams (the same for every seed), the
-//! freeze points of the regression evaluation and the default run directory.
+//! model initialisation seed, the held-out evaluation streams (the same for every seed: the
+//! validation stream that every run is evaluated on, and a test stream kept for confirming a result
+//! after choices were made on the validation stream), the freeze points of the regression evaluation
+//! and the default run directory.
 
 use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 use tint_cgt::data::{ArithmeticConfig, LinearRegressionConfig};
 use tint_cgt::presets::{DataPreset, ExperimentPreset};
@@ -14,12 +18,67 @@ pub const SEED_STRIDE: u64 = 7919;
 /// weights for a (seed, variant) pair on every invocation).
 pub const MODEL_SEED_BASE: u64 = 1_000;
 
-/// Held-out evaluation streams use the preset's data seed plus this offset.
+/// The validation stream uses the preset's data seed plus this offset.
 pub const EVAL_SEED_OFFSET: u64 = 1000;
 
+/// The test stream uses the preset's data seed plus this offset.
+pub const TEST_SEED_OFFSET: u64 = 2000;
+
 /// Text presets evaluate on batches `TEXT_EVAL_FIRST_BATCH + i` of the training stream (never
-/// reached by training) with auxiliary draws from stream [`TEXT_EVAL_RNG_STREAM`].
+/// reached by training) with auxiliary draws from stream [`TEXT_EVAL_RNG_STREAM`]; the test stream
+/// on batches `TEXT_TEST_FIRST_BATCH + i`.
 pub const TEXT_EVAL_FIRST_BATCH: u64 = 1_000_000;
+
+/// The first text batch of the test stream (see [`TEXT_EVAL_FIRST_BATCH`]).
+pub const TEXT_TEST_FIRST_BATCH: u64 = 2_000_000;
+
+/// The held-out sequences a run is evaluated on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EvalStream {
+    /// The sequences of every table and learning curve (data seed + [`EVAL_SEED_OFFSET`]). Choices
+    /// such as a preset's step count have been made on it.
+    #[default]
+    Validation,
+    /// Sequences no choice was made on (data seed + [`TEST_SEED_OFFSET`]), for confirming a result
+    /// once (`--test-stream`).
+    Test,
+}
+
+impl EvalStream {
+    /// The offset added to the preset's data seed.
+    pub fn seed_offset(self) -> u64 {
+        match self {
+            Self::Validation => EVAL_SEED_OFFSET,
+            Self::Test => TEST_SEED_OFFSET,
+        }
+    }
+
+    /// The first text batch (text presets).
+    pub fn text_first_batch(self) -> u64 {
+        match self {
+            Self::Validation => TEXT_EVAL_FIRST_BATCH,
+            Self::Test => TEXT_TEST_FIRST_BATCH,
+        }
+    }
+
+    /// The per-run file of the evaluation on this stream, beside the checkpoint.
+    pub fn evaluation_file(self) -> &'static str {
+        match self {
+            Self::Validation => "evaluation.json",
+            Self::Test => "evaluation-test.json",
+        }
+    }
+
+    /// The suffix of the report section's key and of the charts' names (empty for validation, so
+    /// that existing sections and charts keep their names).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::Validation => "",
+            Self::Test => "-test",
+        }
+    }
+}
 
 /// The random stream of the text evaluation's auxiliary draws.
 pub const TEXT_EVAL_RNG_STREAM: u64 = 7;
@@ -48,18 +107,21 @@ pub fn default_run_dir(preset: &ExperimentPreset) -> PathBuf {
 }
 
 /// The held-out evaluation stream of an arithmetic preset (its final table and its learning curve).
-pub fn icl_eval_data(data: &ArithmeticConfig) -> ArithmeticConfig {
+pub fn icl_eval_data(data: &ArithmeticConfig, stream: EvalStream) -> ArithmeticConfig {
     ArithmeticConfig {
-        seed: data.seed + EVAL_SEED_OFFSET,
+        seed: data.seed + stream.seed_offset(),
         ..data.clone()
     }
 }
 
 /// The held-out evaluation stream of a regression preset (no curriculum: every sequence has all
 /// pairs).
-pub fn regression_eval_data(data: &LinearRegressionConfig) -> LinearRegressionConfig {
+pub fn regression_eval_data(
+    data: &LinearRegressionConfig,
+    stream: EvalStream,
+) -> LinearRegressionConfig {
     LinearRegressionConfig {
-        seed: data.seed + EVAL_SEED_OFFSET,
+        seed: data.seed + stream.seed_offset(),
         ..data.without_curriculum()
     }
 }

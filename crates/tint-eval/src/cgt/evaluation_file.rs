@@ -1,12 +1,13 @@
 //! `evaluation.json` beside a run's checkpoint: the per-seed figures behind the report's cells
 //! (which show only means and intervals over seeds), written each time the run is evaluated, with
-//! the backend that evaluated it.
+//! the backend that evaluated it (`evaluation-test.json` for an evaluation on the test stream).
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
 
+use super::conventions::EvalStream;
 use super::error::CgtRunError;
 use super::variant_run::VariantResult;
 use crate::write_atomic;
@@ -24,6 +25,10 @@ pub struct RunEvaluation {
     pub steps: usize,
     /// The backend that evaluated it, as burn names it (`Backend::name` of the device: `flex`, …).
     pub evaluated_on: String,
+    /// The held-out stream evaluated (`validation`, or `test`; files written before the test
+    /// stream existed are validation ones).
+    #[serde(default)]
+    pub eval_stream: EvalStream,
     /// Mean task loss of the last 10 logged steps.
     pub final_task_loss: Option<f64>,
     /// Training seconds of all steps.
@@ -42,13 +47,20 @@ pub struct RunEvaluation {
 
 impl RunEvaluation {
     /// The file's content for `result`.
-    pub fn of(preset: &str, steps: usize, evaluated_on: String, result: &VariantResult) -> Self {
+    pub fn of(
+        preset: &str,
+        steps: usize,
+        evaluated_on: String,
+        eval_stream: EvalStream,
+        result: &VariantResult,
+    ) -> Self {
         Self {
             preset: preset.to_string(),
             variant: result.variant.slug().to_string(),
             seed: result.seed,
             steps,
             evaluated_on,
+            eval_stream,
             final_task_loss: result.final_task_loss(),
             train_seconds: result.train_seconds,
             icl: result.icl.clone().map(|e| IclEvaluation {

@@ -7,7 +7,7 @@ use std::path::Path;
 use tint_cgt::metrics::{IclEvaluation, ReferenceErrors, RegressionReferences};
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
-use super::conventions::freeze_points;
+use super::conventions::{freeze_points, EvalStream};
 use super::curve::curve_table;
 use super::paired::paired_table;
 use super::stats::{cell, interval};
@@ -30,6 +30,8 @@ pub struct RunSummary {
     pub references: Option<RegressionReferences>,
     /// `(seed, variant)` runs left out by `only_finished`.
     pub skipped: Vec<(u64, Variant)>,
+    /// The held-out stream the runs were evaluated on.
+    pub eval_stream: EvalStream,
 }
 
 /// Titles of the reference columns of the linear-regression table.
@@ -130,7 +132,12 @@ pub fn render_section(
     let mut seeds: Vec<u64> = results.iter().map(|r| r.seed).collect();
     seeds.sort_unstable();
     seeds.dedup();
-    let mut out = format!("## CGT: `{}`\n\n", preset.name);
+    // Charts of a test-stream evaluation carry its suffix, so that the validation ones stay.
+    let stem = format!("{}{}", preset.name, summary.eval_stream.suffix());
+    let mut out = match summary.eval_stream {
+        EvalStream::Validation => format!("## CGT: `{}`\n\n", preset.name),
+        EvalStream::Test => format!("## CGT: `{}` on the test stream\n\n", preset.name),
+    };
     out.push_str(&format!(
         "Command: `{}` (backend {}). \
          Model: L = {}, l = {}, d_x = {} ({} heads), d_y = {} ({} heads), rank r = {}, M = {} templates, \
@@ -208,6 +215,13 @@ pub fn render_section(
              between positions {cut_min} and {cut_max}).\n\n",
             summary.corpus.as_deref().unwrap_or("the corpus"),
         )),
+    }
+    if summary.eval_stream == EvalStream::Test {
+        out.push_str(
+            "Evaluated on the **test stream** (data seed + 2000; `--test-stream`): held-out sequences on \
+             which no choice was made. The other tables, the learning curves and every choice of a \
+             preset (such as its step count) use the validation stream (data seed + 1000).\n\n",
+        );
     }
     if !summary.skipped.is_empty() {
         let skipped: Vec<String> = summary
@@ -535,12 +549,12 @@ pub fn render_section(
     out.push_str(&format!(
         "\nTraining loss of seed {} (task loss, 10-step moving average):\n\n![loss]({})\n",
         seeds.first().copied().unwrap_or(0),
-        plot_path(format!("{}-loss.svg", preset.name))
+        plot_path(format!("{stem}-loss.svg"))
     ));
     if matches!(preset.data, DataPreset::LinearRegression(_)) {
         out.push_str(&format!(
             "\nError by number of shown pairs (mean over seeds; thin lines: references):\n\n![by pair]({})\n",
-            plot_path(format!("{}-by-pair.svg", preset.name))
+            plot_path(format!("{stem}-by-pair.svg"))
         ));
     }
     let characters = character_table(results);
@@ -557,7 +571,7 @@ pub fn render_section(
             "\nHeld-out answer accuracy during training (the learning curve: the evaluation sequences of \
              the table, after the steps listed; accuracy on the last two examples of every task, and the \
              in-context gain over the no-example accuracy):\n\n{curve}\n![curve]({})\n",
-            plot_path(format!("{}-curve.svg", preset.name))
+            plot_path(format!("{stem}-curve.svg"))
         ));
     }
     if matches!(preset.data, DataPreset::Arithmetic(_)) {
@@ -566,7 +580,7 @@ pub fn render_section(
             out.push_str(&format!(
                 "- {}: ![y.y]({})\n",
                 v.title(),
-                plot_path(format!("{}-{}-yy.svg", preset.name, v.slug()))
+                plot_path(format!("{stem}-{}-yy.svg", v.slug()))
             ));
         }
     }
@@ -626,6 +640,7 @@ mod tests {
             corpus: None,
             references: Some(references),
             skipped: vec![(4, Variant::CgtAux)],
+            eval_stream: EvalStream::Validation,
         };
         let one = render_section(
             &preset,

@@ -193,7 +193,7 @@ pub fn run_cgt<B: Backend>(
     let references = match &preset.data {
         DataPreset::LinearRegression(data) => Some(
             evaluate_regression_references(
-                &regression_eval_data(data),
+                &regression_eval_data(data, settings.eval_stream),
                 preset.eval_batches,
                 &freeze_points(data.n_pairs),
             )
@@ -209,6 +209,7 @@ pub fn run_cgt<B: Backend>(
         corpus,
         references,
         skipped: Vec::new(),
+        eval_stream: settings.eval_stream,
     };
     let first_seed = settings.seeds[0];
     let mut results = Vec::new();
@@ -234,11 +235,14 @@ pub fn run_cgt<B: Backend>(
                 seed_dir: &seed_dir,
                 heat_map_dir: (seed == first_seed).then_some(settings.plots.as_path()),
                 eval_every: settings.eval_every,
+                eval_stream: settings.eval_stream,
             };
             results.push(run_variant::<B>(&job, devices, host)?);
         }
     }
-    let mut charts = vec![settings.plots.join(format!("{}-loss.svg", preset.name))];
+    // Charts of a test-stream evaluation carry its suffix, so that the validation ones stay.
+    let stem = format!("{}{}", preset.name, settings.eval_stream.suffix());
+    let mut charts = vec![settings.plots.join(format!("{stem}-loss.svg"))];
     write_atomic(
         &charts[0],
         loss_chart(&results, first_seed, &preset.name)?.as_bytes(),
@@ -246,17 +250,17 @@ pub fn run_cgt<B: Backend>(
     if matches!(preset.data, DataPreset::LinearRegression(_)) {
         let title = format!("{}: held-out error by shown pairs", preset.name);
         let chart = regression_chart(&results, summary.references.as_ref(), &title)?;
-        let path = settings.plots.join(format!("{}-by-pair.svg", preset.name));
+        let path = settings.plots.join(format!("{stem}-by-pair.svg"));
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
     }
     if let Some(chart) = curve_chart(&results, &preset.name)? {
-        let path = settings.plots.join(format!("{}-curve.svg", preset.name));
+        let path = settings.plots.join(format!("{stem}-curve.svg"));
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
     }
     Ok(CgtOutcome {
-        key: format!("cgt:{}", preset.name),
+        key: format!("cgt:{stem}"),
         markdown: render_section(&preset, &results, &settings.plots, &summary),
         charts,
     })
@@ -267,6 +271,7 @@ mod tests {
     use super::*;
     use burn::backend::Flex;
 
+    use crate::cgt::conventions::EvalStream;
     use crate::cgt::curve::read_curve;
     use crate::cgt::evaluation_file::RunEvaluation;
 
@@ -443,6 +448,56 @@ mod tests {
             host.events,
             ["started icl-tiny", "start baseline 0", "step 0", "step 1"]
         );
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn the_test_stream_evaluates_other_sequences_beside_the_validation_files() {
+        let root =
+            std::env::temp_dir().join(format!("tint-cgt-test-stream-{}", std::process::id()));
+        std::fs::remove_dir_all(&root).ok();
+        let validation = CgtSettings {
+            steps: Some(2),
+            batch_size: Some(4),
+            variants: vec!["cgt".into()],
+            plots: root.join("plots"),
+            run_dir: Some(root.join("runs")),
+            ..CgtSettings::new("linreg-cpu", "flex")
+        };
+        let devices = [Default::default()];
+        run_cgt::<Flex>(&validation, &devices, &mut Recorder::default()).unwrap();
+        let test = CgtSettings {
+            only_finished: true,
+            eval_stream: EvalStream::Test,
+            ..validation
+        };
+        let mut host = Recorder::default();
+        let outcome = run_cgt::<Flex>(&test, &devices, &mut host).unwrap();
+        // Nothing trains again: the finished run is evaluated on the test stream.
+        assert_eq!(host.events.last().unwrap(), "trained from 2");
+        assert_eq!(outcome.key, "cgt:linreg-cpu-test");
+        assert!(outcome
+            .markdown
+            .starts_with("## CGT: `linreg-cpu` on the test stream\n"));
+        assert!(outcome.markdown.contains("--only-finished --test-stream`"));
+        assert!(outcome
+            .markdown
+            .contains("Evaluated on the **test stream**"));
+        assert!(outcome
+            .markdown
+            .contains("plots/linreg-cpu-test-by-pair.svg"));
+        assert!(root.join("plots/linreg-cpu-by-pair.svg").exists());
+        assert!(root.join("plots/linreg-cpu-test-by-pair.svg").exists());
+        let dir = root.join("runs/seed0/cgt");
+        let on_validation = RunEvaluation::read(&dir.join("evaluation.json")).unwrap();
+        let on_test = RunEvaluation::read(&dir.join("evaluation-test.json")).unwrap();
+        assert_eq!(
+            (on_validation.eval_stream, on_test.eval_stream),
+            (EvalStream::Validation, EvalStream::Test)
+        );
+        // Same model, other sequences: other errors.
+        let errors = |e: &RunEvaluation| e.regression.as_ref().unwrap().dynamic_by_pair.clone();
+        assert_ne!(errors(&on_validation), errors(&on_test));
         std::fs::remove_dir_all(&root).ok();
     }
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
-use super::conventions::default_run_dir;
+use super::conventions::{default_run_dir, EvalStream};
 use super::error::CgtRunError;
 
 /// What to train and evaluate (the flags of `cargo xtask eval cgt`).
@@ -41,6 +41,9 @@ pub struct CgtSettings {
     /// at least 1, and it must divide the batch size. Does not change the objective except for the
     /// batch-coupled regularisers (docs/cgt.md, "Data-parallel training").
     pub devices: usize,
+    /// The held-out sequences the runs are evaluated on: the validation stream of every table, or
+    /// the test stream (`--test-stream`) kept for confirming a result once.
+    pub eval_stream: EvalStream,
 }
 
 impl CgtSettings {
@@ -60,6 +63,7 @@ impl CgtSettings {
             backend: backend.to_string(),
             eval_every: None,
             devices: 1,
+            eval_stream: EvalStream::Validation,
         }
     }
 
@@ -161,6 +165,14 @@ impl CgtSettings {
                     rule: "learning curves are measured on single-device runs",
                 });
             }
+            if self.eval_stream == EvalStream::Test {
+                return Err(CgtRunError::InvalidSetting {
+                    name: "--eval-every",
+                    value: format!("{every} with --test-stream"),
+                    rule: "learning curves are measured on the validation stream only (a curve is \
+                           for watching training; the test stream is for confirming a result once)",
+                });
+            }
         }
         Ok(())
     }
@@ -222,13 +234,16 @@ impl CgtSettings {
         if let Some(every) = self.eval_every {
             command.push_str(&format!(" --eval-every {every}"));
         }
+        if self.eval_stream == EvalStream::Test {
+            command.push_str(" --test-stream");
+        }
         command
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::conventions::{preset_for_seed, regression_eval_data};
+    use super::super::conventions::{icl_eval_data, preset_for_seed, regression_eval_data};
     use super::*;
 
     #[test]
@@ -322,9 +337,12 @@ mod tests {
         assert_eq!(seeded.training.seed, preset.training.seed + 2);
         assert_eq!(preset_for_seed(&preset, 0).training, preset.training);
         // Evaluation streams derive from the unseeded preset and drop the curriculum.
-        let eval = regression_eval_data(data);
+        let eval = regression_eval_data(data, EvalStream::Validation);
         assert_eq!(eval.seed, data.seed + 1000);
         assert!(eval.curriculum.is_none());
+        let test = regression_eval_data(data, EvalStream::Test);
+        assert_eq!(test.seed, data.seed + 2000);
+        assert!(test.curriculum.is_none());
         let seeds = CgtSettings {
             seeds: vec![1, 2, 3],
             ..CgtSettings::new("linreg-cpu", "flex")
@@ -332,6 +350,46 @@ mod tests {
         assert_eq!(
             seeds.command_line(),
             "cargo xtask eval cgt --preset linreg-cpu --seeds 1,2,3"
+        );
+    }
+
+    #[test]
+    fn the_test_stream_is_another_held_out_stream_and_has_no_curve() {
+        let settings = CgtSettings {
+            seeds: vec![4, 5],
+            only_finished: true,
+            eval_stream: EvalStream::Test,
+            ..CgtSettings::new("icl-small", "flex")
+        };
+        assert_eq!(
+            settings.command_line(),
+            "cargo xtask eval cgt --preset icl-small --only-finished --seeds 4,5 --test-stream"
+        );
+        settings.validate().unwrap();
+        let preset = settings.configured_preset().unwrap();
+        let DataPreset::Arithmetic(data) = &preset.data else {
+            panic!("arithmetic preset expected")
+        };
+        let validation = icl_eval_data(data, EvalStream::Validation);
+        let test = icl_eval_data(data, EvalStream::Test);
+        assert_eq!(
+            (validation.seed, test.seed),
+            (data.seed + 1000, data.seed + 2000)
+        );
+        assert_ne!(
+            validation.annotated_batch(0).0,
+            test.annotated_batch(0).0,
+            "the two streams hold other sequences"
+        );
+        let with_curve = CgtSettings {
+            eval_every: Some(100),
+            ..settings
+        };
+        let error = with_curve.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("--eval-every = 100 with --test-stream")
+                && error.contains("validation stream only"),
+            "{error}"
         );
     }
 }

@@ -20,7 +20,7 @@ use tint_cgt::train_data_parallel;
 use tint_cgt::CgtModel;
 
 use super::conventions::{
-    freeze_points, icl_eval_data, regression_eval_data, MODEL_SEED_BASE, TEXT_EVAL_FIRST_BATCH,
+    freeze_points, icl_eval_data, regression_eval_data, EvalStream, MODEL_SEED_BASE,
     TEXT_EVAL_RNG_STREAM,
 };
 use super::curve::{append_point, settle_file, CurvePoint};
@@ -106,8 +106,11 @@ pub struct VariantJob<'a> {
     pub seed_dir: &'a Path,
     /// Where the `y · y` map goes, when this seed draws one (the first seed).
     pub heat_map_dir: Option<&'a Path>,
-    /// Evaluate the learning curve every N steps (arithmetic presets, one device).
+    /// Evaluate the learning curve every N steps (arithmetic presets, one device; on the validation
+    /// stream).
     pub eval_every: Option<usize>,
+    /// The held-out stream of the final evaluation.
+    pub eval_stream: EvalStream,
 }
 
 /// Trains (or resumes from its checkpoint) one variant of one seed and evaluates it: on `devices[0]`
@@ -157,7 +160,9 @@ pub fn run_variant<B: Backend>(
     };
     let curve_path = dir.join("curve.jsonl");
     let curve_data = match (&preset.data, job.eval_every) {
-        (DataPreset::Arithmetic(data), Some(every)) => Some((icl_eval_data(data), every)),
+        (DataPreset::Arithmetic(data), Some(every)) => {
+            Some((icl_eval_data(data, EvalStream::Validation), every))
+        }
         _ => None,
     };
     let mut probe_error: Option<CgtRunError> = None;
@@ -170,7 +175,7 @@ pub fn run_variant<B: Backend>(
         };
         let evaluation = evaluate_icl(&model.valid(), eval, preset.eval_batches, device)?;
         let point = CurvePoint::of(done, &evaluation);
-        if done == training.steps {
+        if done == training.steps && job.eval_stream == EvalStream::Validation {
             final_evaluation = Some(evaluation);
         }
         append_point(&curve_path, &point).map_err(|e| {
@@ -240,7 +245,7 @@ pub fn run_variant<B: Backend>(
     let evaluating = || CgtRunError::cgt(format!("evaluating {label}"));
     match &preset.data {
         DataPreset::Arithmetic(data) => {
-            let eval = icl_eval_data(data);
+            let eval = icl_eval_data(data, job.eval_stream);
             let evaluation = match final_evaluation {
                 Some(evaluation) => evaluation,
                 None => {
@@ -251,7 +256,12 @@ pub fn run_variant<B: Backend>(
                 let title = format!("{} {}: mean n_s . n_t", preset.name, variant.title());
                 let svg = heat_map_svg(map, evaluation.seq_length, &title)
                     .map_err(CgtRunError::cgt("drawing the y.y map"))?;
-                let file = format!("{}-{}-yy.svg", preset.name, variant.slug());
+                let file = format!(
+                    "{}{}-{}-yy.svg",
+                    preset.name,
+                    job.eval_stream.suffix(),
+                    variant.slug()
+                );
                 write_atomic(plots.join(file), svg.as_bytes())?;
             }
             if model.is_guided() {
@@ -266,7 +276,7 @@ pub fn run_variant<B: Backend>(
             result.icl = Some(evaluation);
         }
         DataPreset::LinearRegression(data) => {
-            let eval = regression_eval_data(data);
+            let eval = regression_eval_data(data, job.eval_stream);
             let freeze = freeze_points(data.n_pairs);
             result.regression = Some(
                 evaluate_regression(&model, &eval, preset.eval_batches, &freeze, device)
@@ -291,7 +301,9 @@ pub fn run_variant<B: Backend>(
                 ..Default::default()
             };
             for step in 0..preset.eval_batches {
-                let batch = job.source.batch(TEXT_EVAL_FIRST_BATCH + step as u64);
+                let batch = job
+                    .source
+                    .batch(job.eval_stream.text_first_batch() + step as u64);
                 let mut rng = tint_cgt::data::step_rng(TEXT_EVAL_RNG_STREAM, step as u64);
                 let (_, terms) = joint_loss(&model, &batch, &objective, &mut rng, device)
                     .map_err(evaluating())?;
@@ -303,8 +315,14 @@ pub fn run_variant<B: Backend>(
         }
     }
     result.wall_seconds = start.elapsed().as_secs_f64();
-    RunEvaluation::of(&preset.name, training.steps, B::name(device), &result)
-        .write(&dir.join("evaluation.json"))?;
+    RunEvaluation::of(
+        &preset.name,
+        training.steps,
+        B::name(device),
+        job.eval_stream,
+        &result,
+    )
+    .write(&dir.join(job.eval_stream.evaluation_file()))?;
     Ok(result)
 }
 
