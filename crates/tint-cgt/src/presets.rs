@@ -181,9 +181,10 @@ impl ExperimentPreset {
                 }
             }
             "icl-small" => {
-                // Measured on the 2-core CPU shared with other builds: ~1.3 s/step baseline, ~2.6 s/step CGT,
-                // ~4 s/step with the auxiliary pass; 250 steps for the four variants take ~50 minutes there
-                // and about half of that on an idle machine.
+                // A smoke-scale default (250 steps at batch 16 stays at the answer-format level); the
+                // tables run `--steps 7000 --batch-size 64` (docs/cgt.md, "Presets"). At batch 64 on the
+                // 2-core CPU: a baseline step 0.43 s alone (2026-11-27), a CGT step ~0.95 s with two
+                // runs sharing the cores (2026-11-28); an auxiliary-loss step costs ~1.5x a CGT one.
                 let data = icl(2, 2, 16);
                 Self {
                     name: name.into(),
