@@ -565,7 +565,12 @@ pub fn render_section(
              (no example of the task seen):\n\n{characters}"
         ));
     }
-    let curve = curve_table(results);
+    // Learning curves are measured on the validation stream: a test-stream section leaves them to
+    // the validation one rather than print them under a table of other sequences.
+    let curve = match summary.eval_stream {
+        EvalStream::Validation => curve_table(results),
+        EvalStream::Test => String::new(),
+    };
     if !curve.is_empty() {
         out.push_str(&format!(
             "\nHeld-out answer accuracy during training (the learning curve: the evaluation sequences of \
@@ -700,5 +705,59 @@ mod tests {
             three.contains("| 12 | 0.500 | 1.000 | 0.500 | 10.000 |"),
             "{three}"
         );
+    }
+
+    #[test]
+    fn a_test_stream_section_leaves_the_learning_curve_to_the_validation_one() {
+        let settings = CgtSettings::new("icl-tiny", "flex");
+        let preset = settings.configured_preset().unwrap();
+        let result = VariantResult {
+            variant: Variant::Baseline,
+            seed: 0,
+            losses: vec![(0.0, 1.0)],
+            train_seconds: 1.0,
+            wall_seconds: 1.0,
+            resumed_at: 0,
+            icl: Some(IclEvaluation {
+                dynamic_accuracy: 0.5,
+                no_example_accuracy: 0.25,
+                ..Default::default()
+            }),
+            regression: None,
+            text_loss: None,
+            fold_error: None,
+            curve: vec![super::super::curve::CurvePoint {
+                step: 10,
+                dynamic_accuracy: 0.5,
+                no_example_accuracy: 0.25,
+            }],
+        };
+        let summary = |eval_stream| RunSummary {
+            command: settings.command_line(),
+            backend: "flex".into(),
+            steps_overridden: false,
+            batch_overridden: false,
+            corpus: None,
+            references: None,
+            skipped: Vec::new(),
+            eval_stream,
+        };
+        let plots = Path::new("/tmp/plots");
+        let validation = render_section(
+            &preset,
+            std::slice::from_ref(&result),
+            plots,
+            &summary(EvalStream::Validation),
+        );
+        assert!(validation.contains("Held-out answer accuracy during training"));
+        assert!(validation.contains("/tmp/plots/icl-tiny-curve.svg"));
+        let test = render_section(&preset, &[result], plots, &summary(EvalStream::Test));
+        assert!(test.starts_with("## CGT: `icl-tiny` on the test stream\n"));
+        assert!(test.contains("| in-context gain: base − no-example accuracy (issue bar ≥ 20 points) | 25.0 points |"), "{test}");
+        assert!(
+            !test.contains("during training") && !test.contains("curve.svg"),
+            "{test}"
+        );
+        assert!(test.contains("/tmp/plots/icl-tiny-test-loss.svg"));
     }
 }

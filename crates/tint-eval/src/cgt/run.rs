@@ -10,7 +10,7 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use tint_cgt::train::checkpoint_is_final;
 
 use super::charts::{loss_chart, regression_chart};
-use super::conventions::{freeze_points, preset_for_seed, regression_eval_data};
+use super::conventions::{freeze_points, preset_for_seed, regression_eval_data, EvalStream};
 use super::curve::{curve_chart, CurvePoint};
 use super::error::CgtRunError;
 use super::report::{render_section, RunSummary};
@@ -254,7 +254,8 @@ pub fn run_cgt<B: Backend>(
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
     }
-    if let Some(chart) = curve_chart(&results, &preset.name)? {
+    let validation = settings.eval_stream == EvalStream::Validation;
+    if let Some(chart) = curve_chart(&results, &preset.name)?.filter(|_| validation) {
         let path = settings.plots.join(format!("{stem}-curve.svg"));
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
