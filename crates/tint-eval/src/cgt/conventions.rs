@@ -70,12 +70,13 @@ impl EvalStream {
         }
     }
 
-    /// The suffix of the report section's key and of the charts' names (empty for validation, so
-    /// that existing sections and charts keep their names).
-    pub fn suffix(self) -> &'static str {
+    /// The stem of the report section's key (`cgt:<stem>`) and of the charts' names
+    /// (`<stem>-loss.svg`, …) of `preset`: the preset's name for validation (so that existing
+    /// sections and charts keep their names), `<preset>-test` for the test stream.
+    pub fn stem(self, preset: &str) -> String {
         match self {
-            Self::Validation => "",
-            Self::Test => "-test",
+            Self::Validation => preset.to_string(),
+            Self::Test => format!("{preset}-test"),
         }
     }
 }

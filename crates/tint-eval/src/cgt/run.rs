@@ -10,7 +10,7 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use tint_cgt::train::checkpoint_is_final;
 
 use super::charts::{loss_chart, regression_chart};
-use super::conventions::{freeze_points, preset_for_seed, regression_eval_data, EvalStream};
+use super::conventions::{freeze_points, preset_for_seed, regression_eval_data};
 use super::curve::{curve_chart, CurvePoint};
 use super::error::CgtRunError;
 use super::report::{render_section, RunSummary};
@@ -240,8 +240,7 @@ pub fn run_cgt<B: Backend>(
             results.push(run_variant::<B>(&job, devices, host)?);
         }
     }
-    // Charts of a test-stream evaluation carry its suffix, so that the validation ones stay.
-    let stem = format!("{}{}", preset.name, settings.eval_stream.suffix());
+    let stem = settings.eval_stream.stem(&preset.name);
     let mut charts = vec![settings.plots.join(format!("{stem}-loss.svg"))];
     write_atomic(
         &charts[0],
@@ -254,8 +253,7 @@ pub fn run_cgt<B: Backend>(
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
     }
-    let validation = settings.eval_stream == EvalStream::Validation;
-    if let Some(chart) = curve_chart(&results, &preset.name)?.filter(|_| validation) {
+    if let Some(chart) = curve_chart(&results, &preset.name)? {
         let path = settings.plots.join(format!("{stem}-curve.svg"));
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
@@ -402,6 +400,30 @@ mod tests {
         for line in evaluation_rows {
             assert!(again.markdown.contains(line), "{line}\n{}", again.markdown);
         }
+        // The curve was measured on the validation stream: a test-stream section leaves it to the
+        // validation one (no table, no chart) rather than print it under other sequences.
+        let on_test = CgtSettings {
+            only_finished: true,
+            eval_every: None,
+            eval_stream: EvalStream::Test,
+            ..settings.clone()
+        };
+        let test = run_cgt::<Flex>(&on_test, &[device], &mut Recorder::default()).unwrap();
+        assert!(test
+            .markdown
+            .starts_with("## CGT: `icl-tiny` on the test stream\n"));
+        assert!(
+            !test.markdown.contains("during training") && !test.markdown.contains("curve.svg"),
+            "{}",
+            test.markdown
+        );
+        assert!(!root.join("plots/icl-tiny-test-curve.svg").exists());
+        assert!(test.markdown.contains("plots/icl-tiny-test-loss.svg"));
+        assert_eq!(
+            read_curve(&root.join("runs/seed0/baseline/curve.jsonl")).unwrap(),
+            curve,
+            "the run's curve file is kept"
+        );
         // Refused before anything trains: every 0 steps, several devices, a regression preset.
         for (bad, message) in [
             (

@@ -213,8 +213,13 @@ pub fn run_variant<B: Backend>(
             outcome.map_err(CgtRunError::cgt(format!("training {}", variant.slug())))?
         }
     };
-    // No file (no --eval-every now or before): no curve.
-    let curve = settle_file(&curve_path, training.steps)?;
+    // No file (no --eval-every now or before): no curve. The curve is measured on the validation
+    // stream, so a test-stream evaluation does not carry it: its section leaves the curve to the
+    // validation one rather than print it under a table of other sequences.
+    let mut curve = settle_file(&curve_path, training.steps)?;
+    if job.eval_stream == EvalStream::Test {
+        curve.clear();
+    }
     host.event(CgtEvent::VariantTrained {
         variant,
         seed,
@@ -257,9 +262,8 @@ pub fn run_variant<B: Backend>(
                 let svg = heat_map_svg(map, evaluation.seq_length, &title)
                     .map_err(CgtRunError::cgt("drawing the y.y map"))?;
                 let file = format!(
-                    "{}{}-{}-yy.svg",
-                    preset.name,
-                    job.eval_stream.suffix(),
+                    "{}-{}-yy.svg",
+                    job.eval_stream.stem(&preset.name),
                     variant.slug()
                 );
                 write_atomic(plots.join(file), svg.as_bytes())?;
