@@ -14,10 +14,14 @@
 # chosen from a result); the table is assembled from the final checkpoints with the command that
 # docs/results.md names (`--only-finished`).
 #
-# Cost, measured on the 2-core dev machine (2026-11-28): a CGT step is ~0.95 s with two processes
-# sharing the two cores (the baseline's ~1.07 s with three), so a CGT run is ~1.9 h of a core and
-# an auxiliary-loss run about 1.5x that.
+# Each worker's burn-flex kernels run on one rayon thread (RAYON_NUM_THREADS=1 unless set): with two
+# workers on two cores, one thread each trained 2.09 CGT steps a second together (0.96 s a step
+# each), against 1.87 (1.07 s) with rayon's default of one thread per core in each process
+# (2026-11-28 04:07-04:19 UTC, 5-6 minutes of each, nothing else running). The thread count can
+# change how a parallel reduction splits its sum, so f32 rounding, not the computation. A CGT run
+# is ~1.9 h of a core and an auxiliary-loss run about 1.5x that.
 set -u
+export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
 STEPS=${STEPS:-7000}
 WORKERS=${WORKERS:-2}
 ORDER=${ORDER:-"cgt:0 cgt:1 cgt:2 cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2"}
