@@ -90,28 +90,65 @@ impl<B: Backend> TemplateGenerator<B> {
     /// - `context`: `[batch_size, seq_length, d_y]` (dynamic `y`) or `[batch_size, 1, d_y]` (frozen `y`)
     /// - output: `[batch_size, seq_length, d_x]`
     pub fn forward(&self, input: Tensor<B, 3>, context: Tensor<B, 3>) -> Tensor<B, 3> {
+        if context.dims()[1] == 1 {
+            self.forward_frozen(input, context)
+        } else {
+            self.forward_dynamic(input, context)
+        }
+    }
+
+    /// One operator per sample (frozen `y`): the factors once per sample, then ordinary batched
+    /// matmuls over the sequence.
+    ///
+    /// # Shapes
+    /// - `input`: `[batch_size, seq_length, d_x]`
+    /// - `context`: `[batch_size, 1, d_y]`
+    /// - output: `[batch_size, seq_length, d_x]`
+    fn forward_frozen(&self, input: Tensor<B, 3>, context: Tensor<B, 3>) -> Tensor<B, 3> {
         let [batch_size, seq_length, d_x] = input.dims();
-        let context_length = context.dims()[1];
-        let device = input.device();
-        let ones = Tensor::<B, 3>::ones([batch_size, seq_length, 1], &device);
+        let ones = Tensor::<B, 3>::ones([batch_size, seq_length, 1], &input.device());
         // [batch_size, seq_length, d_x + 1]
         let augmented = Tensor::cat(vec![input.clone(), ones], 2);
         let (left, right) = self.factors(context);
         let rank = left.dims()[3];
-        let delta = if context_length == 1 {
-            // One operator per sample: ordinary batched matmuls.
-            let right = right.reshape([batch_size, d_x + 1, rank]);
-            let left = left.reshape([batch_size, d_x, rank]);
-            augmented.matmul(right).matmul(left.swap_dims(1, 2))
-        } else {
-            // One operator per position: [.., 1, d_x + 1] x [.., d_x + 1, r] x [.., r, d_x].
-            augmented
-                .unsqueeze_dim::<4>(2)
-                .matmul(right)
-                .matmul(left.swap_dims(2, 3))
-                .reshape([batch_size, seq_length, d_x])
-        };
-        input + delta
+        let right = right.reshape([batch_size, d_x + 1, rank]);
+        let left = left.reshape([batch_size, d_x, rank]);
+        input + augmented.matmul(right).matmul(left.swap_dims(1, 2))
+    }
+
+    /// One operator per position (dynamic `y`), without forming the per-position factors: with
+    /// `sigma = sigma(y_s)`,
+    /// `u_k = sum_m sigma_m ([x; 1] R^m)_k` and `dW(y_s) [x; 1] = sum_m sigma_m L^m u`,
+    /// so two matmuls against all `M` templates at once (`[d_x + 1, M r]` and `[M r, d_x]`) and two
+    /// weightings by `sigma` replace the `[batch_size, seq_length, d_x (+ 1), r]` factors and the
+    /// `batch_size * seq_length` rank-`r` products of the direct form `([x; 1] R(y_s)) L(y_s)^T` (the
+    /// same sums in another order: f32 rounding differs, ~1e-7 relative; `tests` compare both,
+    /// values and gradients).
+    ///
+    /// # Shapes
+    /// - `input`: `[batch_size, seq_length, d_x]`
+    /// - `context`: `[batch_size, seq_length, d_y]`
+    /// - output: `[batch_size, seq_length, d_x]`
+    fn forward_dynamic(&self, input: Tensor<B, 3>, context: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [batch_size, seq_length, d_x] = input.dims();
+        let [n_templates, _, rank] = self.left.dims();
+        let rows = batch_size * seq_length;
+        let width = n_templates * rank;
+        // [rows, M, 1]
+        let sigma = self.coefficients(context).reshape([rows, n_templates, 1]);
+        // R^m stacked by columns: [d_x + 1, M r], the last row acting on the constant 1.
+        let right = self.right.val().swap_dims(0, 1).reshape([d_x + 1, width]);
+        let projected = input
+            .clone()
+            .reshape([rows, d_x])
+            .matmul(right.clone().narrow(0, 0, d_x))
+            + right.narrow(0, d_x, 1);
+        // u = sum_m sigma_m ([x; 1] R^m): [rows, 1, r]
+        let mixed = (projected.reshape([rows, n_templates, rank]) * sigma.clone()).sum_dim(1);
+        // L^m stacked by rows: [M r, d_x].
+        let left = self.left.val().swap_dims(1, 2).reshape([width, d_x]);
+        let delta = (sigma * mixed).reshape([rows, width]).matmul(left);
+        input + delta.reshape([batch_size, seq_length, d_x])
     }
 
     /// The fixed affine map for one context vector, in the row convention `T(h) = h A + c`.
@@ -261,6 +298,81 @@ mod tests {
                         assert!((frozen[at + i] - expected[i]).abs() < TEMPLATE_TOLERANCE);
                     }
                 }
+            }
+        }
+    }
+
+    /// The direct form of the per-position operator: the factors `L(y_s)`, `R(y_s)` formed for every
+    /// position, then `([x; 1] R(y_s)) L(y_s)^T` (the implementation before 2026-11-28).
+    fn direct_form<B: Backend>(
+        generator: &TemplateGenerator<B>,
+        input: Tensor<B, 3>,
+        context: Tensor<B, 3>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, seq_length, d_x] = input.dims();
+        let ones = Tensor::<B, 3>::ones([batch_size, seq_length, 1], &input.device());
+        let augmented = Tensor::cat(vec![input.clone(), ones], 2);
+        let (left, right) = generator.factors(context);
+        let delta = augmented
+            .unsqueeze_dim::<4>(2)
+            .matmul(right)
+            .matmul(left.swap_dims(2, 3))
+            .reshape([batch_size, seq_length, d_x]);
+        input + delta
+    }
+
+    /// The two forms sum the same products in another order; values are O(1) and each output sums
+    /// M (d_x + 1) r = 42 products, so f32 reordering moves them by ~1e-6 of the largest entry.
+    const REORDER_TOLERANCE: f32 = 1e-5;
+
+    fn max_relative_gap<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> f32 {
+        use burn::tensor::ElementConversion;
+        let scale = b.clone().abs().max().into_scalar().elem::<f32>().max(1.0);
+        (a - b).abs().max().into_scalar().elem::<f32>() / scale
+    }
+
+    #[test]
+    fn per_position_operator_matches_the_direct_form_in_values_and_gradients() {
+        use burn::backend::Autodiff;
+        type Train = Autodiff<TestBackend>;
+        let device = Default::default();
+        for mixing in [Mixing::Tanh, Mixing::Softmax] {
+            let generator = TemplateGenerator::<Train>::new(6, 4, 2, 3, mixing, 0.5, &device);
+            let normal = Distribution::Normal(0.0, 1.0);
+            let x = Tensor::<TestBackend, 3>::random([3, 5, 6], normal, &device);
+            let y = Tensor::<TestBackend, 3>::random([3, 5, 4], normal, &device);
+            let weights = Tensor::<Train, 3>::random([3, 5, 6], normal, &device);
+            let run = |form: &dyn Fn(Tensor<Train, 3>, Tensor<Train, 3>) -> Tensor<Train, 3>| {
+                let x = Tensor::<Train, 3>::from_inner(x.clone()).require_grad();
+                let y = Tensor::<Train, 3>::from_inner(y.clone()).require_grad();
+                let out = form(x.clone(), y.clone());
+                let grads = (out.clone() * weights.clone()).sum().backward();
+                let param = |p: &Param<Tensor<Train, 3>>| p.val().grad(&grads).unwrap();
+                let selector = generator.selector.weight.val().grad(&grads).unwrap();
+                (
+                    out.inner(),
+                    vec![
+                        x.grad(&grads).unwrap(),
+                        y.grad(&grads).unwrap(),
+                        param(&generator.left),
+                        param(&generator.right),
+                        selector.unsqueeze::<3>(),
+                    ],
+                )
+            };
+            let (ours, our_grads) = run(&|x, y| generator.forward(x, y));
+            let (direct, direct_grads) = run(&|x, y| direct_form(&generator, x, y));
+            let gap = max_relative_gap(ours, direct);
+            assert!(
+                gap < REORDER_TOLERANCE,
+                "{mixing:?}: values differ by {gap}"
+            );
+            for (index, (a, b)) in our_grads.into_iter().zip(direct_grads).enumerate() {
+                let gap = max_relative_gap(a, b);
+                assert!(
+                    gap < REORDER_TOLERANCE,
+                    "{mixing:?}: gradient {index} differs by {gap}"
+                );
             }
         }
     }

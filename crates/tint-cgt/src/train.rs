@@ -402,7 +402,7 @@ pub fn train_probed<B: AutodiffBackend>(
 pub(crate) const AUX_STREAM: u64 = 0xA11C_E5ED;
 
 /// Adam with the run's gradient-norm clipping.
-pub(crate) fn optimizer_config(config: &TrainingConfig) -> AdamConfig {
+pub fn optimizer_config(config: &TrainingConfig) -> AdamConfig {
     let adam = AdamConfig::new();
     match config.grad_clip_norm {
         Some(norm) => adam.with_grad_clipping(Some(GradientClippingConfig::Norm(norm))),
