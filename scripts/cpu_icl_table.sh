@@ -12,7 +12,9 @@
 # with the 7000-step CPU baselines (target/cgt-runs/icl-small-7000steps-batch64; docs/results.md),
 # which are finished and are skipped. The step count is the baselines' (fixed before any run, not
 # chosen from a result); the table is assembled from the final checkpoints with the command that
-# docs/results.md names (`--only-finished`).
+# docs/results.md names (`--only-finished`). The checkpoints live in target/: they resume a run only
+# on a machine that keeps target/ between sessions (the runs of 2026-11-27/28 were lost with their
+# machine; docs/cgt.md, "Presets").
 #
 # Each worker's burn-flex kernels run on one rayon thread (RAYON_NUM_THREADS=1 unless set): with two
 # workers on two cores, one thread each trained 2.09 CGT steps a second together (0.96 s a step
