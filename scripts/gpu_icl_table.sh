@@ -42,7 +42,11 @@ EVAL_EVERY=${EVAL_EVERY:-500}
 SEEDS=${SEEDS:-0 1 2}
 PRESET=${PRESET:-icl-small}
 BATCH=${BATCH:-64}
-VARIANTS=(baseline cgt cgt-aux cgt-aux-reg)
+# VARIANTS: which columns to train and assemble, e.g. VARIANTS="cgt-aux cgt-aux-reg" for the two
+# columns of the 7000-step table whose CPU runs were lost (docs/cgt.md, "Presets"); the section then
+# holds those columns only, and a reading that sets them beside the CPU columns must name both backends.
+# shellcheck disable=SC2206
+VARIANTS=(${VARIANTS:-baseline cgt cgt-aux cgt-aux-reg})
 # PROCESSES=run: one process per (seed, variant), all concurrent (the runs of 2026-11-27); =seed: one
 # process per seed, training its unfinished variants in turn. On the H100 the step time grew with the
 # number of concurrent processes (time-slicing, docs/results.md); whether fewer processes train more
