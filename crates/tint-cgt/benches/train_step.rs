@@ -72,15 +72,7 @@ fn template_per_position(c: &mut Criterion) {
     };
     let seq_length = data.sequence_length();
     let device = Default::default();
-    let generator = TemplateGenerator::<Train>::new(
-        config.d_x,
-        config.d_y,
-        config.rank,
-        config.n_templates,
-        config.mixing,
-        config.init_std,
-        &device,
-    );
+    let generator = TemplateGenerator::<Train>::for_config(config, &device);
     let normal = Distribution::Normal(0.0, 1.0);
     let input = Tensor::<Flex, 3>::random([BATCH_SIZE, seq_length, config.d_x], normal, &device);
     let context = Tensor::<Flex, 3>::random([BATCH_SIZE, seq_length, config.d_y], normal, &device);

@@ -34,17 +34,7 @@ impl<B: Backend> XBlock<B> {
     /// Creates a block; `guided` adds the two template generators.
     pub fn new(config: &CgtConfig, guided: bool, device: &B::Device) -> Self {
         let d_x = config.d_x;
-        let template = || {
-            TemplateGenerator::new(
-                d_x,
-                config.d_y,
-                config.rank,
-                config.n_templates,
-                config.mixing,
-                config.init_std,
-                device,
-            )
-        };
+        let template = || TemplateGenerator::for_config(config, device);
         Self {
             norm_attn: LayerNormConfig::new(d_x).init(device),
             attn: CausalSelfAttention::new(d_x, d_x, config.n_heads_x, config.init_std, device),

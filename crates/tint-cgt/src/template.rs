@@ -6,7 +6,7 @@ use burn::tensor::activation::{softmax, tanh};
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
-use crate::config::Mixing;
+use crate::config::{CgtConfig, Mixing};
 
 /// One generated operator `T^kappa`, applied before one attention or MLP above the readout layer.
 ///
@@ -47,6 +47,20 @@ impl<B: Backend> TemplateGenerator<B> {
                 .init(device),
             mixing,
         }
+    }
+
+    /// The generator of one operator of a model with `config` (`d_x`, `d_y`, rank, templates, mixing
+    /// and initial scale from it).
+    pub fn for_config(config: &CgtConfig, device: &B::Device) -> Self {
+        Self::new(
+            config.d_x,
+            config.d_y,
+            config.rank,
+            config.n_templates,
+            config.mixing,
+            config.init_std,
+            device,
+        )
     }
 
     /// Mixing coefficients `sigma(y) = h(S [y; 1])`.
@@ -122,8 +136,8 @@ impl<B: Backend> TemplateGenerator<B> {
     /// so two matmuls against all `M` templates at once (`[d_x + 1, M r]` and `[M r, d_x]`) and two
     /// weightings by `sigma` replace the `[batch_size, seq_length, d_x (+ 1), r]` factors and the
     /// `batch_size * seq_length` rank-`r` products of the direct form `([x; 1] R(y_s)) L(y_s)^T` (the
-    /// same sums in another order: f32 rounding differs, ~1e-7 relative; `tests` compare both,
-    /// values and gradients).
+    /// same sums in another order: f32 rounding differs, ~1e-6 of the largest entry; `tests` compare
+    /// both, values and gradients).
     ///
     /// # Shapes
     /// - `input`: `[batch_size, seq_length, d_x]`
