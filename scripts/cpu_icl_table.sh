@@ -22,8 +22,13 @@
 # (2026-11-28 04:07-04:19 UTC, 5-6 minutes of each, nothing else running). The thread count can
 # change how a parallel reduction splits its sum, so f32 rounding, not the computation. A CGT run
 # is ~1.9 h of a core and an auxiliary-loss run about 1.5x that.
+# The binary's allocator keeps freed pages (MIMALLOC_PURGE_DELAY=-1, as `cargo xtask` sets it from
+# .cargo/config.toml): a CGT + aux step took 0.87-1.00x the time of mimalloc's default, with ~400x
+# fewer page faults (docs/performance.md, "Allocator: keeping freed pages"). Allocation does not
+# change the arithmetic.
 set -u
 export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
+export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 STEPS=${STEPS:-7000}
 WORKERS=${WORKERS:-2}
 ORDER=${ORDER:-"cgt:0 cgt:1 cgt:2 cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2"}

@@ -19,7 +19,8 @@ use clap::{Parser, Subcommand};
 
 /// Every tensor op returns a fresh buffer; with glibc's allocator each buffer above its mmap
 /// threshold came from the kernel and paid a page fault per 4 KiB. mimalloc reuses freed pages
-/// (docs/performance.md, "Allocator").
+/// (docs/performance.md, "Allocator"); `cargo xtask` also sets `MIMALLOC_PURGE_DELAY=-1`
+/// (.cargo/config.toml) so that it never hands them back ("Allocator: keeping freed pages").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
