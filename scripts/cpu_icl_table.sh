@@ -23,9 +23,9 @@
 # change how a parallel reduction splits its sum, so f32 rounding, not the computation. A CGT run
 # is ~1.9 h of a core and an auxiliary-loss run about 1.5x that.
 # The binary's allocator keeps freed pages (MIMALLOC_PURGE_DELAY=-1, as `cargo xtask` sets it from
-# .cargo/config.toml): a CGT + aux step took 0.87-1.00x the time of mimalloc's default, with ~400x
-# fewer page faults (docs/performance.md, "Allocator: keeping freed pages"). Allocation does not
-# change the arithmetic.
+# .cargo/config.toml): ~400x fewer page faults, and the 5-10 % of a CGT + aux step spent in the
+# kernel saved (docs/performance.md, "Allocator: keeping freed pages"). Allocation does not change
+# the arithmetic.
 set -u
 export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
