@@ -8,13 +8,18 @@
 #   setsid nohup scripts/cpu_icl_table.sh >/tmp/cpu-icl-table.log 2>&1 &
 #
 # The binary is copied first (XTASK, default target/debug/xtask), so rebuilding the working tree
-# while the runs train does not change the program that trains them. The runs share their directory
-# with the 7000-step CPU baselines (target/cgt-runs/icl-small-7000steps-batch64; docs/results.md),
-# which are finished and are skipped. The step count is the baselines' (fixed before any run, not
-# chosen from a result); the table is assembled from the final checkpoints with the command that
-# docs/results.md names (`--only-finished`). The checkpoints live in target/: they resume a run only
-# on a machine that keeps target/ between sessions (the runs of 2026-11-27/28 were lost with their
-# machine; docs/cgt.md, "Presets").
+# while the runs train does not change the program that trains them. The runs live in
+# target/cgt-runs/icl-small-7000steps-batch64, the directory of the 7000-step CPU baselines. The
+# step count is the baselines' (fixed before any run, not chosen from a result); the table is
+# assembled from the final checkpoints with the command that docs/results.md names
+# (`--only-finished`). The checkpoints live in target/: they resume a run only on a machine that
+# keeps target/ between sessions. The runs of 2026-11-27/28 were lost with their machine, and the
+# session of 2026-11-28 from 12:49 UTC found target/ kept (docs/cgt.md, "Presets").
+#
+# ORDER lists the runs. Its default is the two columns still missing, CGT + aux and CGT + aux + reg;
+# the baseline and CGT columns are in docs/results.md from their runs' evaluation.json, and their
+# checkpoints were lost. For the whole table on a fresh machine (with the paired differences, which
+# need both runs of a pair), set ORDER="baseline:0 baseline:1 baseline:2 cgt:0 ... cgt-aux-reg:2".
 #
 # Each worker's burn-flex kernels run on one rayon thread (RAYON_NUM_THREADS=1 unless set): with two
 # workers on two cores, one thread each trained 2.09 CGT steps a second together (0.96 s a step
@@ -31,7 +36,7 @@ export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 STEPS=${STEPS:-7000}
 WORKERS=${WORKERS:-2}
-ORDER=${ORDER:-"cgt:0 cgt:1 cgt:2 cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2"}
+ORDER=${ORDER:-"cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2"}
 RUN_DIR=target/cgt-runs/icl-small-${STEPS}steps-batch64
 BIN=/tmp/xtask-cpu-icl-table
 cp "${XTASK:-target/debug/xtask}" "$BIN" || exit 1
