@@ -160,7 +160,17 @@ impl CgtHost for Terminal {
                 variant,
                 seed,
                 steps,
+                resumes_at,
+                dir,
             } => {
+                if resumes_at > 0 {
+                    eprintln!(
+                        "{} seed {seed}: resuming at step {resumes_at} of {steps} from the \
+                         checkpoint in {}",
+                        variant.slug(),
+                        dir.display()
+                    );
+                }
                 self.run = Some(Progress::new(&format!(
                     "cgt {} seed {seed}",
                     variant.slug()
@@ -201,21 +211,12 @@ impl CgtHost for Terminal {
             }
             CgtEvent::VariantTrained {
                 variant,
-                resumed_at,
                 logged_steps,
                 steps,
-                dir,
                 ..
             } => {
                 if let Some(run) = self.run.take() {
                     run.finish();
-                }
-                if resumed_at > 0 {
-                    eprintln!(
-                        "{}: resumed at step {resumed_at} of {steps} from {}",
-                        variant.slug(),
-                        dir.display()
-                    );
                 }
                 if logged_steps != steps {
                     eprintln!(

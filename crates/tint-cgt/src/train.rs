@@ -448,10 +448,7 @@ pub(crate) fn restore_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B
     let (mut model, mut optimizer) = (model, optimizer);
     let mut first_step = 0;
     if let Some(dir) = &files.checkpoint_dir {
-        let state_path = dir.join("state.json");
-        if state_path.exists() {
-            let text = fs::read_to_string(&state_path).map_err(|e| CgtError::io(&state_path, e))?;
-            let state: CheckpointState = serde_json::from_str(&text)?;
+        if let Some(state) = read_state(dir)? {
             state.check_compatible(dir, config, batch_size)?;
             if state.next_step > config.steps {
                 return Err(CgtError::ResumeMismatch(format!(
@@ -510,16 +507,28 @@ pub(crate) fn open_log(
     Ok((history, log))
 }
 
+/// The `state.json` of the checkpoint in `dir`, `None` when there is none.
+fn read_state(dir: &Path) -> Result<Option<CheckpointState>> {
+    let path = dir.join("state.json");
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
+    Ok(Some(serde_json::from_str(&text)?))
+}
+
 /// True when `dir` holds the final checkpoint of a `steps`-step run (training it again would only
 /// reload it). A missing or partial checkpoint is `false`; an unreadable state file is an error.
 pub fn checkpoint_is_final(dir: &Path, steps: usize) -> Result<bool> {
-    let path = dir.join("state.json");
-    if !path.exists() {
-        return Ok(false);
-    }
-    let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
-    let state: CheckpointState = serde_json::from_str(&text)?;
-    Ok(state.next_step == steps && state.steps.is_none_or(|s| s == steps))
+    Ok(read_state(dir)?
+        .is_some_and(|state| state.next_step == steps && state.steps.is_none_or(|s| s == steps)))
+}
+
+/// The step at which a run would resume from the checkpoint in `dir` (the number of steps it has
+/// trained), `None` when `dir` holds none; an unreadable state file is an error. Whether the
+/// checkpoint fits the requested settings is checked when training resumes from it.
+pub fn checkpoint_step(dir: &Path) -> Result<Option<usize>> {
+    Ok(read_state(dir)?.map(|state| state.next_step))
 }
 
 /// Loads a model saved by [`train`] (the model file that the checkpoint directory's `state.json`

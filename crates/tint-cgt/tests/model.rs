@@ -6,8 +6,8 @@ use tint_cgt::data::{ArithmeticConfig, ArithmeticVocab, BatchSource, LinearRegre
 use tint_cgt::objective::ObjectiveConfig;
 use tint_cgt::regularisers::PositionWeighting;
 use tint_cgt::train::{
-    checkpoint_is_final, read_log, train, train_with_history, training_seconds, RunFiles,
-    TrainingConfig,
+    checkpoint_is_final, checkpoint_step, read_log, train, train_with_history, training_seconds,
+    RunFiles, TrainingConfig,
 };
 use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel, InputKind, Mixing};
 
@@ -497,6 +497,13 @@ fn rerunning_a_finished_run_restores_its_history_and_refuses_other_schedules() {
     assert!(checkpoint_is_final(&checkpoint, 4).unwrap());
     assert!(!checkpoint_is_final(&checkpoint, 5).unwrap());
     assert!(!checkpoint_is_final(&dir.join("none"), 4).unwrap());
+    // The step a run would resume at, read before training (the progress note of a resumed run).
+    assert_eq!(checkpoint_step(&checkpoint).unwrap(), Some(4));
+    assert_eq!(checkpoint_step(&dir.join("none")).unwrap(), None);
+    let broken = dir.join("broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("state.json"), "{\"next_step\": ").unwrap();
+    assert!(checkpoint_step(&broken).is_err());
     // JSON keeps f64 to within an ulp or so.
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(1.0);
     assert_eq!(again.history.len(), 4);

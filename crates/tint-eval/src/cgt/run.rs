@@ -42,6 +42,11 @@ pub enum CgtEvent<'a> {
         seed: u64,
         /// Its training steps.
         steps: usize,
+        /// The step of the checkpoint found in its run directory, which training resumes from
+        /// (0: none, from scratch).
+        resumes_at: usize,
+        /// Its run directory.
+        dir: &'a Path,
     },
     /// A training step finished.
     Step {
@@ -288,9 +293,15 @@ mod tests {
         fn event(&mut self, event: CgtEvent<'_>) {
             let line = match event {
                 CgtEvent::Started { preset, .. } => format!("started {preset}"),
-                CgtEvent::VariantStarted { variant, seed, .. } => {
-                    format!("start {} {seed}", variant.slug())
-                }
+                CgtEvent::VariantStarted {
+                    variant,
+                    seed,
+                    resumes_at,
+                    ..
+                } => match resumes_at {
+                    0 => format!("start {} {seed}", variant.slug()),
+                    step => format!("start {} {seed} at {step}", variant.slug()),
+                },
                 CgtEvent::Step { step, .. } => format!("step {step}"),
                 CgtEvent::VariantTrained { resumed_at, .. } => format!("trained from {resumed_at}"),
                 CgtEvent::CurvePoint {
@@ -602,10 +613,12 @@ mod tests {
             "{}",
             first.markdown
         );
-        // A second invocation resumes from the final checkpoint: no step is trained again.
+        // A second invocation resumes from the final checkpoint: no step is trained again, and the
+        // start says so before training.
         let mut host = Recorder::default();
         let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
         assert_eq!(host.events.last().unwrap(), "trained from 2");
+        assert_eq!(host.events[1], "start cgt 0 at 2");
         assert!(again
             .markdown
             .contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 2)"));

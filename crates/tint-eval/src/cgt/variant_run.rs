@@ -15,7 +15,9 @@ use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
 use tint_cgt::objective::{joint_loss, ObjectiveConfig};
 use tint_cgt::plot::heat_map_svg;
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
-use tint_cgt::train::{train_probed, training_seconds, Probe, RunFiles, StepReport};
+use tint_cgt::train::{
+    checkpoint_step, train_probed, training_seconds, Probe, RunFiles, StepReport,
+};
 use tint_cgt::train_data_parallel;
 use tint_cgt::CgtModel;
 
@@ -143,10 +145,20 @@ pub fn run_variant<B: Backend>(
     B::seed(device, MODEL_SEED_BASE + seed);
     let model = CgtModel::<Autodiff<B>>::new(&preset.model_for(variant), device)
         .map_err(CgtRunError::cgt(format!("building {label}")))?;
+    let resumes_at = match &files.checkpoint_dir {
+        Some(checkpoint) => checkpoint_step(checkpoint)
+            .map_err(CgtRunError::cgt(format!(
+                "reading the checkpoint of {label}"
+            )))?
+            .unwrap_or(0),
+        None => 0,
+    };
     host.event(CgtEvent::VariantStarted {
         variant,
         seed,
         steps: training.steps,
+        resumes_at,
+        dir: &dir,
     });
     let start = Instant::now();
     // The progress callback and the curve probe both report to the host.
