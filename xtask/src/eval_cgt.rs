@@ -163,7 +163,13 @@ impl CgtHost for Terminal {
                 resumes_at,
                 dir,
             } => {
-                if resumes_at > 0 {
+                if resumes_at == steps {
+                    eprintln!(
+                        "{} seed {seed}: finished ({steps} steps), evaluating the checkpoint in {}",
+                        variant.slug(),
+                        dir.display()
+                    );
+                } else if resumes_at > 0 {
                     eprintln!(
                         "{} seed {seed}: resuming at step {resumes_at} of {steps} from the \
                          checkpoint in {}",
