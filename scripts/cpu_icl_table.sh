@@ -37,8 +37,14 @@
 # under setsid is one) gets a fair share of the CPU whatever its processes' nice values; on
 # 2026-11-28 a CI run beside the two workers got one core of two. So the script also sets its
 # session's autogroup nice to 19 (/proc/self/autogroup), after which the CI run took both cores.
+# Only when it leads a session of its own (setsid, as above): otherwise the session is the caller's
+# terminal, whose shell would be lowered with it.
 set -u
-echo 19 >/proc/self/autogroup 2>/dev/null || echo "note: could not lower this session's autogroup priority"
+if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ]; then
+  echo 19 >/proc/self/autogroup 2>/dev/null || echo "note: could not lower this session's autogroup priority"
+else
+  echo "note: not started with setsid: the workers share this terminal session's CPU share"
+fi
 export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 STEPS=${STEPS:-7000}
