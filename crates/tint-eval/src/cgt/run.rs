@@ -78,8 +78,6 @@ pub enum CgtEvent<'a> {
         logged_steps: usize,
         /// Its training steps.
         steps: usize,
-        /// Its run directory.
-        dir: &'a Path,
     },
 }
 
@@ -619,6 +617,23 @@ mod tests {
         let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
         assert_eq!(host.events.last().unwrap(), "trained from 2");
         assert_eq!(host.events[1], "start cgt 0 at 2");
+        // An unreadable checkpoint state stops the run before training, naming the run.
+        let corrupt = CgtSettings {
+            run_dir: Some(root.join("runs-corrupt")),
+            ..settings.clone()
+        };
+        let state = root.join("runs-corrupt/seed0/cgt/checkpoint/state.json");
+        std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+        std::fs::write(&state, "{\"next_step\": ").unwrap();
+        let mut host = Recorder::default();
+        let error = run_cgt::<Flex>(&corrupt, &[device], &mut host)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("reading the checkpoint of cgt seed 0"),
+            "{error}"
+        );
+        assert_eq!(host.events, ["started icl-tiny"]);
         assert!(again
             .markdown
             .contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 2)"));

@@ -238,7 +238,6 @@ pub fn run_variant<B: Backend>(
         resumed_at: outcome.resumed_at,
         logged_steps: outcome.history.len(),
         steps: training.steps,
-        dir: &dir,
     });
     let losses = outcome
         .history
