@@ -16,10 +16,12 @@
 # keeps target/ between sessions. The runs of 2026-11-27/28 were lost with their machine, and the
 # session of 2026-11-28 from 12:49 UTC found target/ kept (docs/cgt.md, "Presets").
 #
-# ORDER lists the runs. Its default is the two columns still missing, CGT + aux and CGT + aux + reg;
-# the baseline and CGT columns are in docs/results.md from their runs' evaluation.json, and their
-# checkpoints were lost. For the whole table on a fresh machine (with the paired differences, which
-# need both runs of a pair), set ORDER="baseline:0 baseline:1 baseline:2 cgt:0 ... cgt-aux-reg:2".
+# ORDER lists the runs. Its default is the two columns still missing, CGT + aux and CGT + aux + reg,
+# then the CGT column once more: the baseline and CGT columns are in docs/results.md from their runs'
+# evaluation.json, and their checkpoints were lost, so without new CGT runs the finished table could
+# not evaluate CGT on the test stream nor pair CGT + aux with CGT by seed (the baseline's test-stream
+# figures are in results.md). For the whole table on a fresh machine, set
+# ORDER="baseline:0 baseline:1 baseline:2 cgt:0 ... cgt-aux-reg:2".
 #
 # Each worker's burn-flex kernels run on one rayon thread (RAYON_NUM_THREADS=1 unless set): with two
 # workers on two cores, one thread each trained 2.09 CGT steps a second together (0.96 s a step
@@ -49,7 +51,7 @@ export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 STEPS=${STEPS:-7000}
 WORKERS=${WORKERS:-2}
-ORDER=${ORDER:-"cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2"}
+ORDER=${ORDER:-"cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2 cgt:0 cgt:1 cgt:2"}
 RUN_DIR=target/cgt-runs/icl-small-${STEPS}steps-batch64
 BIN=/tmp/xtask-cpu-icl-table
 cp "${XTASK:-target/debug/xtask}" "$BIN" || exit 1
