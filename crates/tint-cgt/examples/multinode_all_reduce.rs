@@ -235,13 +235,13 @@ fn driver(args: &[String]) -> Result<ExitCode, String> {
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+    // A node that closed its stdout may not have been reaped yet: wait for it up to the deadline
+    // before calling it hung.
     for (node, child) in nodes.iter_mut().enumerate() {
-        match child.try_wait() {
-            Ok(Some(status)) => reports[node].exited = Some(status),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+        reports[node].exited = wait_until(child, deadline);
+        if reports[node].exited.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
     let _ = orchestrator.kill();
@@ -283,6 +283,17 @@ fn driver(args: &[String]) -> Result<ExitCode, String> {
     })
 }
 
+/// The child's exit status if it exits by `deadline`, `None` if it is still running then.
+fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::ExitStatus> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
 fn orchestrator(args: &[String]) -> Result<ExitCode, String> {
     let port: u16 = args
         .first()
@@ -302,24 +313,24 @@ fn node(args: &[String]) -> Result<ExitCode, String> {
             "--node needs: node orchestrator-port data-port calls strategy pause-ms".into(),
         );
     };
-    let parse = |what: &str, v: &str| -> Result<u64, String> {
+    fn parse<T: FromStr>(what: &str, v: &str) -> Result<T, String> {
         v.parse()
-            .map_err(|_| format!("--node: {what} = {v} is not a number"))
-    };
-    let node = parse("node", node)? as u32;
-    let orchestrator_port = parse("orchestrator port", orchestrator_port)?;
-    let data_port = parse("data port", data_port)? as u16;
-    let calls = parse("calls", calls)? as usize;
+            .map_err(|_| format!("--node: {what} = {v} is not a number in range"))
+    }
+    let node: u32 = parse("node", node)?;
+    let orchestrator_port: u16 = parse("orchestrator port", orchestrator_port)?;
+    let data_port: u16 = parse("data port", data_port)?;
+    let calls: usize = parse("calls", calls)?;
     let global_strategy = strategy(strategy_name)?;
     let pause = Duration::from_millis(parse("pause", pause_ms)?);
-    let address = |port: u64| {
+    let address = |port: u16| {
         Address::from_str(&format!("ws://127.0.0.1:{port}")).expect("Address parses any string")
     };
     let config = CollectiveConfig::default()
         .with_num_devices(1)
         .with_num_nodes(NODES)
         .with_global_address(address(orchestrator_port))
-        .with_node_address(address(data_port as u64))
+        .with_node_address(address(data_port))
         .with_data_service_port(data_port)
         .with_global_all_reduce_strategy(global_strategy);
     let device = Default::default();
