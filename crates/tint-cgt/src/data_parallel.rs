@@ -18,6 +18,16 @@
 //! are computed per shard, over the shard's sequences only, as data parallelism does with any batch
 //! statistic: with `w_D > 0` or `w_P > 0` the run is data-parallel training of a slightly different
 //! objective, not the single-device one.
+//!
+//! Several nodes ([`train_data_parallel_on_nodes`], [`crate::nodes`]): every node runs this same
+//! training with the same settings and `D` local devices; burn-collective reduces each node's devices,
+//! then all-reduces across the nodes. The global batch splits into `N · D` shards, node `r` training
+//! shards `r · D .. (r + 1) · D`, and every shard loss carries the factor for `N · D` shards, so the
+//! step is the same as on one node with `N · D` devices. Before the first step the peers of all nodes
+//! compare their ranks and a fingerprint of their settings and resume step (one all-reduce), so a
+//! duplicated rank or a node started with other settings stops every node with an error instead of
+//! hanging or training apart. Every node writes its own log and checkpoints (the replicas are equal),
+//! so a node resumes from its own files without a shared file system.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -27,7 +37,7 @@ use std::time::Instant;
 use burn::collective::{
     finish_collective, register, reset_collective, CollectiveConfig, PeerId, ReduceOperation,
 };
-use burn::module::Module;
+use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
@@ -36,6 +46,7 @@ use crate::data::{step_rng, BatchSource, HostBatch};
 use crate::draws::StepDraws;
 use crate::error::{CgtError, Result};
 use crate::model::CgtModel;
+use crate::nodes::NodeSetup;
 use crate::objective::{joint_loss_with_draws, LossTerms};
 use crate::train::{
     check_finite, log_step, open_log, optimizer_config, restore_checkpoint, save_checkpoint,
@@ -85,6 +96,64 @@ pub fn train_data_parallel<B: AutodiffBackend>(
     devices: &[B::Device],
     progress: &mut dyn FnMut(&StepReport),
 ) -> Result<TrainOutcome<B>> {
+    run_data_parallel(model, source, config, files, devices, None, progress)
+}
+
+/// [`train_data_parallel`] as node `node.rank` of `node.nodes`: this process trains its rows of every
+/// global batch on its `devices` and all-reduces with the other nodes through burn-collective's global
+/// all-reduce (module docs; [`crate::nodes`]). Returns once every node has trained every step.
+///
+/// Start [`crate::nodes::run_orchestrator`] first, then every node with the same model seed, source,
+/// `config` and device count; `files` are this node's own. Every global batch must split into
+/// `node.nodes · devices.len()` equal row shards.
+///
+/// # Errors
+/// As [`train_data_parallel`]; a bad [`NodeSetup`]; the orchestrator or another node cannot be
+/// reached ([`CgtError::Collective`]); the nodes disagree on their ranks, device counts, settings or
+/// resume step.
+pub fn train_data_parallel_on_nodes<B: AutodiffBackend>(
+    model: CgtModel<B>,
+    source: &dyn BatchSource,
+    config: &TrainingConfig,
+    files: &RunFiles,
+    devices: &[B::Device],
+    node: &NodeSetup,
+    progress: &mut dyn FnMut(&StepReport),
+) -> Result<TrainOutcome<B>> {
+    node.validate()?;
+    run_data_parallel(model, source, config, files, devices, Some(node), progress)
+}
+
+/// The peers of a run: this process's devices and, with several nodes, where they sit globally.
+#[derive(Clone, Copy)]
+struct Layout<'a> {
+    /// Peers (devices) of this process.
+    local: usize,
+    /// This node's setup; `None` on one node.
+    node: Option<&'a NodeSetup>,
+}
+
+impl Layout<'_> {
+    /// Peers of every node: the number of shards of each batch.
+    fn global(&self) -> usize {
+        self.local * self.node.map_or(1, |n| n.nodes as usize)
+    }
+
+    /// The global shard index of local peer `peer`.
+    fn shard_of(&self, peer: usize) -> usize {
+        self.node.map_or(0, |n| n.rank as usize) * self.local + peer
+    }
+}
+
+fn run_data_parallel<B: AutodiffBackend>(
+    model: CgtModel<B>,
+    source: &dyn BatchSource,
+    config: &TrainingConfig,
+    files: &RunFiles,
+    devices: &[B::Device],
+    node: Option<&NodeSetup>,
+    progress: &mut dyn FnMut(&StepReport),
+) -> Result<TrainOutcome<B>> {
     config.validate()?;
     let Some(lead_device) = devices.first() else {
         return Err(CgtError::InvalidTrainingConfig(
@@ -92,8 +161,9 @@ pub fn train_data_parallel<B: AutodiffBackend>(
         ));
     };
     let peers = devices.len();
+    let layout = Layout { local: peers, node };
     let batch_size = source.batch(0).batch_size;
-    check_divisible(batch_size, peers, 0)?;
+    check_divisible(batch_size, layout.global(), 0)?;
     let optimizer = optimizer_config(config).init::<B, CgtModel<B>>();
     let (model, optimizer, first_step) = restore_checkpoint(
         model.fork(lead_device),
@@ -104,7 +174,8 @@ pub fn train_data_parallel<B: AutodiffBackend>(
         lead_device,
     )?;
     let (history, log) = open_log(files, first_step)?;
-    if first_step >= config.steps {
+    // A node that has finished still answers the others' check, which then reports the mismatch.
+    if first_step >= config.steps && node.is_none() {
         return Ok(TrainOutcome {
             model,
             history,
@@ -114,6 +185,10 @@ pub fn train_data_parallel<B: AutodiffBackend>(
     let _run = COLLECTIVE_RUN.lock().unwrap_or_else(|e| e.into_inner());
     // A run that died mid-way in this process would leave its peers registered.
     reset_collective::<B::InnerBackend>();
+    let join = Join {
+        layout,
+        fingerprint: settings_fingerprint(config, batch_size, first_step, layout),
+    };
     std::thread::scope(|scope| {
         let mut senders = Vec::with_capacity(peers - 1);
         let mut helpers = Vec::with_capacity(peers - 1);
@@ -122,13 +197,13 @@ pub fn train_data_parallel<B: AutodiffBackend>(
             let replica = model.clone();
             helpers.push(scope.spawn(move || {
                 helper_peer(
-                    peer, peers, replica, device, config, files, batch_size, receiver,
+                    peer, join, replica, device, config, files, batch_size, receiver,
                 )
             }));
             senders.push(sender);
         }
         let lead = Lead {
-            peers,
+            join,
             device: lead_device,
             config,
             files,
@@ -190,7 +265,7 @@ fn combine<B: AutodiffBackend>(
 
 /// Peer 0: draws and splits every batch, trains its own shard, logs, reports and checkpoints.
 struct Lead<'a, B: AutodiffBackend> {
-    peers: usize,
+    join: Join<'a>,
     device: &'a B::Device,
     config: &'a TrainingConfig,
     files: &'a RunFiles,
@@ -210,26 +285,33 @@ impl<B: AutodiffBackend> Lead<'_, B> {
         progress: &mut dyn FnMut(&StepReport),
     ) -> PeerResult<TrainOutcome<B>> {
         let config = self.config;
-        register_peer::<B>(0, self.peers, self.device)?;
+        register_peer::<B>(0, &self.join, self.device)?;
+        let layout = self.join.layout;
         let start = Instant::now();
         let trained = (|mut model: CgtModel<B>| -> PeerResult<CgtModel<B>> {
             for step in self.first_step..config.steps {
                 let step_start = Instant::now();
                 let batch = source.batch(step as u64);
-                check_divisible(batch.batch_size, self.peers, step)?;
+                check_divisible(batch.batch_size, layout.global(), step)?;
                 let mut rng = step_rng(config.seed ^ AUX_STREAM, step as u64);
                 let draws = StepDraws::draw(&model, &batch, &config.objective, &mut rng)?;
                 let learning_rate = config.learning_rate_at(step);
                 // Every shard is cut before any is sent: a peer that received work must be matched
                 // by peer 0 in the step's all-reduces.
-                let rows = batch.batch_size / self.peers;
-                let mut shards = Vec::with_capacity(self.peers);
-                for peer in 0..self.peers {
-                    let range = peer * rows..(peer + 1) * rows;
+                let rows = batch.batch_size / layout.global();
+                let mut shards = Vec::with_capacity(layout.local);
+                for peer in 0..layout.local {
+                    let shard = layout.shard_of(peer);
+                    let range = shard * rows..(shard + 1) * rows;
                     shards.push(Work {
                         step,
                         batch: batch.rows(range.clone())?,
-                        draws: draws.shard(&batch, range, self.peers, config.objective.aux_horizon),
+                        draws: draws.shard(
+                            &batch,
+                            range,
+                            layout.global(),
+                            config.objective.aux_horizon,
+                        ),
                         learning_rate,
                     });
                 }
@@ -278,7 +360,7 @@ impl<B: AutodiffBackend> Lead<'_, B> {
 /// Peers `1..N`: restore the same state as peer 0, then train the shards peer 0 sends until it stops.
 fn helper_peer<B: AutodiffBackend>(
     peer: usize,
-    peers: usize,
+    join: Join<'_>,
     model: CgtModel<B>,
     device: &B::Device,
     config: &TrainingConfig,
@@ -295,7 +377,7 @@ fn helper_peer<B: AutodiffBackend>(
         batch_size,
         device,
     );
-    register_peer::<B>(peer, peers, device)?;
+    register_peer::<B>(peer, &join, device)?;
     let trained = match setup {
         Ok((mut model, mut optimizer, _)) => (|| {
             while let Ok(work) = work.recv() {
@@ -351,10 +433,63 @@ fn peer_step<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     let terms = all_reduce_status::<B>(peer, Some(&own_terms), device)?
         .ok_or(PeerFailure::Elsewhere(work.step))?;
     check_finite(&terms, work.step)?;
-    let grads = grads
-        .all_reduce::<B::InnerBackend>(PeerId::from(peer), ReduceOperation::Mean)
+    let grads = all_reduce_gradients(&model, grads, peer)
         .map_err(|e| collective_error(peer, "all-reduce the gradients", e))?;
     Ok((optimizer.step(work.learning_rate, model, grads), terms))
+}
+
+/// All-reduces (mean) every gradient of `model`, one burn-collective all-reduce per parameter in the
+/// model's visiting order.
+///
+/// burn-optim's `GradientsParams::all_reduce` orders the calls by parameter id, but burn draws those
+/// ids at random in every process, so two nodes that build the same model order their calls apart
+/// and the global all-reduce sums tensors of different parameters (it fails on the first shape
+/// mismatch). The visiting order is the model's structure, the same in every process.
+fn all_reduce_gradients<B: AutodiffBackend>(
+    model: &CgtModel<B>,
+    grads: GradientsParams,
+    peer: usize,
+) -> std::result::Result<GradientsParams, burn::collective::CollectiveError> {
+    struct Reduce<B: AutodiffBackend> {
+        grads: GradientsParams,
+        peer: PeerId,
+        failed: Option<burn::collective::CollectiveError>,
+        _backend: std::marker::PhantomData<B>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Reduce<B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if self.failed.is_some() {
+                return;
+            }
+            // A parameter without a gradient has none on every peer (same model, same loss).
+            let Some(grad) = self.grads.remove::<B::InnerBackend, D>(param.id) else {
+                return;
+            };
+            let reduced = burn::collective::all_reduce::<B::InnerBackend>(
+                self.peer,
+                grad.into_primitive().tensor(),
+                ReduceOperation::Mean,
+            );
+            match reduced {
+                Ok(tensor) => self.grads.register::<B::InnerBackend, D>(
+                    param.id,
+                    Tensor::from_primitive(TensorPrimitive::Float(tensor)),
+                ),
+                Err(error) => self.failed = Some(error),
+            }
+        }
+    }
+    let mut reduce = Reduce::<B> {
+        grads,
+        peer: PeerId::from(peer),
+        failed: None,
+        _backend: std::marker::PhantomData,
+    };
+    model.visit(&mut reduce);
+    match reduce.failed {
+        Some(error) => Err(error),
+        None => Ok(reduce.grads),
+    }
 }
 
 /// All-reduces (mean) a failure flag and the loss terms of every peer: `None` when any peer failed
@@ -412,16 +547,105 @@ fn all_reduce_status<B: AutodiffBackend>(
     }))
 }
 
-/// Registers `peer` of `peers` with burn-collective's local server (on the inner backend, as burn asks
-/// for autodiff backends); returns once every peer has registered.
+/// What every peer needs to join the run.
+#[derive(Clone, Copy)]
+struct Join<'a> {
+    layout: Layout<'a>,
+    /// [`settings_fingerprint`] of this process.
+    fingerprint: u32,
+}
+
+/// Registers local peer `peer` with burn-collective (on the inner backend, as burn asks for autodiff
+/// backends; with several nodes, also with the orchestrator), returns once every peer has registered
+/// and, with several nodes, checks that the nodes agree ([`check_nodes_agree`]).
 fn register_peer<B: AutodiffBackend>(
     peer: usize,
-    peers: usize,
+    join: &Join<'_>,
     device: &B::Device,
 ) -> PeerResult<()> {
-    let config = CollectiveConfig::default().with_num_devices(peers);
+    let local = join.layout.local;
+    let config = match join.layout.node {
+        None => CollectiveConfig::default().with_num_devices(local),
+        Some(node) => node.collective_config(local)?,
+    };
     register::<B::InnerBackend>(PeerId::from(peer), device.clone(), config)
-        .map_err(|e| PeerFailure::Own(collective_error(peer, "register", e)))
+        .map_err(|e| PeerFailure::Own(collective_error(peer, "register", e)))?;
+    match join.layout.node {
+        None => Ok(()),
+        Some(node) => Ok(check_nodes_agree::<B>(peer, node, join, device)?),
+    }
+}
+
+/// A 32-bit FNV-1a hash of everything the nodes of a run must share: the training settings, the
+/// batch size, the step they start at and their layout (device count, node count).
+fn settings_fingerprint(
+    config: &TrainingConfig,
+    batch_size: usize,
+    first_step: usize,
+    layout: Layout<'_>,
+) -> u32 {
+    let nodes = layout.node.map_or(1, |n| n.nodes);
+    let text = format!(
+        "{config:?}|batch {batch_size}|from step {first_step}|{} devices|{nodes} nodes",
+        layout.local
+    );
+    text.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+        (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// One all-reduce (sum) over the peers of every node before the first step. Each peer sends a
+/// one-hot of its node's rank and, per byte `b` of its settings fingerprint, `b` and `b²`. Every node
+/// then sees the same sums: how many peers each rank has (each must have this node's device count)
+/// and, per byte, whether `P · Σb² = (Σb)²` over the `P` peers, which holds exactly when every peer
+/// sent the same byte (equality in Cauchy–Schwarz). The sums are integers below 2^24 for up to 256
+/// peers, exact in f32. Every node reaches the same verdict, so all stop or none does.
+fn check_nodes_agree<B: AutodiffBackend>(
+    peer: usize,
+    node: &NodeSetup,
+    join: &Join<'_>,
+    device: &B::Device,
+) -> Result<()> {
+    let nodes = node.nodes as usize;
+    let mut values = vec![0.0f32; nodes + 8];
+    values[node.rank as usize] = 1.0;
+    for (i, byte) in join.fingerprint.to_le_bytes().into_iter().enumerate() {
+        values[nodes + 2 * i] = f32::from(byte);
+        values[nodes + 2 * i + 1] = f32::from(byte) * f32::from(byte);
+    }
+    let len = values.len();
+    let sent = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(values, [len]), device);
+    let sums = burn::collective::all_reduce::<B::InnerBackend>(
+        PeerId::from(peer),
+        sent.into_primitive().tensor(),
+        ReduceOperation::Sum,
+    )
+    .map_err(|e| collective_error(peer, "compare the nodes' settings", e))?;
+    let sums = Tensor::<B::InnerBackend, 1>::from_primitive(TensorPrimitive::Float(sums))
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .map_err(|e| CgtError::Collective(format!("peer {peer}: settings check: {e:?}")))?;
+    let local = join.layout.local as f64;
+    let per_rank = &sums[..nodes];
+    if per_rank.iter().any(|&count| count != local) {
+        return Err(CgtError::Collective(format!(
+            "several-node training: peers per node rank 0..{nodes} are {per_rank:?}; every rank              must be taken by exactly one node, and every node must have {local} devices like              node {} (check --node-rank, --nodes and --devices of every node)",
+            node.rank
+        )));
+    }
+    let peers = local * nodes as f64;
+    let agree = (0..4).all(|i| {
+        let (sum, squares) = (sums[nodes + 2 * i], sums[nodes + 2 * i + 1]);
+        peers * squares == sum * sum
+    });
+    if !agree {
+        return Err(CgtError::Collective(
+            "several-node training: the nodes were started with different settings (steps,              schedule, objective, seed, batch size) or resume from different steps; start every              node with the same command apart from its rank and address, and the same checkpoints"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 fn finish_peer<B: AutodiffBackend>(peer: usize) -> PeerResult<()> {

@@ -16,7 +16,7 @@
 //! - [`data`]: seeded streaming generators (arithmetic ICL, linear regression, text mixture).
 //! - [`train`]: Adam + warm-up/cosine schedule + clipping, checkpoints, JSONL log;
 //!   [`data_parallel`]: the same training over several devices (burn-collective all-reduce), with the
-//!   step's random draws split by rows ([`draws`]).
+//!   step's random draws split by rows ([`draws`]), also across several nodes ([`nodes`]).
 //! - [`metrics`]: answer accuracy (dynamic / specialised), representation variation, linear fit, y·y map;
 //!   [`plot`]: SVG heat maps and curves (plotters).
 //!
@@ -35,6 +35,7 @@ pub mod loss;
 pub mod metrics;
 pub mod mlp;
 pub mod model;
+pub mod nodes;
 pub mod objective;
 pub mod plot;
 pub mod presets;
@@ -45,7 +46,7 @@ pub mod train;
 pub mod vae;
 
 pub use config::{CgtConfig, InputKind, Mixing};
-pub use data_parallel::train_data_parallel;
+pub use data_parallel::{train_data_parallel, train_data_parallel_on_nodes};
 pub use embedding::CgtInput;
 pub use error::{CgtError, Result};
 pub use model::{CgtModel, CgtOutput, ContextSummary, LowerPass};

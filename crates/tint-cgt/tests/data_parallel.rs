@@ -8,98 +8,12 @@
 //! couple sequences of a batch and are computed per shard (docs/cgt.md, "Data-parallel training"),
 //! so they are off here.
 
-use burn::backend::{Autodiff, Flex};
-use burn::module::{Module, ModuleVisitor, Param};
-use burn::tensor::backend::Backend;
-use burn::tensor::Tensor;
-use tint_cgt::data::{BatchSource, HostBatch, LinearRegressionConfig};
-use tint_cgt::objective::ObjectiveConfig;
-use tint_cgt::train::{train, train_with_history, RunFiles, TrainingConfig};
-use tint_cgt::{train_data_parallel, CgtConfig, CgtError, CgtModel, InputKind};
+mod data_parallel_setup;
 
-type AB = Autodiff<Flex>;
-
-/// Largest parameter difference allowed between 2-peer and single-device training after `STEPS`
-/// steps. The two compute the same sums in another order: each shard's masked mean scaled by
-/// `N c_k / c` and averaged by the all-reduce, against one masked mean over the batch; f32
-/// reassociation changes gradients by ~1e-7 relative, and each Adam step moves a parameter by at
-/// most about the learning rate (3e-3) times the relative change of `m / sqrt(v)`. 1e-5 is well
-/// above that bound and far below the 1e-3-scale moves of one step.
-const DATA_PARALLEL_TOLERANCE: f32 = 1e-5;
-
-const STEPS: usize = 4;
-
-fn data(batch_size: usize) -> LinearRegressionConfig {
-    LinearRegressionConfig {
-        d_in: 3,
-        d_out: 1,
-        n_pairs: 4,
-        noise: 0.1,
-        batch_size,
-        seed: 3,
-        curriculum: None,
-    }
-}
-
-fn model(data: &LinearRegressionConfig) -> CgtModel<AB> {
-    let config = CgtConfig::new(2, data.sequence_length(), 2, 16, 2)
-        .with_input(InputKind::PaddedVectors(data.width()))
-        .with_d_y(8)
-        .with_n_heads_y(2)
-        .with_readout_layer(1)
-        .with_rank(2)
-        .with_n_templates(2)
-        .with_vae(true);
-    CgtModel::new(&config, &Default::default()).unwrap()
-}
-
-fn training() -> TrainingConfig {
-    TrainingConfig {
-        steps: STEPS,
-        learning_rate: 3e-3,
-        min_learning_rate: 3e-4,
-        warmup_steps: 1,
-        grad_clip_norm: Some(1.0),
-        objective: ObjectiveConfig {
-            eta: 0.5,
-            w_continuity: 0.08,
-            vae_beta: 0.01,
-            vae_length_scale: 2.0,
-            ..ObjectiveConfig::default()
-        },
-        seed: 5,
-        checkpoint_every: 0,
-    }
-}
-
-/// Every float parameter of a model, flattened, in visiting order.
-struct Collect(Vec<Vec<f32>>);
-
-impl<B: Backend> ModuleVisitor<B> for Collect {
-    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-        self.0
-            .push(param.val().into_data().convert::<f32>().to_vec().unwrap());
-    }
-}
-
-fn parameters(model: &CgtModel<AB>) -> Vec<Vec<f32>> {
-    let mut collect = Collect(Vec::new());
-    model.visit(&mut collect);
-    collect.0
-}
-
-/// Largest absolute difference between the parameters of two models of one structure.
-fn max_difference(a: &CgtModel<AB>, b: &CgtModel<AB>) -> f32 {
-    let (a, b) = (parameters(a), parameters(b));
-    assert_eq!(a.len(), b.len());
-    a.iter()
-        .zip(&b)
-        .flat_map(|(x, y)| {
-            assert_eq!(x.len(), y.len());
-            x.iter().zip(y).map(|(p, q)| (p - q).abs())
-        })
-        .fold(0.0, f32::max)
-}
+use data_parallel_setup::{data, max_difference, model, training, DATA_PARALLEL_TOLERANCE, STEPS};
+use tint_cgt::data::{BatchSource, HostBatch};
+use tint_cgt::train::{train, train_with_history, RunFiles};
+use tint_cgt::{train_data_parallel, CgtError};
 
 /// The first rows of every batch of a source: single-device training on peer 0's shard alone.
 struct FirstRows<'a> {
