@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
+use tint_cgt::nodes::NodeSetup;
 use tint_eval::cgt::conventions::EvalStream;
 use tint_eval::cgt::{run_cgt, CgtEvent, CgtHost, CgtSettings};
 
@@ -62,6 +63,22 @@ pub(crate) struct CgtArgs {
     /// "Data-parallel training"). Must divide the batch size.
     #[arg(long, default_value_t = 1)]
     pub devices: usize,
+    /// Train over this many nodes (processes, usually machines), each with --devices devices: every
+    /// node runs this same command with its own --node-rank and --node-address, after
+    /// `cargo xtask orchestrator` has started (docs/cgt.md, "Several nodes"). The devices of all
+    /// nodes must divide the batch size. Every node writes and evaluates its own copy of the runs.
+    #[arg(long, requires_all = ["node_rank", "orchestrator", "node_address"])]
+    pub nodes: Option<u32>,
+    /// This node's rank, 0..--nodes (each rank on exactly one node).
+    #[arg(long, requires = "nodes")]
+    pub node_rank: Option<u32>,
+    /// The orchestrator's address, ws://host:port.
+    #[arg(long, requires = "nodes")]
+    pub orchestrator: Option<String>,
+    /// The address at which the other nodes reach this node, ws://host:port (a free port of this
+    /// machine; the node listens on it on every interface).
+    #[arg(long, requires = "nodes")]
+    pub node_address: Option<String>,
     /// Measure the learning curve of the arithmetic presets: the held-out answer accuracy (and the
     /// no-example, format-only accuracy) every N training steps and after the last, kept in each
     /// run's `curve.jsonl`, drawn in `<plots>/<preset>-curve.svg` and tabulated in the report. Does not
@@ -94,6 +111,14 @@ impl CgtArgs {
             backend: BACKEND_NAME.to_string(),
             eval_every: self.eval_every,
             devices: self.devices,
+            nodes: self.nodes.map(|nodes| {
+                NodeSetup::new(
+                    self.node_rank.unwrap_or_default(),
+                    nodes,
+                    self.orchestrator.clone().unwrap_or_default(),
+                    self.node_address.clone().unwrap_or_default(),
+                )
+            }),
             eval_stream: if self.test_stream {
                 EvalStream::Test
             } else {

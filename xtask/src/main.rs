@@ -1,6 +1,7 @@
 //! `cargo xtask`: the project's command line (see <https://github.com/matklad/cargo-xtask>).
 //!
-//! Subcommands live one per file: [`eval`] (`eval`, `eval lm`, `eval icl`, `eval cgt`), [`logits`], [`fetch`].
+//! Subcommands live one per file: [`eval`] (`eval`, `eval lm`, `eval icl`, `eval cgt`), [`logits`], [`fetch`],
+//! [`bench`], [`orchestrator`].
 //! The backend is chosen by cargo feature in [`backend`].
 // The binary owns the terminal: the one crate allowed to print (workspace lints forbid it elsewhere).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -12,6 +13,7 @@ mod eval_cgt;
 mod fetch;
 mod logits;
 mod model_arg;
+mod orchestrator;
 
 use std::time::Instant;
 
@@ -44,6 +46,8 @@ enum Cmd {
     /// Time the simulator step against the reference, dyn-eval, aux forward and sgemm; write
     /// docs/performance.md.
     Bench(bench::BenchArgs),
+    /// Run burn's global orchestrator for CGT training over several nodes (`eval cgt --nodes`).
+    Orchestrator(orchestrator::OrchestratorArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,6 +58,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Logits(args) => logits::run(args)?,
         Cmd::Fetch(args) => fetch::run(args)?,
         Cmd::Bench(args) => bench::run(args)?,
+        Cmd::Orchestrator(args) => orchestrator::run(args)?,
     }
     eprintln!(
         "done in {:.1}s (backend: {})",

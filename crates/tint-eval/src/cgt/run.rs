@@ -148,7 +148,9 @@ fn batch_source(
 ///
 /// `devices`: the devices to train on, `settings.devices` of them: one trains on it, several train
 /// data-parallel over them (`tint_cgt::train_data_parallel`: the batch split into equal shards,
-/// gradients all-reduced through burn's collective operations).
+/// gradients all-reduced through burn's collective operations). With `settings.nodes`, this process
+/// is one node of several and trains its rows of every batch (`tint_cgt::train_data_parallel_on_nodes`);
+/// every node evaluates and reports its own copy of the (identical) trained models.
 ///
 /// # Errors
 /// An invalid setting (before anything trains), or a run, chart or file that fails.
@@ -239,6 +241,7 @@ pub fn run_cgt<B: Backend>(
                 heat_map_dir: (seed == first_seed).then_some(settings.plots.as_path()),
                 eval_every: settings.eval_every,
                 eval_stream: settings.eval_stream,
+                nodes: settings.nodes.as_ref(),
             };
             results.push(run_variant::<B>(&job, devices, host)?);
         }

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use tint_cgt::nodes::NodeSetup;
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
 use super::conventions::{default_run_dir, EvalStream};
@@ -41,6 +42,10 @@ pub struct CgtSettings {
     /// at least 1, and it must divide the batch size. Does not change the objective except for the
     /// batch-coupled regularisers (docs/cgt.md, "Data-parallel training").
     pub devices: usize,
+    /// With several nodes: this process's place among them (`--nodes`, `--node-rank`,
+    /// `--orchestrator`, `--node-address`); every node trains its rows of each batch on its
+    /// `devices` (`tint_cgt::train_data_parallel_on_nodes`). `None`: one node.
+    pub nodes: Option<NodeSetup>,
     /// The held-out sequences the runs are evaluated on: the validation stream of every table, or
     /// the test stream (`--test-stream`) kept for confirming a result once.
     pub eval_stream: EvalStream,
@@ -63,6 +68,7 @@ impl CgtSettings {
             backend: backend.to_string(),
             eval_every: None,
             devices: 1,
+            nodes: None,
             eval_stream: EvalStream::Validation,
         }
     }
@@ -158,10 +164,14 @@ impl CgtSettings {
                     rule: "at least 1 step",
                 });
             }
-            if self.devices > 1 {
+            if self.devices > 1 || self.nodes.is_some() {
                 return Err(CgtRunError::InvalidSetting {
                     name: "--eval-every",
-                    value: format!("{every} with --devices {}", self.devices),
+                    value: format!(
+                        "{every} with --devices {} {}",
+                        self.devices,
+                        self.node_count()
+                    ),
                     rule: "learning curves are measured on single-device runs",
                 });
             }
@@ -177,20 +187,39 @@ impl CgtSettings {
         Ok(())
     }
 
-    /// Checks that the batch of the configured preset splits into equal shards over the devices.
+    /// Checks the node setup, and that the batch of the configured preset splits into equal shards
+    /// over the devices of every node.
     ///
     /// # Errors
-    /// The batch size is not a multiple of [`Self::devices`].
+    /// A bad [`Self::nodes`]; the batch size is not a multiple of [`Self::devices`] times the node
+    /// count.
     pub fn validate_devices(&self, preset: &ExperimentPreset) -> Result<(), CgtRunError> {
+        if let Some(node) = &self.nodes {
+            node.validate().map_err(CgtRunError::cgt("--nodes"))?;
+        }
         let batch_size = preset.data.batch_size();
-        if self.devices == 0 || !batch_size.is_multiple_of(self.devices) {
+        let nodes = self.nodes.as_ref().map_or(1, |n| n.nodes as usize);
+        let shards = self.devices * nodes;
+        if shards == 0 || !batch_size.is_multiple_of(shards) {
             return Err(CgtRunError::InvalidSetting {
                 name: "--devices",
-                value: format!("{} (batch size {batch_size})", self.devices),
-                rule: "at least one device, and a divisor of the batch size (equal shards)",
+                value: format!(
+                    "{} {} (batch size {batch_size})",
+                    self.devices,
+                    self.node_count()
+                ),
+                rule: "at least one device, and the devices of all nodes divide the batch size \
+                       (equal shards)",
             });
         }
         Ok(())
+    }
+
+    /// `on N nodes` with several nodes, else empty (for messages).
+    fn node_count(&self) -> String {
+        self.nodes
+            .as_ref()
+            .map_or(String::new(), |n| format!("on {} nodes", n.nodes))
     }
 
     /// The run directory of `preset` (the configured one).
@@ -230,6 +259,12 @@ impl CgtSettings {
         }
         if self.devices > 1 {
             command.push_str(&format!(" --devices {}", self.devices));
+        }
+        if let Some(node) = &self.nodes {
+            command.push_str(&format!(
+                " --nodes {} --node-rank {} --orchestrator {} --node-address {}",
+                node.nodes, node.rank, node.orchestrator, node.address
+            ));
         }
         if let Some(every) = self.eval_every {
             command.push_str(&format!(" --eval-every {every}"));
@@ -391,5 +426,56 @@ mod tests {
                 && error.contains("validation stream only"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn several_nodes_split_the_batch_over_every_device_of_every_node() {
+        let node = |rank| NodeSetup::new(rank, 2, "ws://10.0.0.1:3000", "ws://10.0.0.2:3001");
+        // icl-tiny: batch 16.
+        let settings = CgtSettings {
+            devices: 2,
+            nodes: Some(node(1)),
+            ..CgtSettings::new("icl-tiny", "flex")
+        };
+        let preset = settings.configured_preset().unwrap();
+        settings.validate().unwrap();
+        settings.validate_devices(&preset).unwrap();
+        assert_eq!(
+            settings.command_line(),
+            "cargo xtask eval cgt --preset icl-tiny --devices 2 --nodes 2 --node-rank 1 \
+             --orchestrator ws://10.0.0.1:3000 --node-address ws://10.0.0.2:3001"
+        );
+        // 4 devices divide the batch of 16, but 4 on each of 3 nodes (12 shards) do not.
+        let odd = CgtSettings {
+            devices: 4,
+            nodes: Some(NodeSetup {
+                nodes: 3,
+                ..node(0)
+            }),
+            ..settings.clone()
+        };
+        let preset = odd.configured_preset().unwrap();
+        let error = odd.validate_devices(&preset).unwrap_err().to_string();
+        assert!(
+            error.contains("4 on 3 nodes (batch size 16)")
+                && error.contains("devices of all nodes"),
+            "{error}"
+        );
+        let bad_rank = CgtSettings {
+            nodes: Some(node(2)),
+            ..settings.clone()
+        };
+        let error = bad_rank.validate_devices(&preset).unwrap_err().to_string();
+        assert!(
+            error.contains("--nodes") && error.contains("got 2"),
+            "{error}"
+        );
+        let with_curve = CgtSettings {
+            devices: 1,
+            eval_every: Some(10),
+            ..settings
+        };
+        let error = with_curve.validate().unwrap_err().to_string();
+        assert!(error.contains("with --devices 1 on 2 nodes"), "{error}");
     }
 }

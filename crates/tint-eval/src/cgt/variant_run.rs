@@ -12,14 +12,15 @@ use burn::tensor::ElementConversion;
 use tint_cgt::data::{ArithmeticConfig, BatchSource, HostBatch, LinearRegressionConfig};
 use tint_cgt::metrics::{evaluate_icl, evaluate_regression, frozen_context};
 use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
+use tint_cgt::nodes::NodeSetup;
 use tint_cgt::objective::{joint_loss, ObjectiveConfig};
 use tint_cgt::plot::heat_map_svg;
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use tint_cgt::train::{
     checkpoint_step, train_probed, training_seconds, Probe, RunFiles, StepReport,
 };
-use tint_cgt::train_data_parallel;
 use tint_cgt::CgtModel;
+use tint_cgt::{train_data_parallel, train_data_parallel_on_nodes};
 
 use super::conventions::{
     freeze_points, icl_eval_data, regression_eval_data, EvalStream, MODEL_SEED_BASE,
@@ -113,6 +114,8 @@ pub struct VariantJob<'a> {
     pub eval_every: Option<usize>,
     /// The held-out stream of the final evaluation.
     pub eval_stream: EvalStream,
+    /// With several nodes, this node's place among them.
+    pub nodes: Option<&'a NodeSetup>,
 }
 
 /// Trains (or resumes from its checkpoint) one variant of one seed and evaluates it: on `devices[0]`
@@ -202,7 +205,17 @@ pub fn run_variant<B: Backend>(
         });
         Ok(())
     };
-    let outcome = if devices.len() > 1 {
+    let outcome = if let Some(node) = job.nodes {
+        train_data_parallel_on_nodes(
+            model,
+            job.source,
+            &training,
+            &files,
+            devices,
+            node,
+            &mut progress,
+        )
+    } else if devices.len() > 1 {
         train_data_parallel(model, job.source, &training, &files, devices, &mut progress)
     } else {
         let probe = curve_data.as_ref().map(|(_, every)| Probe {
