@@ -1,6 +1,9 @@
 //! Several-node probe: does burn 0.21's *global* all-reduce (burn-collective across processes, the
-//! piece that several-node data-parallel training would stand on) return the right sums when it is
+//! piece that several-node data-parallel training stands on) return the right sums when it is
 //! called more than once? Data-parallel training calls it once per parameter tensor and step.
+//! Published burn-collective 0.21.0 hangs from the second call; the workspace carries it with that
+//! mended (vendor/README.md), so this probe now runs against the mended copy. Remove the
+//! `[patch.crates-io]` entry of the workspace's Cargo.toml to probe the published crate.
 //!
 //! Run on one machine (every process on 127.0.0.1, flex backend):
 //!
