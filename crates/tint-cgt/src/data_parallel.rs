@@ -520,18 +520,13 @@ fn all_reduce_status<B: AutodiffBackend>(
             failed
         }
     };
-    let status = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(values, [8]), device);
-    let reduced = burn::collective::all_reduce::<B::InnerBackend>(
-        PeerId::from(peer),
-        status.into_primitive().tensor(),
+    let reduced = all_reduce_values::<B>(
+        peer,
+        values,
         ReduceOperation::Mean,
-    )
-    .map_err(|e| collective_error(peer, "all-reduce the step status", e))?;
-    let reduced = Tensor::<B::InnerBackend, 1>::from_primitive(TensorPrimitive::Float(reduced))
-        .into_data()
-        .convert::<f64>()
-        .to_vec::<f64>()
-        .map_err(|e| CgtError::Collective(format!("peer {peer}: step status: {e:?}")))?;
+        device,
+        "all-reduce the step status",
+    )?;
     let Some(t) = terms.filter(|_| reduced[0] == 0.0) else {
         return Ok(None);
     };
@@ -553,6 +548,29 @@ struct Join<'a> {
     layout: Layout<'a>,
     /// [`settings_fingerprint`] of this process.
     fingerprint: u32,
+}
+
+/// All-reduces a few host values through burn-collective (`what`: the purpose, for the error).
+fn all_reduce_values<B: AutodiffBackend>(
+    peer: usize,
+    values: Vec<f32>,
+    operation: ReduceOperation,
+    device: &B::Device,
+    what: &str,
+) -> Result<Vec<f64>> {
+    let len = values.len();
+    let sent = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(values, [len]), device);
+    let reduced = burn::collective::all_reduce::<B::InnerBackend>(
+        PeerId::from(peer),
+        sent.into_primitive().tensor(),
+        operation,
+    )
+    .map_err(|e| collective_error(peer, what, e))?;
+    Tensor::<B::InnerBackend, 1>::from_primitive(TensorPrimitive::Float(reduced))
+        .into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .map_err(|e| CgtError::Collective(format!("peer {peer} could not {what}: {e:?}")))
 }
 
 /// Registers local peer `peer` with burn-collective (on the inner backend, as burn asks for autodiff
@@ -613,19 +631,13 @@ fn check_nodes_agree<B: AutodiffBackend>(
         values[nodes + 2 * i] = f32::from(byte);
         values[nodes + 2 * i + 1] = f32::from(byte) * f32::from(byte);
     }
-    let len = values.len();
-    let sent = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(values, [len]), device);
-    let sums = burn::collective::all_reduce::<B::InnerBackend>(
-        PeerId::from(peer),
-        sent.into_primitive().tensor(),
+    let sums = all_reduce_values::<B>(
+        peer,
+        values,
         ReduceOperation::Sum,
-    )
-    .map_err(|e| collective_error(peer, "compare the nodes' settings", e))?;
-    let sums = Tensor::<B::InnerBackend, 1>::from_primitive(TensorPrimitive::Float(sums))
-        .into_data()
-        .convert::<f64>()
-        .to_vec::<f64>()
-        .map_err(|e| CgtError::Collective(format!("peer {peer}: settings check: {e:?}")))?;
+        device,
+        "compare the nodes' settings",
+    )?;
     let local = join.layout.local as f64;
     let per_rank = &sums[..nodes];
     if per_rank.iter().any(|&count| count != local) {
