@@ -642,7 +642,9 @@ fn check_nodes_agree<B: AutodiffBackend>(
     let per_rank = &sums[..nodes];
     if per_rank.iter().any(|&count| count != local) {
         return Err(CgtError::Collective(format!(
-            "several-node training: peers per node rank 0..{nodes} are {per_rank:?}; every rank              must be taken by exactly one node, and every node must have {local} devices like              node {} (check --node-rank, --nodes and --devices of every node)",
+            "several-node training: peers per node rank 0..{nodes} are {per_rank:?}; every rank \
+             must be taken by exactly one node, and every node must have {local} devices like \
+             node {} (check --node-rank, --nodes and --devices of every node)",
             node.rank
         )));
     }
@@ -653,7 +655,9 @@ fn check_nodes_agree<B: AutodiffBackend>(
     });
     if !agree {
         return Err(CgtError::Collective(
-            "several-node training: the nodes were started with different settings (steps,              schedule, objective, seed, batch size) or resume from different steps; start every              node with the same command apart from its rank and address, and the same checkpoints"
+            "several-node training: the nodes were started with different settings (steps, \
+             schedule, objective, seed, batch size) or resume from different steps; start every \
+             node with the same command apart from its rank and address, and the same checkpoints"
                 .into(),
         ));
     }
