@@ -62,7 +62,7 @@ fn node_process() {
                 &data,
                 &training,
                 &RunFiles::default(),
-                &[Default::default()],
+                &vec![Default::default(); env("TINT_DEVICES").parse().unwrap()],
                 &setup,
                 &mut |_| steps += 1,
             );
@@ -144,9 +144,9 @@ impl Process {
     }
 }
 
-/// Runs an orchestrator and two nodes with these ranks and seeds; returns each node's output file
+/// Runs an orchestrator and two nodes with these ranks and seeds, `devices` flex peers each; returns each node's output file
 /// (its parameters as JSON, or `<file>.error` with the error it stopped with).
-fn run_two_nodes(dir: &Path, nodes: [(u32, u64); 2]) -> Vec<PathBuf> {
+fn run_two_nodes(dir: &Path, devices: usize, nodes: [(u32, u64); 2]) -> Vec<PathBuf> {
     let orchestrator_port = free_port();
     let _orchestrator = Process::start(
         "the orchestrator",
@@ -168,6 +168,7 @@ fn run_two_nodes(dir: &Path, nodes: [(u32, u64); 2]) -> Vec<PathBuf> {
                 (ROLE, "node".into()),
                 ("TINT_RANK", rank.to_string()),
                 ("TINT_SEED", seed.to_string()),
+                ("TINT_DEVICES", devices.to_string()),
                 ("TINT_PORT", free_port().to_string()),
                 ("TINT_ORCHESTRATOR_PORT", orchestrator_port.to_string()),
                 ("TINT_OUT", out.display().to_string()),
@@ -190,9 +191,19 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn two_nodes_reach_the_parameters_of_single_device_training_on_the_global_batch() {
-    let dir = scratch("two-nodes");
+    two_nodes_match_single_device(1);
+}
+
+/// Each node reduces its own two peers first, then the nodes all-reduce: 4 shards of 1 sequence.
+#[test]
+fn two_nodes_of_two_devices_reach_the_parameters_of_single_device_training() {
+    two_nodes_match_single_device(2);
+}
+
+fn two_nodes_match_single_device(devices: usize) {
+    let dir = scratch(&format!("two-nodes-{devices}-devices"));
     let seed = training().seed;
-    let outputs = run_two_nodes(&dir, [(0, seed), (1, seed)]);
+    let outputs = run_two_nodes(&dir, devices, [(0, seed), (1, seed)]);
     let data = data(4);
     let start = model(&data);
     let single = train_with_history(
@@ -223,8 +234,8 @@ fn two_nodes_reach_the_parameters_of_single_device_training_on_the_global_batch(
         let difference = max_parameter_difference(&node, &single);
         assert!(
             difference < DATA_PARALLEL_TOLERANCE,
-            "{}: 2 nodes vs 1 device after {STEPS} steps: max parameter difference {difference:e} \
-             (training moved them by up to {moved:e})",
+            "{}: 2 nodes of {devices} devices vs 1 device after {STEPS} steps: max parameter \
+             difference {difference:e} (training moved them by up to {moved:e})",
             out.display()
         );
         nodes.push(node);
@@ -250,7 +261,7 @@ fn nodes_that_disagree_stop_with_an_error_instead_of_hanging() {
         ),
     ] {
         let dir = scratch(&format!("disagree-{}", case.replace(' ', "-")));
-        for out in run_two_nodes(&dir, nodes) {
+        for out in run_two_nodes(&dir, 1, nodes) {
             let error = std::fs::read_to_string(out.with_extension("error"))
                 .unwrap_or_else(|_| panic!("{case}: {} trained anyway", out.display()));
             assert!(error.contains(expected), "{case}: {error}");
