@@ -1,7 +1,7 @@
 //! `cargo xtask`: the project's command line (see <https://github.com/matklad/cargo-xtask>).
 //!
 //! Subcommands live one per file: [`eval`] (`eval`, `eval lm`, `eval icl`, `eval cgt`), [`logits`], [`fetch`],
-//! [`bench`], [`orchestrator`].
+//! [`bench`](mod@bench), [`orchestrator`].
 //! The backend is chosen by cargo feature in [`backend`].
 // The binary owns the terminal: the one crate allowed to print (workspace lints forbid it elsewhere).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
