@@ -15,7 +15,7 @@ pub(crate) struct OrchestratorArgs {
 /// Runs the orchestrator until the process is interrupted (Ctrl-C).
 pub(crate) fn run(args: &OrchestratorArgs) -> Result<()> {
     eprintln!(
-        "orchestrator listening on port {} (every interface); start every node with \
+        "starting the orchestrator on port {} (every interface); start every node with \
          --orchestrator ws://<this host>:{}; Ctrl-C stops it",
         args.port, args.port
     );
