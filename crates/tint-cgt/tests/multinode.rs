@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use burn::collective::AllReduceStrategy;
 use data_parallel_setup::{
     data, max_difference, max_parameter_difference, model, parameters, training,
     DATA_PARALLEL_TOLERANCE, STEPS,
@@ -47,12 +48,20 @@ fn node_process() {
     match env(ROLE).as_str() {
         "orchestrator" => run_orchestrator(env("TINT_PORT").parse().unwrap()).unwrap(),
         "node" => {
-            let setup = NodeSetup::new(
-                env("TINT_RANK").parse().unwrap(),
-                2,
-                format!("ws://127.0.0.1:{}", env("TINT_ORCHESTRATOR_PORT")),
-                format!("ws://127.0.0.1:{}", env("TINT_PORT")),
-            );
+            let setup = NodeSetup {
+                strategy: match env("TINT_STRATEGY").as_str() {
+                    "ring" => AllReduceStrategy::Ring,
+                    "tree" => AllReduceStrategy::Tree(2),
+                    "centralized" => AllReduceStrategy::Centralized,
+                    other => panic!("unknown strategy {other}"),
+                },
+                ..NodeSetup::new(
+                    env("TINT_RANK").parse().unwrap(),
+                    2,
+                    format!("ws://127.0.0.1:{}", env("TINT_ORCHESTRATOR_PORT")),
+                    format!("ws://127.0.0.1:{}", env("TINT_PORT")),
+                )
+            };
             let mut training = training();
             training.seed = env("TINT_SEED").parse().unwrap();
             let data = data(4);
@@ -144,9 +153,15 @@ impl Process {
     }
 }
 
-/// Runs an orchestrator and two nodes with these ranks and seeds, `devices` flex peers each; returns each node's output file
+/// Runs an orchestrator and two nodes with these ranks and seeds, `devices` flex peers each and
+/// `strategy` (ring, tree, centralized) across the nodes; returns each node's output file
 /// (its parameters as JSON, or `<file>.error` with the error it stopped with).
-fn run_two_nodes(dir: &Path, devices: usize, nodes: [(u32, u64); 2]) -> Vec<PathBuf> {
+fn run_two_nodes(
+    dir: &Path,
+    devices: usize,
+    strategy: &str,
+    nodes: [(u32, u64); 2],
+) -> Vec<PathBuf> {
     let orchestrator_port = free_port();
     let _orchestrator = Process::start(
         "the orchestrator",
@@ -169,6 +184,7 @@ fn run_two_nodes(dir: &Path, devices: usize, nodes: [(u32, u64); 2]) -> Vec<Path
                 ("TINT_RANK", rank.to_string()),
                 ("TINT_SEED", seed.to_string()),
                 ("TINT_DEVICES", devices.to_string()),
+                ("TINT_STRATEGY", strategy.to_string()),
                 ("TINT_PORT", free_port().to_string()),
                 ("TINT_ORCHESTRATOR_PORT", orchestrator_port.to_string()),
                 ("TINT_OUT", out.display().to_string()),
@@ -191,19 +207,27 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn two_nodes_reach_the_parameters_of_single_device_training_on_the_global_batch() {
-    two_nodes_match_single_device(1);
+    two_nodes_match_single_device(1, "ring");
 }
 
 /// Each node reduces its own two peers first, then the nodes all-reduce: 4 shards of 1 sequence.
 #[test]
 fn two_nodes_of_two_devices_reach_the_parameters_of_single_device_training() {
-    two_nodes_match_single_device(2);
+    two_nodes_match_single_device(2, "ring");
 }
 
-fn two_nodes_match_single_device(devices: usize) {
-    let dir = scratch(&format!("two-nodes-{devices}-devices"));
+/// burn's other two strategies across nodes (ring is the default, above).
+#[test]
+fn the_tree_and_centralized_strategies_across_nodes_train_alike() {
+    for strategy in ["tree", "centralized"] {
+        two_nodes_match_single_device(1, strategy);
+    }
+}
+
+fn two_nodes_match_single_device(devices: usize, strategy: &str) {
+    let dir = scratch(&format!("two-nodes-{devices}-devices-{strategy}"));
     let seed = training().seed;
-    let outputs = run_two_nodes(&dir, devices, [(0, seed), (1, seed)]);
+    let outputs = run_two_nodes(&dir, devices, strategy, [(0, seed), (1, seed)]);
     let data = data(4);
     let start = model(&data);
     let single = train_with_history(
@@ -234,7 +258,7 @@ fn two_nodes_match_single_device(devices: usize) {
         let difference = max_parameter_difference(&node, &single);
         assert!(
             difference < DATA_PARALLEL_TOLERANCE,
-            "{}: 2 nodes of {devices} devices vs 1 device after {STEPS} steps: max parameter \
+            "{}: 2 nodes of {devices} devices ({strategy}) vs 1 device after {STEPS} steps: max parameter \
              difference {difference:e} (training moved them by up to {moved:e})",
             out.display()
         );
@@ -261,7 +285,7 @@ fn nodes_that_disagree_stop_with_an_error_instead_of_hanging() {
         ),
     ] {
         let dir = scratch(&format!("disagree-{}", case.replace(' ', "-")));
-        for out in run_two_nodes(&dir, 1, nodes) {
+        for out in run_two_nodes(&dir, 1, "ring", nodes) {
             let error = std::fs::read_to_string(out.with_extension("error"))
                 .unwrap_or_else(|_| panic!("{case}: {} trained anyway", out.display()));
             assert!(error.contains(expected), "{case}: {error}");
