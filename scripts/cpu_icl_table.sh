@@ -12,9 +12,8 @@
 # target/cgt-runs/icl-small-7000steps-batch64, the directory of the 7000-step CPU baselines. The
 # step count is the baselines' (fixed before any run, not chosen from a result); the table is
 # assembled from the final checkpoints with the command that docs/results.md names
-# (`--only-finished`). The checkpoints live in target/: they resume a run only on a machine that
-# keeps target/ between sessions. The runs of 2026-11-27/28 were lost with their machine, and the
-# session of 2026-11-28 from 12:49 UTC found target/ kept (docs/cgt.md, "Presets").
+# (`--only-finished`). The checkpoints live in target/ and, kept with `keep` (below), in runs/
+# (docs/cgt.md, "The `icl-small` Table 1 at 7000 steps on the CPU").
 #
 # ORDER lists the runs. Its default is the two columns still missing, CGT + aux and CGT + aux + reg,
 # then the CGT column once more: the baseline and CGT columns are in docs/results.md from their runs'
@@ -41,7 +40,81 @@
 # session's autogroup nice to 19 (/proc/self/autogroup), after which the CI run took both cores.
 # Only when it leads a session of its own (setsid, as above): otherwise the session is the caller's
 # terminal, whose shell would be lowered with it.
+#
+# Keeping the runs in the repository: target/ did not outlive every session (the runs were lost
+# twice, on 2026-11-28 at 09:57 and 23:10 UTC), so the runs' latest checkpoints are committed under
+# runs/ (KEEP_DIR). `scripts/cpu_icl_table.sh keep` copies each run's last whole checkpoint, its
+# log.jsonl, curve.jsonl and evaluation.json from target/ to runs/ (to commit before a session ends);
+# a start restores into target/ every kept run that target/ lacks or holds at an earlier step
+# (`scripts/cpu_icl_table.sh restore` does only that). scripts/test_cpu_icl_table_keep.sh tests both.
 set -u
+STEPS=${STEPS:-7000}
+RUN_DIR=target/cgt-runs/icl-small-${STEPS}steps-batch64
+KEEP_DIR=${KEEP_DIR:-runs/icl-small-${STEPS}steps-batch64}
+
+next_step() { # checkpoint-dir: the step its state.json resumes at, 0 without one
+  grep -o '"next_step": *[0-9]*' "$1/state.json" 2>/dev/null | grep -o '[0-9]*$' || echo 0
+}
+
+# Copies run directory $1 to $2: the checkpoint files that state.json names, then state.json, then the
+# run's logs. A checkpoint written while copying removes the files of the one before; the copy is
+# then tried again, so the state in $2 always names files that are there.
+copy_run() { # from to
+  local from=$1 to=$2 tries step
+  for tries in 1 2 3 4 5; do
+    step=$(next_step "$from/checkpoint")
+    [ "$step" -gt 0 ] || return 0
+    rm -rf "$to.partial" && mkdir -p "$to.partial/checkpoint" || return 1
+    cp "$from/checkpoint/state.json" "$to.partial/checkpoint/state.json.copy" || return 1
+    if cp "$from/checkpoint/model-$step.mpk" "$from/checkpoint/optimizer-$step.mpk" \
+      "$to.partial/checkpoint/" 2>/dev/null &&
+      [ "$(next_step "$from/checkpoint")" = "$step" ]; then
+      mv "$to.partial/checkpoint/state.json.copy" "$to.partial/checkpoint/state.json"
+      for f in log.jsonl curve.jsonl evaluation.json; do
+        [ -f "$from/$f" ] && cp "$from/$f" "$to.partial/$f"
+      done
+      rm -rf "$to" && mv "$to.partial" "$to"
+      echo "  $to: step $step"
+      return 0
+    fi
+    sleep 2
+  done
+  rm -rf "$to.partial"
+  echo "  $from: no whole checkpoint could be copied (one was being written at each try)" >&2
+  return 1
+}
+
+# Every run directory (seedS/VARIANT) under $1 whose checkpoint is further on than $2's copy goes to $2.
+copy_newer_runs() { # from to
+  local run rel
+  for run in "$1"/seed*/*/; do
+    [ -d "$run/checkpoint" ] || continue
+    rel=${run#"$1"/}
+    rel=${rel%/}
+    if [ "$(next_step "$run/checkpoint")" -gt "$(next_step "$2/$rel/checkpoint")" ]; then
+      copy_run "${run%/}" "$2/$rel" || return 1
+    fi
+  done
+}
+
+case "${1:-}" in
+  "" | keep | restore) ;;
+  *)
+    echo "usage: scripts/cpu_icl_table.sh [keep|restore] (none: restore, then train); not ${1:-}" >&2
+    exit 2
+    ;;
+esac
+if [ "${1:-}" = keep ]; then
+  echo "keeping the runs of $RUN_DIR in $KEEP_DIR (commit it):"
+  copy_newer_runs "$RUN_DIR" "$KEEP_DIR"
+  exit $?
+fi
+if [ -d "$KEEP_DIR" ]; then
+  echo "restoring the kept runs of $KEEP_DIR that $RUN_DIR lacks or holds at an earlier step:"
+  copy_newer_runs "$KEEP_DIR" "$RUN_DIR" || exit 1
+fi
+[ "${1:-}" = restore ] && exit 0
+
 if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ]; then
   echo 19 >/proc/self/autogroup 2>/dev/null || echo "note: could not lower this session's autogroup priority"
 else
@@ -49,10 +122,8 @@ else
 fi
 export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
-STEPS=${STEPS:-7000}
 WORKERS=${WORKERS:-2}
 ORDER=${ORDER:-"cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2 cgt:0 cgt:1 cgt:2"}
-RUN_DIR=target/cgt-runs/icl-small-${STEPS}steps-batch64
 BIN=/tmp/xtask-cpu-icl-table
 cp "${XTASK:-target/debug/xtask}" "$BIN" || exit 1
 CLAIMS=$(mktemp -d)
@@ -72,7 +143,8 @@ worker() {
       --variants "$variant" --eval-every 500 --checkpoint-every 100 --seeds "$seed" \
       --report "target/cpu-icl-table-$variant-$seed.md" --plots "target/cpu-icl-table-plots" \
       >>"target/cpu-icl-table-$variant-$seed.log" 2>&1
-    echo "[$(date -u +%H:%M:%S)] worker $1: $variant seed $seed stopped, rc $?"
+    rc=$? # before the date below, whose substitution would set $? to 0
+    echo "[$(date -u +%H:%M:%S)] worker $1: $variant seed $seed stopped, rc $rc"
   done
 }
 
