@@ -6,11 +6,17 @@ use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
-/// Value added to the attention score of a blocked (query, key) pair.
+/// Value added to the attention score of a blocked (query, key) pair: minus infinity, so that its
+/// softmax weight is exactly zero.
 ///
-/// Large enough that `exp` underflows to exactly zero in f32 after max-subtraction,
-/// small enough to stay finite when added to ordinary scores.
-pub const BLOCKED_SCORE: f32 = -1.0e9;
+/// No row is all blocked (a query always sees itself, [`attention_bias`]), so the row maximum that
+/// softmax subtracts is finite and no `-inf - (-inf)` NaN can arise; in the backward pass the
+/// blocked entries get a zero gradient through `exp`'s zero output. Until 2026-11-28 this was
+/// `-1e9`, which gave the same zero weights (`exp` of it underflows to exactly 0 in f32) and the
+/// same gradients, but sent every blocked entry through `expf`'s slow underflow branch (glibc's
+/// `xflowf` and its `errno` write: about 6 % of a CGT + aux training step on flex;
+/// docs/performance.md, "CGT attention: blocked scores at minus infinity").
+pub const BLOCKED_SCORE: f32 = f32::NEG_INFINITY;
 
 /// Causal self-attention whose queries, keys and values come from a `d_input`-wide input and whose
 /// output is `d_model` wide. Should be created with [`CausalSelfAttention::new`].
@@ -193,6 +199,45 @@ mod tests {
                 "key_start {key_start:?}"
             );
         }
+    }
+
+    /// Blocked scores at minus infinity give the same outputs and gradients, bit for bit, as the
+    /// finite `-1e9` used before (whose `exp` underflows to exactly zero), with prompts hidden so
+    /// that some rows keep only their own position; and everything stays finite.
+    #[test]
+    fn blocked_scores_at_minus_infinity_match_a_large_finite_bias() {
+        type Grad = burn::backend::Autodiff<TestBackend>;
+        let device = Default::default();
+        let attention = CausalSelfAttention::<Grad>::new(6, 4, 2, 0.3, &device);
+        let input = Tensor::<Grad, 3>::random(
+            [3, 5, 6],
+            burn::tensor::Distribution::Normal(0.0, 1.0),
+            &device,
+        );
+        let bias = attention_bias::<Grad>(5, Some(&[0, 2, 4]), &device);
+        let finite = bias.clone().clamp_min(-1.0e9);
+        let run = |bias: Tensor<Grad, 4>| {
+            let input = input.clone().require_grad();
+            let output = attention.forward(input.clone(), bias);
+            let grads = (output.clone() * output.clone()).sum().backward();
+            let input_grad = input.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
+            let weight_grad = attention
+                .qkv
+                .weight
+                .grad(&grads)
+                .unwrap()
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap();
+            let output = output.into_data().to_vec::<f32>().unwrap();
+            (output, input_grad, weight_grad)
+        };
+        let ours = run(bias);
+        let before = run(finite);
+        for values in [&ours.0, &ours.1, &ours.2] {
+            assert!(values.iter().all(|v| v.is_finite()));
+        }
+        assert_eq!(ours, before);
     }
 
     #[test]
