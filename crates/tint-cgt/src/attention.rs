@@ -220,7 +220,12 @@ mod tests {
             let input = input.clone().require_grad();
             let output = attention.forward(input.clone(), bias);
             let grads = (output.clone() * output.clone()).sum().backward();
-            let input_grad = input.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
+            let input_grad = input
+                .grad(&grads)
+                .unwrap()
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap();
             let weight_grad = attention
                 .qkv
                 .weight
