@@ -129,7 +129,7 @@ cp "${XTASK:-target/debug/xtask}" "$BIN" || exit 1
 CLAIMS=$(mktemp -d)
 
 finished() { # variant seed
-  grep -q "\"next_step\":$STEPS," "$RUN_DIR/seed$2/$1/checkpoint/state.json" 2>/dev/null
+  [ "$(next_step "$RUN_DIR/seed$2/$1/checkpoint")" = "$STEPS" ]
 }
 
 worker() {
