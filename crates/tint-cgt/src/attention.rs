@@ -207,6 +207,9 @@ mod tests {
     #[test]
     fn blocked_scores_at_minus_infinity_match_a_large_finite_bias() {
         type Grad = burn::backend::Autodiff<TestBackend>;
+        fn values<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Vec<f32> {
+            tensor.into_data().to_vec::<f32>().unwrap()
+        }
         let device = Default::default();
         let attention = CausalSelfAttention::<Grad>::new(6, 4, 2, 0.3, &device);
         let input = Tensor::<Grad, 3>::random(
@@ -220,27 +223,14 @@ mod tests {
             let input = input.clone().require_grad();
             let output = attention.forward(input.clone(), bias);
             let grads = (output.clone() * output.clone()).sum().backward();
-            let input_grad = input
-                .grad(&grads)
-                .unwrap()
-                .into_data()
-                .to_vec::<f32>()
-                .unwrap();
-            let weight_grad = attention
-                .qkv
-                .weight
-                .grad(&grads)
-                .unwrap()
-                .into_data()
-                .to_vec::<f32>()
-                .unwrap();
-            let output = output.into_data().to_vec::<f32>().unwrap();
-            (output, input_grad, weight_grad)
+            let input_grad = values(input.grad(&grads).unwrap());
+            let weight_grad = values(attention.qkv.weight.grad(&grads).unwrap());
+            (values(output), input_grad, weight_grad)
         };
         let ours = run(bias);
         let before = run(finite);
-        for values in [&ours.0, &ours.1, &ours.2] {
-            assert!(values.iter().all(|v| v.is_finite()));
+        for figures in [&ours.0, &ours.1, &ours.2] {
+            assert!(figures.iter().all(|v| v.is_finite()));
         }
         assert_eq!(ours, before);
     }

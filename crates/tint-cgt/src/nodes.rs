@@ -61,6 +61,11 @@ impl NodeSetup {
     /// not below the node count, an address that is not `ws://host:port` (or `wss://`), or a tree
     /// strategy of arity below 2.
     pub fn validate(&self) -> Result<()> {
+        self.validated_data_port().map(drop)
+    }
+
+    /// [`Self::validate`], returning the port of this node's address (its data service's).
+    fn validated_data_port(&self) -> Result<u16> {
         let invalid = |what: String| Err(CgtError::InvalidTrainingConfig(what));
         if self.nodes == 0 {
             return invalid("several-node training: nodes must be at least 1, got 0".into());
@@ -79,8 +84,7 @@ impl NodeSetup {
             }
         }
         port_of("orchestrator address", &self.orchestrator)?;
-        port_of("node address", &self.address)?;
-        Ok(())
+        port_of("node address", &self.address)
     }
 
     /// burn-collective's configuration for this node with `local_devices` devices.
@@ -88,8 +92,7 @@ impl NodeSetup {
     /// # Errors
     /// As [`Self::validate`].
     pub fn collective_config(&self, local_devices: usize) -> Result<CollectiveConfig> {
-        self.validate()?;
-        let data_port = port_of("node address", &self.address)?;
+        let data_port = self.validated_data_port()?;
         let address = |s: &str| Address::from_str(s).expect("burn's Address accepts any string");
         Ok(CollectiveConfig::default()
             .with_num_devices(local_devices)
