@@ -53,6 +53,9 @@ VARIANTS=(${VARIANTS:-baseline cgt cgt-aux cgt-aux-reg})
 # steps in all is what PROCESSES=seed measures (compare the summed steps per second of the runs'
 # log.jsonl with the twelve-process calls of 2026-11-27).
 PROCESSES=${PROCESSES:-run}
+# SECTION: the report section's and charts' name (`--section`; default gpu-<preset>-<steps>), so that
+# the assembled section and the charts it ships in section.tgz do not replace the preset's own.
+SECTION=${SECTION:-gpu-$PRESET-$STEPS}
 RUN_DIR=target/cgt-runs/gpu-$PRESET-${STEPS}steps-batch$BATCH
 start=$(date +%s)
 mkdir -p "$OUT" target/gpu-logs target/gpu-sections docs/cgt
@@ -118,7 +121,7 @@ log "training stopped; every run finished: $all"
 if [ "$all" = 1 ]; then
   timeout $(($(left) - 15)) "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps "$STEPS" \
     --variants "$(IFS=,; echo "${VARIANTS[*]}")" --seeds "$(echo $SEEDS | tr ' ' ,)" --only-finished --eval-every "$EVAL_EVERY" \
-    --run-dir "$RUN_DIR" --report "target/gpu-sections/$PRESET.md" --plots docs/cgt \
+    --section "$SECTION" --run-dir "$RUN_DIR" --report "target/gpu-sections/$PRESET.md" --plots docs/cgt \
     >target/gpu-logs/assemble.log 2>&1
   log "assembled rc=$?"
   tar czf "$OUT/section.tgz" target/gpu-sections docs/cgt target/gpu-logs/assemble.log

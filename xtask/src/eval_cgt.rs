@@ -92,6 +92,12 @@ pub(crate) struct CgtArgs {
     /// --eval-every.
     #[arg(long)]
     pub test_stream: bool,
+    /// Name of the report section (`cgt:<NAME>`, `-test` appended on the test stream) and of the
+    /// charts (`<NAME>-loss.svg`, …) instead of the preset's name: runs of a preset at other
+    /// settings (say `--steps 7000`) then keep a section of their own instead of replacing the
+    /// preset's. ASCII letters, digits, `-` and `_`.
+    #[arg(long)]
+    pub section: Option<String>,
 }
 
 impl CgtArgs {
@@ -124,6 +130,7 @@ impl CgtArgs {
             } else {
                 EvalStream::Validation
             },
+            section: self.section.clone(),
         }
     }
 }

@@ -71,12 +71,13 @@ impl EvalStream {
     }
 
     /// The stem of the report section's key (`cgt:<stem>`) and of the charts' names
-    /// (`<stem>-loss.svg`, …) of `preset`: the preset's name for validation (so that existing
-    /// sections and charts keep their names), `<preset>-test` for the test stream.
-    pub fn stem(self, preset: &str) -> String {
+    /// (`<stem>-loss.svg`, …) of the section `name` (the preset's, or `--section`): the name itself
+    /// for validation (so that existing sections and charts keep their names), `<name>-test` for
+    /// the test stream.
+    pub fn stem(self, name: &str) -> String {
         match self {
-            Self::Validation => preset.to_string(),
-            Self::Test => format!("{preset}-test"),
+            Self::Validation => name.to_string(),
+            Self::Test => format!("{name}-test"),
         }
     }
 }

@@ -32,6 +32,18 @@ pub struct RunSummary {
     pub skipped: Vec<(u64, Variant)>,
     /// The held-out stream the runs were evaluated on.
     pub eval_stream: EvalStream,
+    /// `--section`: the section's and charts' name when it is not the preset's.
+    pub section: Option<String>,
+}
+
+impl RunSummary {
+    /// The stem of the section's key (`cgt:<stem>`) and of the charts' names of `preset`'s runs:
+    /// `--section` when given, else the preset's name, with the stream's suffix
+    /// ([`EvalStream::stem`]).
+    pub fn stem(&self, preset: &ExperimentPreset) -> String {
+        self.eval_stream
+            .stem(self.section.as_deref().unwrap_or(&preset.name))
+    }
 }
 
 /// Titles of the reference columns of the linear-regression table.
@@ -132,11 +144,15 @@ pub fn render_section(
     let mut seeds: Vec<u64> = results.iter().map(|r| r.seed).collect();
     seeds.sort_unstable();
     seeds.dedup();
-    let stem = summary.eval_stream.stem(&preset.name);
+    let stem = summary.stem(preset);
     let mut out = match summary.eval_stream {
-        EvalStream::Validation => format!("## CGT: `{}`\n\n", preset.name),
-        EvalStream::Test => format!("## CGT: `{}` on the test stream\n\n", preset.name),
+        EvalStream::Validation => format!("## CGT: `{}`", preset.name),
+        EvalStream::Test => format!("## CGT: `{}` on the test stream", preset.name),
     };
+    if let Some(section) = &summary.section {
+        out.push_str(&format!(" (section `{section}`)"));
+    }
+    out.push_str("\n\n");
     out.push_str(&format!(
         "Command: `{}` (backend {}). \
          Model: L = {}, l = {}, d_x = {} ({} heads), d_y = {} ({} heads), rank r = {}, M = {} templates, \
@@ -640,6 +656,7 @@ mod tests {
             references: Some(references),
             skipped: vec![(4, Variant::CgtAux)],
             eval_stream: EvalStream::Validation,
+            section: None,
         };
         let one = render_section(
             &preset,
@@ -735,6 +752,7 @@ mod tests {
             references: None,
             skipped: Vec::new(),
             eval_stream,
+            section: None,
         };
         let plots = Path::new("/tmp/plots");
         let validation = render_section(
@@ -748,12 +766,34 @@ mod tests {
         // A test-stream run carries no curve (the curve is the validation stream's: run.rs tests).
         let on_test = VariantResult {
             curve: Vec::new(),
-            ..result
+            ..result.clone()
         };
         let test = render_section(&preset, &[on_test], plots, &summary(EvalStream::Test));
         assert!(test.starts_with("## CGT: `icl-tiny` on the test stream\n"));
         assert!(test.contains("Evaluated on the **test stream**"), "{test}");
         assert!(test.contains("| in-context gain: base − no-example accuracy (issue bar ≥ 20 points) | 25.0 points |"), "{test}");
         assert!(test.contains("/tmp/plots/icl-tiny-test-loss.svg"));
+        // `--section` renames the section's charts and says so in its heading.
+        let named = RunSummary {
+            section: Some("icl-tiny-long".into()),
+            ..summary(EvalStream::Test)
+        };
+        let guided = VariantResult {
+            variant: Variant::Cgt,
+            curve: Vec::new(),
+            ..result
+        };
+        let renamed = render_section(&preset, &[guided], plots, &named);
+        assert!(
+            renamed
+                .starts_with("## CGT: `icl-tiny` on the test stream (section `icl-tiny-long`)\n"),
+            "{renamed}"
+        );
+        assert!(renamed.contains("/tmp/plots/icl-tiny-long-test-loss.svg"));
+        assert!(
+            renamed.contains("/tmp/plots/icl-tiny-long-test-cgt-yy.svg"),
+            "{renamed}"
+        );
+        assert!(!renamed.contains("/tmp/plots/icl-tiny-test-"));
     }
 }

@@ -215,7 +215,9 @@ pub fn run_cgt<B: Backend>(
         references,
         skipped: Vec::new(),
         eval_stream: settings.eval_stream,
+        section: settings.section.clone(),
     };
+    let stem = summary.stem(&preset);
     let first_seed = settings.seeds[0];
     let mut results = Vec::new();
     for &seed in &settings.seeds {
@@ -241,12 +243,12 @@ pub fn run_cgt<B: Backend>(
                 heat_map_dir: (seed == first_seed).then_some(settings.plots.as_path()),
                 eval_every: settings.eval_every,
                 eval_stream: settings.eval_stream,
+                stem: &stem,
                 nodes: settings.nodes.as_ref(),
             };
             results.push(run_variant::<B>(&job, devices, host)?);
         }
     }
-    let stem = settings.eval_stream.stem(&preset.name);
     let mut charts = vec![settings.plots.join(format!("{stem}-loss.svg"))];
     write_atomic(
         &charts[0],
@@ -523,6 +525,22 @@ mod tests {
             .contains("plots/linreg-cpu-test-by-pair.svg"));
         assert!(root.join("plots/linreg-cpu-by-pair.svg").exists());
         assert!(root.join("plots/linreg-cpu-test-by-pair.svg").exists());
+        // `--section` gives the same runs a section and charts of their own.
+        let named = CgtSettings {
+            section: Some("linreg-cpu-long".into()),
+            ..test
+        };
+        let renamed = run_cgt::<Flex>(&named, &devices, &mut Recorder::default()).unwrap();
+        assert_eq!(renamed.key, "cgt:linreg-cpu-long-test");
+        assert!(renamed
+            .markdown
+            .contains("--test-stream --section linreg-cpu-long`"));
+        assert!(!renamed.charts.is_empty());
+        for chart in &renamed.charts {
+            let name = chart.file_name().unwrap().to_string_lossy();
+            assert!(name.starts_with("linreg-cpu-long-test-"), "{name}");
+            assert!(chart.exists(), "{}", chart.display());
+        }
         let dir = root.join("runs/seed0/cgt");
         let on_validation = RunEvaluation::read(&dir.join("evaluation.json")).unwrap();
         let on_test = RunEvaluation::read(&dir.join("evaluation-test.json")).unwrap();
@@ -615,11 +633,22 @@ mod tests {
             first.markdown
         );
         // A second invocation resumes from the final checkpoint: no step is trained again, and the
-        // start says so before training.
+        // start says so before training. Under `--section` its section and charts, the `y · y` map
+        // included, take that name.
         let mut host = Recorder::default();
-        let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
+        let named = CgtSettings {
+            section: Some("icl-tiny-again".into()),
+            ..settings.clone()
+        };
+        let again = run_cgt::<Flex>(&named, &[device], &mut host).unwrap();
         assert_eq!(host.events.last().unwrap(), "trained from 2");
         assert_eq!(host.events[1], "start cgt 0 at 2");
+        assert_eq!(again.key, "cgt:icl-tiny-again");
+        assert!(root.join("plots/icl-tiny-again-cgt-yy.svg").exists());
+        assert!(root.join("plots/icl-tiny-again-loss.svg").exists());
+        assert!(again
+            .markdown
+            .starts_with("## CGT: `icl-tiny` (section `icl-tiny-again`)\n"));
         // An unreadable checkpoint state stops the run before training, naming the run.
         let corrupt = CgtSettings {
             run_dir: Some(root.join("runs-corrupt")),

@@ -49,6 +49,10 @@ pub struct CgtSettings {
     /// The held-out sequences the runs are evaluated on: the validation stream of every table, or
     /// the test stream (`--test-stream`) kept for confirming a result once.
     pub eval_stream: EvalStream,
+    /// The name of the report section and of the charts (`--section`) instead of the preset's: runs
+    /// of one preset at other settings (say `--steps 7000`) then keep their own section and charts
+    /// instead of replacing the preset's (`super::report::RunSummary::stem`).
+    pub section: Option<String>,
 }
 
 impl CgtSettings {
@@ -70,6 +74,7 @@ impl CgtSettings {
             devices: 1,
             nodes: None,
             eval_stream: EvalStream::Validation,
+            section: None,
         }
     }
 
@@ -148,6 +153,17 @@ impl CgtSettings {
                 value: String::new(),
                 rule: "at least one seed",
             });
+        }
+        if let Some(section) = &self.section {
+            let file_stem = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+            if section.is_empty() || !section.chars().all(file_stem) {
+                return Err(CgtRunError::InvalidSetting {
+                    name: "--section",
+                    value: format!("{section:?}"),
+                    rule: "a name of ASCII letters, digits, `-` and `_` (it names the report \
+                           section and the chart files)",
+                });
+            }
         }
         if self.devices == 0 {
             return Err(CgtRunError::InvalidSetting {
@@ -272,6 +288,9 @@ impl CgtSettings {
         if self.eval_stream == EvalStream::Test {
             command.push_str(" --test-stream");
         }
+        if let Some(section) = &self.section {
+            command.push_str(&format!(" --section {section}"));
+        }
         command
     }
 }
@@ -316,6 +335,34 @@ mod tests {
             ..plain
         };
         assert!(no_seeds.validate().is_err());
+    }
+
+    #[test]
+    fn a_section_name_is_checked_and_in_the_command() {
+        let plain = CgtSettings::new("icl-small", "flex");
+        let named = CgtSettings {
+            steps: Some(7000),
+            section: Some("icl-small-7000".into()),
+            ..plain.clone()
+        };
+        named.validate().unwrap();
+        assert_eq!(
+            named.command_line(),
+            "cargo xtask eval cgt --preset icl-small --steps 7000 --section icl-small-7000"
+        );
+        for bad in ["", "../docs", "a b", "x.svg"] {
+            let error = CgtSettings {
+                section: Some(bad.into()),
+                ..plain.clone()
+            }
+            .validate()
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.contains(&format!("--section = {bad:?}")) && error.contains("letters"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

@@ -114,6 +114,9 @@ pub struct VariantJob<'a> {
     pub eval_every: Option<usize>,
     /// The held-out stream of the final evaluation.
     pub eval_stream: EvalStream,
+    /// The stem of the charts' names ([`super::report::RunSummary::stem`]): the `y · y` map is
+    /// `<stem>-<variant>-yy.svg`.
+    pub stem: &'a str,
     /// With several nodes, this node's place among them.
     pub nodes: Option<&'a NodeSetup>,
 }
@@ -285,11 +288,7 @@ pub fn run_variant<B: Backend>(
                 let title = format!("{} {}: mean n_s . n_t", preset.name, variant.title());
                 let svg = heat_map_svg(map, evaluation.seq_length, &title)
                     .map_err(CgtRunError::cgt("drawing the y.y map"))?;
-                let file = format!(
-                    "{}-{}-yy.svg",
-                    job.eval_stream.stem(&preset.name),
-                    variant.slug()
-                );
+                let file = format!("{}-{}-yy.svg", job.stem, variant.slug());
                 write_atomic(plots.join(file), svg.as_bytes())?;
             }
             if model.is_guided() {
