@@ -15,7 +15,8 @@
 # (`--only-finished`). The checkpoints live in target/ and, kept with `keep` (below), in runs/
 # (docs/cgt.md, "The `icl-small` Table 1 at 7000 steps on the CPU").
 #
-# ORDER lists the runs. Its default is the two columns still missing, CGT + aux and CGT + aux + reg,
+# ORDER lists the runs. Its default is the three CGT columns kept in runs/ (all finished on
+# 2026-11-29: a start now restores them and trains nothing), CGT + aux and CGT + aux + reg first,
 # then the CGT column once more: the baseline and CGT columns are in docs/results.md from their runs'
 # evaluation.json, and their checkpoints were lost, so without new CGT runs the finished table could
 # not evaluate CGT on the test stream nor pair CGT + aux with CGT by seed (the baseline's test-stream
