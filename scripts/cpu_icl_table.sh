@@ -15,13 +15,12 @@
 # (`--only-finished`). The checkpoints live in target/ and, kept with `keep` (below), in runs/
 # (docs/cgt.md, "The `icl-small` Table 1 at 7000 steps on the CPU").
 #
-# ORDER lists the runs. Its default is the three CGT columns kept in runs/ (all finished on
-# 2026-11-29: a start now restores them and trains nothing), CGT + aux and CGT + aux + reg first,
-# then the CGT column once more: the baseline and CGT columns are in docs/results.md from their runs'
-# evaluation.json, and their checkpoints were lost, so without new CGT runs the finished table could
-# not evaluate CGT on the test stream nor pair CGT + aux with CGT by seed (the baseline's test-stream
-# figures are in results.md). For the whole table on a fresh machine, set
-# ORDER="baseline:0 baseline:1 baseline:2 cgt:0 ... cgt-aux-reg:2".
+# ORDER lists the runs. Its default is the whole table, all twelve runs kept in runs/ (all finished
+# on 2026-11-29: a start now restores them and trains nothing; on a machine without them it trains
+# the table in this order): CGT + aux and CGT + aux + reg first, then the CGT column, then the
+# baseline column. The first baseline and CGT runs (2026-11-27/28) lost their checkpoints, so both
+# columns were trained again (2026-11-29) to evaluate them on the test stream and pair every column
+# by seed; the baseline last, with WORKERS=3 ORDER="baseline:0 baseline:1 baseline:2".
 #
 # Each worker's burn-flex kernels run on one rayon thread (RAYON_NUM_THREADS=1 unless set): with two
 # workers on two cores, one thread each trained 2.09 CGT steps a second together (0.96 s a step
@@ -124,7 +123,8 @@ fi
 export RAYON_NUM_THREADS=${RAYON_NUM_THREADS:-1}
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 WORKERS=${WORKERS:-2}
-ORDER=${ORDER:-"cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2 cgt:0 cgt:1 cgt:2"}
+ORDER=${ORDER:-"cgt-aux:0 cgt-aux:1 cgt-aux:2 cgt-aux-reg:0 cgt-aux-reg:1 cgt-aux-reg:2 cgt:0 cgt:1 cgt:2
+  baseline:0 baseline:1 baseline:2"}
 BIN=/tmp/xtask-cpu-icl-table
 cp "${XTASK:-target/debug/xtask}" "$BIN" || exit 1
 CLAIMS=$(mktemp -d)
