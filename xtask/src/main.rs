@@ -8,6 +8,7 @@
 
 mod backend;
 mod bench;
+mod error_report;
 mod eval;
 mod eval_cgt;
 mod fetch;
@@ -15,6 +16,7 @@ mod logits;
 mod model_arg;
 mod orchestrator;
 
+use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
@@ -50,8 +52,18 @@ enum Cmd {
     Orchestrator(orchestrator::OrchestratorArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// Runs the command; on failure prints [`error_report::render`]'s report and exits with status 1.
+fn main() -> ExitCode {
+    match run(&Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{}", error_report::render(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: &Cli) -> anyhow::Result<()> {
     let start = Instant::now();
     match &cli.cmd {
         Cmd::Eval(args) => eval::run(args)?,

@@ -11,7 +11,8 @@
 //!   hand-edited cell (perplexity −5);
 //! - `logits --out` on a symlink writes its target and keeps the link; `--out /dev/null` leaves the
 //!   device node a character device; new outputs get mode `0666 & !umask` (0644 under umask 022);
-//!   an output path that cannot be created is named in the error.
+//!   an output path that cannot be created is named in the error;
+//! - a failed command states each cause once and exits with status 1.
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -486,4 +487,31 @@ fn an_output_path_that_cannot_be_created_is_named() {
     fails_with(&lm, &[file.to_str().unwrap()]);
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a directory");
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn an_error_states_each_cause_once_and_exits_with_status_1() {
+    // The workspace's errors write their cause into their own message; the report must not repeat
+    // it under "Caused by" (xtask/src/error_report.rs). The backtrace is left out of the check.
+    let run = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args(["eval", "cgt", "--preset", "nope"])
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .unwrap();
+    fails_with(
+        &run,
+        &[
+            "Error: --preset: ",
+            "unknown preset \"nope\"; known: icl-tiny",
+        ],
+    );
+    let err = stderr(&run);
+    assert_eq!(
+        err.matches("unknown preset").count(),
+        1,
+        "repeated cause in:\n{err}"
+    );
+    assert!(!err.contains("Caused by"), "{err}");
+    assert_eq!(run.status.code(), Some(1));
 }
