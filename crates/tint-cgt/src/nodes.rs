@@ -135,8 +135,16 @@ fn port_of(what: &str, address: &str) -> Result<u16> {
 /// one run at a time.
 ///
 /// # Errors
-/// The port cannot be bound (in use, or not permitted), or no async runtime could be started.
+/// The port is 0 (the system would pick one that the nodes could not be told), cannot be bound
+/// (in use, or not permitted), or no async runtime could be started.
 pub fn run_orchestrator(port: u16) -> Result<()> {
+    if port == 0 {
+        return Err(CgtError::Collective(
+            "the orchestrator's port must be in 1..=65535, got 0 (port 0 lets the system pick one \
+             that the nodes' --orchestrator address could not name)"
+                .into(),
+        ));
+    }
     // burn logs a failed bind and returns; check first so that the caller gets the reason.
     drop(TcpListener::bind(("0.0.0.0", port)).map_err(|e| {
         CgtError::Collective(format!(
@@ -157,6 +165,12 @@ mod tests {
 
     fn node() -> NodeSetup {
         NodeSetup::new(1, 2, "ws://10.0.0.1:3000", "ws://10.0.0.2:3001/")
+    }
+
+    #[test]
+    fn the_orchestrator_refuses_port_0_before_binding() {
+        let message = run_orchestrator(0).unwrap_err().to_string();
+        assert!(message.contains("must be in 1..=65535, got 0"), "{message}");
     }
 
     #[test]

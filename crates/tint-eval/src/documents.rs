@@ -25,22 +25,26 @@ pub struct TextDocument {
 /// [`EvalError::Io`] naming the file or directory that cannot be read, and
 /// [`EvalError::InvalidSetting`] for a directory without a `.txt` file.
 pub fn load_documents(path: &Path) -> Result<Vec<TextDocument>, EvalError> {
-    let io = |path: &Path| {
+    let io = |operation: &'static str, path: &Path| {
         let path = path.to_path_buf();
-        move |source| EvalError::Io { path, source }
+        move |source| EvalError::Io {
+            operation,
+            path,
+            source,
+        }
     };
     if !path.is_dir() {
-        let content = std::fs::read_to_string(path).map_err(io(path))?;
+        let content = std::fs::read_to_string(path).map_err(io("read", path))?;
         return Ok(vec![TextDocument {
             name: file_label(path),
             content,
         }]);
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(io(path))?
+        .map_err(io("list", path))?
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<_>>()
-        .map_err(io(path))?;
+        .map_err(io("list", path))?;
     files.retain(|p| p.extension().is_some_and(|e| e == "txt"));
     files.sort();
     if files.is_empty() {
@@ -53,7 +57,7 @@ pub fn load_documents(path: &Path) -> Result<Vec<TextDocument>, EvalError> {
     files
         .iter()
         .map(|f| {
-            let content = std::fs::read_to_string(f).map_err(io(f))?;
+            let content = std::fs::read_to_string(f).map_err(io("read", f))?;
             Ok(TextDocument {
                 name: file_label(f),
                 content: content.trim().to_string(),
@@ -114,6 +118,7 @@ pub fn sha256_files(files: &[PathBuf]) -> Result<String, EvalError> {
     let mut buffer = vec![0u8; 1 << 20];
     for f in files {
         let io = |source| EvalError::Io {
+            operation: "read",
             path: f.clone(),
             source,
         };
@@ -176,5 +181,27 @@ mod tests {
             Err(EvalError::InvalidSetting { .. })
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_text_is_a_read_error_naming_it() {
+        // The message once said "cannot write" for a corpus that could not be read.
+        let missing = std::env::temp_dir().join(format!("tint-no-text-{}.txt", std::process::id()));
+        let message = load_documents(&missing).unwrap_err().to_string();
+        assert!(
+            message.starts_with(&format!("cannot read {}: ", missing.display())),
+            "{message}"
+        );
+        let err = sha256_files(std::slice::from_ref(&missing)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EvalError::Io {
+                    operation: "read",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }

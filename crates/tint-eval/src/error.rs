@@ -92,10 +92,12 @@ pub enum EvalError {
         #[source]
         source: Box<EvalError>,
     },
-    /// Writing a report failed.
-    #[error("cannot write {path}: {source}")]
+    /// A file or directory could not be read, listed, created or written.
+    #[error("cannot {operation} {path}: {source}")]
     Io {
-        /// The file.
+        /// What was being done: `read`, `list`, `create the directory`, `write`.
+        operation: &'static str,
+        /// The file or directory.
         path: std::path::PathBuf,
         /// The underlying error.
         #[source]

@@ -500,6 +500,7 @@ pub fn previous_report(
         reason,
     };
     let text = std::fs::read_to_string(out).map_err(|source| EvalError::Io {
+        operation: "read",
         path: out.to_path_buf(),
         source,
     })?;

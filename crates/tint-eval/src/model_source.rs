@@ -124,6 +124,7 @@ impl ModelSource {
         };
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|source| EvalError::Io {
+                operation: "list",
                 path: dir.clone(),
                 source,
             })?

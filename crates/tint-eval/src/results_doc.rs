@@ -37,6 +37,7 @@ pub fn write_marked_section(
     };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
+            operation: "create the directory",
             path: parent.to_path_buf(),
             source,
         })?;
@@ -53,7 +54,11 @@ pub fn write_marked_section(
 pub fn copy_into(file: &Path, dir: &Path) -> Result<String, EvalError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| EvalError::Io { path, source }
+        move |source| EvalError::Io {
+            operation: "read",
+            path,
+            source,
+        }
     };
     let name = file
         .file_name()
@@ -70,6 +75,7 @@ pub fn copy_into(file: &Path, dir: &Path) -> Result<String, EvalError> {
 /// [`EvalError::Io`] naming the file and the failed operation.
 pub fn write_file(path: &Path, bytes: &[u8]) -> Result<(), EvalError> {
     crate::write_atomic(path, bytes).map_err(|e| EvalError::Io {
+        operation: "write",
         path: path.to_path_buf(),
         source: e.into(),
     })

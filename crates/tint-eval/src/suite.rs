@@ -207,6 +207,7 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     let doc = root.join("docs/results.md");
     let data_dir = root.join("docs/data");
     std::fs::create_dir_all(&data_dir).map_err(|source| EvalError::Io {
+        operation: "create the directory",
         path: data_dir.clone(),
         source,
     })?;

@@ -391,6 +391,7 @@ pub fn run_icl<AB: AutodiffBackend>(
     } = check(args)?;
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
+            operation: "create the directory",
             path: parent.to_path_buf(),
             source,
         })?;
