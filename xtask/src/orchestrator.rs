@@ -8,7 +8,8 @@ use anyhow::Result;
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct OrchestratorArgs {
     /// Port to listen on (every interface); every node's `--orchestrator` is `ws://<this host>:<port>`.
-    #[arg(long, default_value_t = 3000)]
+    /// Port 0 is refused: the system would pick a port that the nodes could not be told.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u16).range(1..))]
     pub port: u16,
 }
 
