@@ -54,7 +54,8 @@ pub(crate) struct CgtArgs {
     #[arg(long, value_delimiter = ',', default_value = "0")]
     pub seeds: Vec<u64>,
     /// Report only the (seed, variant) runs whose final checkpoint exists, without training the others
-    /// (they are listed as not run): assembles the table of runs trained by separate invocations.
+    /// (they are listed as not run): assembles the table of runs trained by separate invocations
+    /// (an error naming the run directory when none has finished).
     #[arg(long)]
     pub only_finished: bool,
     /// Train data-parallel over this many devices of the backend (cuda: GPUs 0..N; wgpu: discrete

@@ -249,6 +249,26 @@ pub fn run_cgt<B: Backend>(
             results.push(run_variant::<B>(&job, devices, host)?);
         }
     }
+    if results.is_empty() {
+        // Only `only_finished` skips runs; with none finished there is nothing to report (the loss
+        // chart would fail on an empty plot, naming no run directory).
+        return Err(CgtRunError::InvalidSetting {
+            name: "--only-finished",
+            value: format!(
+                "no finished run in {} (seeds {:?}, variants {}, final step {})",
+                run_dir.display(),
+                settings.seeds,
+                variants
+                    .iter()
+                    .map(|v| v.slug())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                preset.training.steps
+            ),
+            rule: "at least one (seed, variant) run has its final checkpoint there; train one \
+                   first, or give the --run-dir, --steps and --batch-size it was trained with",
+        });
+    }
     let mut charts = vec![settings.plots.join(format!("{stem}-loss.svg"))];
     write_atomic(
         &charts[0],
@@ -315,6 +335,32 @@ mod tests {
             };
             self.events.push(line);
         }
+    }
+
+    #[test]
+    fn only_finished_without_a_finished_run_names_the_run_directory() {
+        let root = std::env::temp_dir().join(format!("tint-cgt-none-{}", std::process::id()));
+        std::fs::remove_dir_all(&root).ok();
+        let settings = CgtSettings {
+            steps: Some(3),
+            variants: vec!["baseline".into(), "cgt".into()],
+            seeds: vec![4, 5],
+            plots: root.join("plots"),
+            run_dir: Some(root.join("runs")),
+            only_finished: true,
+            ..CgtSettings::new("icl-tiny", "flex")
+        };
+        let err = run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("invalid setting --only-finished = no finished run in ")
+                && err.contains(&root.join("runs").display().to_string())
+                && err.contains("(seeds [4, 5], variants baseline,cgt, final step 3)"),
+            "{err}"
+        );
+        assert!(!root.join("plots/icl-tiny-loss.svg").exists());
+        std::fs::remove_dir_all(&root).ok();
     }
 
     #[test]
