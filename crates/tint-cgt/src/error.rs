@@ -32,9 +32,24 @@ pub enum CgtError {
     /// Writing a file atomically failed (names the operation and the path).
     #[error(transparent)]
     Write(#[from] tint_assets::atomic_write::AtomicWriteError),
-    /// A burn recorder (checkpoint) failed.
-    #[error("checkpoint error: {0}")]
-    Checkpoint(String),
+    /// A burn recorder could not write or read a checkpoint file.
+    #[error("cannot {operation} checkpoint file {path}: {reason}")]
+    Checkpoint {
+        /// `write` or `read`.
+        operation: &'static str,
+        /// The file (with the recorder's `.mpk` extension).
+        path: String,
+        /// What the recorder said, in words.
+        reason: String,
+    },
+    /// A checkpoint's `state.json` is not such a file.
+    #[error("{path}: not a checkpoint state file ({message}); delete the checkpoint directory to train the run again")]
+    CheckpointState {
+        /// The file.
+        path: String,
+        /// What the parser said.
+        message: String,
+    },
     /// A checkpoint exists but was written by a run with other settings (steps, batch size, schedule).
     #[error("cannot resume: {0}")]
     ResumeMismatch(String),

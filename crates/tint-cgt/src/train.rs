@@ -229,16 +229,50 @@ impl CheckpointState {
 
 type CheckpointRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
+/// The error of the recorder on `file` (given without the extension the recorder appends), with
+/// the full file name and the recorder's reason in words (its own `Display` is its `Debug`).
+fn checkpoint_error(
+    operation: &'static str,
+    file: &Path,
+) -> impl FnOnce(burn::record::RecorderError) -> CgtError {
+    let path = file.with_extension("mpk").display().to_string();
+    move |error| {
+        let reason = match error {
+            burn::record::RecorderError::FileNotFound(detail) => format!("missing ({detail})"),
+            burn::record::RecorderError::DeserializeError(detail) => {
+                format!("not a checkpoint of this model ({detail})")
+            }
+            burn::record::RecorderError::Unknown(detail) => detail,
+        };
+        CgtError::Checkpoint {
+            operation,
+            path,
+            reason,
+        }
+    }
+}
+
+/// Parses the checkpoint state file `path`.
+fn parse_state(path: &Path, text: &str) -> Result<CheckpointState> {
+    serde_json::from_str(text).map_err(|e| CgtError::CheckpointState {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
 /// The stem of a checkpoint file (`model`, `optimizer`) of the state at `next_step`: files are
 /// tagged with their step (`model-6.mpk`) and `state.json`, written atomically after them, is the
 /// commit point, so a crash while a checkpoint is being written leaves the previous one whole (its
 /// state still names its own files). Checkpoints written before the tags have plain `model.mpk`.
+/// With neither file present, the tagged name (the one `state.json` asks for), so that the error
+/// names it.
 fn checkpoint_file(dir: &Path, name: &str, next_step: usize) -> PathBuf {
     let tagged = dir.join(format!("{name}-{next_step}"));
-    if tagged.with_extension("mpk").exists() {
-        tagged
+    let plain = dir.join(name);
+    if !tagged.with_extension("mpk").exists() && plain.with_extension("mpk").exists() {
+        plain
     } else {
-        dir.join(name)
+        tagged
     }
 }
 
@@ -252,16 +286,15 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
 ) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| CgtError::io(dir, e))?;
     let recorder = CheckpointRecorder::new();
+    let model_file = dir.join(format!("model-{next_step}"));
     model
         .clone()
-        .save_file(dir.join(format!("model-{next_step}")), &recorder)
-        .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
+        .save_file(&model_file, &recorder)
+        .map_err(checkpoint_error("write", &model_file))?;
+    let optimizer_file = dir.join(format!("optimizer-{next_step}"));
     recorder
-        .record(
-            optimizer.to_record(),
-            dir.join(format!("optimizer-{next_step}")),
-        )
-        .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
+        .record(optimizer.to_record(), optimizer_file.clone())
+        .map_err(checkpoint_error("write", &optimizer_file))?;
     let state = serde_json::to_string(&CheckpointState {
         next_step,
         steps: Some(config.steps),
@@ -459,16 +492,14 @@ pub(crate) fn restore_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B
                 )));
             }
             let recorder = CheckpointRecorder::new();
+            let model_file = checkpoint_file(dir, "model", state.next_step);
             model = model
-                .load_file(
-                    checkpoint_file(dir, "model", state.next_step),
-                    &recorder,
-                    device,
-                )
-                .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
+                .load_file(&model_file, &recorder, device)
+                .map_err(checkpoint_error("read", &model_file))?;
+            let optimizer_file = checkpoint_file(dir, "optimizer", state.next_step);
             let record = recorder
-                .load(checkpoint_file(dir, "optimizer", state.next_step), device)
-                .map_err(|e| CgtError::Checkpoint(e.to_string()))?;
+                .load(optimizer_file.clone(), device)
+                .map_err(checkpoint_error("read", &optimizer_file))?;
             optimizer = optimizer.load_record(record);
             first_step = state.next_step;
         }
@@ -514,7 +545,7 @@ fn read_state(dir: &Path) -> Result<Option<CheckpointState>> {
         return Ok(None);
     }
     let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
-    Ok(Some(serde_json::from_str(&text)?))
+    Ok(Some(parse_state(&path, &text)?))
 }
 
 /// True when `dir` holds the final checkpoint of a `steps`-step run (training it again would only
@@ -541,14 +572,13 @@ pub fn load_checkpoint_model<B: AutodiffBackend>(
     let path = dir.join("state.json");
     let file = if path.exists() {
         let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
-        let state: CheckpointState = serde_json::from_str(&text)?;
-        checkpoint_file(dir, "model", state.next_step)
+        checkpoint_file(dir, "model", parse_state(&path, &text)?.next_step)
     } else {
         dir.join("model")
     };
     model
-        .load_file(file, &CheckpointRecorder::new(), device)
-        .map_err(|e| CgtError::Checkpoint(e.to_string()))
+        .load_file(&file, &CheckpointRecorder::new(), device)
+        .map_err(checkpoint_error("read", &file))
 }
 
 /// The inference copy of a trained model (autodiff stripped).

@@ -97,3 +97,77 @@ fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
     assert!(diff < RESUME_TOLERANCE, "loaded diff {diff}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_damaged_checkpoint_is_an_error_naming_its_file() {
+    let device = Default::default();
+    let config = tiny_regression_model();
+    let training = TrainingConfig {
+        steps: 2,
+        learning_rate: 3e-3,
+        min_learning_rate: 3e-4,
+        warmup_steps: 0,
+        grad_clip_norm: Some(1.0),
+        objective: ObjectiveConfig::default(),
+        seed: 0,
+        checkpoint_every: 0,
+    };
+    let dir = std::env::temp_dir().join(format!("tint-cgt-damaged-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ckpt = dir.join("ckpt");
+    let files = RunFiles {
+        checkpoint_dir: Some(ckpt.clone()),
+        log_path: None,
+    };
+    let start = CgtModel::<AB>::new(&config, &device).unwrap();
+    train(
+        start.clone(),
+        &tiny_regression_data(),
+        &training,
+        &files,
+        &device,
+        &mut |_| {},
+    )
+    .unwrap();
+    let load = || load_checkpoint_model(start.clone(), &ckpt, &device).map(|_| ());
+    let model_file = ckpt.join("model-2.mpk");
+    let whole = std::fs::read(&model_file).unwrap();
+
+    std::fs::write(&model_file, &whole[..100]).unwrap();
+    let message = load().unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!(
+            "cannot read checkpoint file {}: ",
+            model_file.display()
+        )),
+        "{message}"
+    );
+    assert!(
+        !message.contains("Unknown("),
+        "the recorder's Debug form: {message}"
+    );
+
+    std::fs::remove_file(&model_file).unwrap();
+    let message = load().unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!(
+            "cannot read checkpoint file {}: missing",
+            model_file.display()
+        )),
+        "the file state.json names, not the untagged fallback: {message}"
+    );
+
+    std::fs::write(&model_file, &whole).unwrap();
+    load().unwrap();
+    let state = ckpt.join("state.json");
+    std::fs::write(&state, "{\"next_step\":").unwrap();
+    let message = load().unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!(
+            "{}: not a checkpoint state file (",
+            state.display()
+        )),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

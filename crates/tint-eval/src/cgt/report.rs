@@ -157,7 +157,7 @@ pub fn render_section(
         "Command: `{}` (backend {}). \
          Model: L = {}, l = {}, d_x = {} ({} heads), d_y = {} ({} heads), rank r = {}, M = {} templates, \
          input {:?}; {} steps per variant ({}), batch {} ({}), Adam with {} warm-up steps + cosine from lr {} \
-         to {}, gradient norm clipped at {:?}, eta = {}, w_C = {}, w_D = {} ({:?} normalisation). Seeds {:?}: \
+         to {}, gradient norm {}, eta = {}, w_C = {}, w_D = {} ({:?} normalisation). Seeds {:?}: \
          {}.\n\n",
         summary.command,
         summary.backend,
@@ -177,7 +177,10 @@ pub fn render_section(
         training.warmup_steps,
         training.learning_rate,
         training.min_learning_rate,
-        training.grad_clip_norm,
+        match training.grad_clip_norm {
+            Some(norm) => format!("clipped at {norm}"),
+            None => "not clipped".to_string(),
+        },
         training.objective.eta,
         training.objective.w_continuity,
         training.objective.w_orthogonality,
