@@ -5,12 +5,11 @@
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Distribution, Tensor};
-use tint_cgt::objective::ObjectiveConfig;
-use tint_cgt::train::{load_checkpoint_model, train, RunFiles, TrainingConfig};
+use tint_cgt::train::{load_checkpoint_model, train, RunFiles};
 use tint_cgt::{CgtInput, CgtModel};
 
 mod common;
-use common::{tiny_regression_data, tiny_regression_model};
+use common::{tiny_regression_data, tiny_regression_model, tiny_training};
 
 type AB = Autodiff<Flex>;
 
@@ -23,16 +22,7 @@ fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
     let device = Default::default();
     let data = tiny_regression_data();
     let config = tiny_regression_model();
-    let mut training = TrainingConfig {
-        steps: 6,
-        learning_rate: 3e-3,
-        min_learning_rate: 3e-4,
-        warmup_steps: 2,
-        grad_clip_norm: Some(1.0),
-        objective: ObjectiveConfig::default(),
-        seed: 0,
-        checkpoint_every: 0,
-    };
+    let mut training = tiny_training(6, 2);
     let dir = std::env::temp_dir().join(format!("tint-cgt-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ckpt = dir.join("ckpt");
@@ -102,16 +92,7 @@ fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
 fn a_damaged_checkpoint_is_an_error_naming_its_file() {
     let device = Default::default();
     let config = tiny_regression_model();
-    let training = TrainingConfig {
-        steps: 2,
-        learning_rate: 3e-3,
-        min_learning_rate: 3e-4,
-        warmup_steps: 0,
-        grad_clip_norm: Some(1.0),
-        objective: ObjectiveConfig::default(),
-        seed: 0,
-        checkpoint_every: 0,
-    };
+    let training = tiny_training(2, 0);
     let dir = std::env::temp_dir().join(format!("tint-cgt-damaged-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let ckpt = dir.join("ckpt");
@@ -130,44 +111,41 @@ fn a_damaged_checkpoint_is_an_error_naming_its_file() {
     )
     .unwrap();
     let load = || load_checkpoint_model(start.clone(), &ckpt, &device).map(|_| ());
+    // The error of loading now, which must start with `prefix`.
+    let error_starting = |prefix: String| {
+        let message = load().unwrap_err().to_string();
+        assert!(
+            message.starts_with(&prefix),
+            "want {prefix:?}…, got {message}"
+        );
+        message
+    };
     let model_file = ckpt.join("model-2.mpk");
     let whole = std::fs::read(&model_file).unwrap();
 
     std::fs::write(&model_file, &whole[..100]).unwrap();
-    let message = load().unwrap_err().to_string();
+    let cut = error_starting(format!(
+        "cannot read checkpoint file {}: ",
+        model_file.display()
+    ));
     assert!(
-        message.starts_with(&format!(
-            "cannot read checkpoint file {}: ",
-            model_file.display()
-        )),
-        "{message}"
+        !cut.contains("Unknown("),
+        "the recorder's Debug form: {cut}"
     );
-    assert!(
-        !message.contains("Unknown("),
-        "the recorder's Debug form: {message}"
-    );
-
+    // The file state.json names, not the untagged fallback `model.mpk`.
     std::fs::remove_file(&model_file).unwrap();
-    let message = load().unwrap_err().to_string();
-    assert!(
-        message.starts_with(&format!(
-            "cannot read checkpoint file {}: missing",
-            model_file.display()
-        )),
-        "the file state.json names, not the untagged fallback: {message}"
-    );
+    error_starting(format!(
+        "cannot read checkpoint file {}: missing",
+        model_file.display()
+    ));
 
     std::fs::write(&model_file, &whole).unwrap();
     load().unwrap();
     let state = ckpt.join("state.json");
     std::fs::write(&state, "{\"next_step\":").unwrap();
-    let message = load().unwrap_err().to_string();
-    assert!(
-        message.starts_with(&format!(
-            "{}: not a checkpoint state file (",
-            state.display()
-        )),
-        "{message}"
-    );
+    error_starting(format!(
+        "{}: not a checkpoint state file (",
+        state.display()
+    ));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -12,7 +12,7 @@ use tint_cgt::train::{
 use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel, InputKind, Mixing};
 
 mod common;
-use common::{tiny_regression_data, tiny_regression_model};
+use common::{tiny_regression_data, tiny_regression_model, tiny_training};
 
 type TestBackend = Flex;
 type TestAutodiffBackend = Autodiff<Flex>;
@@ -357,14 +357,8 @@ fn folded_model_exports_to_safetensors() {
 
 fn smoke_training(objective: ObjectiveConfig, steps: usize) -> TrainingConfig {
     TrainingConfig {
-        steps,
-        learning_rate: 3e-3,
-        min_learning_rate: 3e-4,
-        warmup_steps: 5,
-        grad_clip_norm: Some(1.0),
         objective,
-        seed: 0,
-        checkpoint_every: 0,
+        ..tiny_training(steps, 5)
     }
 }
 

@@ -6,14 +6,13 @@ use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use burn::tensor::{Distribution, Tensor};
 use tint_cgt::data::LinearRegressionConfig;
-use tint_cgt::objective::ObjectiveConfig;
 use tint_cgt::train::{
     load_checkpoint_model, train, train_probed, Probe, RunFiles, TrainingConfig,
 };
 use tint_cgt::{CgtConfig, CgtError, CgtInput, CgtModel};
 
 mod common;
-use common::{tiny_regression_data, tiny_regression_model};
+use common::{tiny_regression_data, tiny_regression_model, tiny_training};
 
 type AB = Autodiff<Flex>;
 
@@ -23,16 +22,7 @@ type ProbeFn<'a> = dyn FnMut(usize, &CgtModel<AB>) -> Result<(), CgtError> + 'a;
 fn setup() -> (LinearRegressionConfig, CgtConfig, TrainingConfig) {
     let data = tiny_regression_data();
     let config = tiny_regression_model();
-    let training = TrainingConfig {
-        steps: 7,
-        learning_rate: 3e-3,
-        min_learning_rate: 3e-4,
-        warmup_steps: 2,
-        grad_clip_norm: Some(1.0),
-        objective: ObjectiveConfig::default(),
-        seed: 0,
-        checkpoint_every: 0,
-    };
+    let training = tiny_training(7, 2);
     (data, config, training)
 }
 

@@ -2,6 +2,8 @@
 //! a 2-layer CGT over it.
 
 use tint_cgt::data::LinearRegressionConfig;
+use tint_cgt::objective::ObjectiveConfig;
+use tint_cgt::train::TrainingConfig;
 use tint_cgt::{CgtConfig, InputKind};
 
 /// Batches of 2 sequences of 4 pairs `x ∈ R^3`, `y ∈ R^1` (stream seed 1, no curriculum).
@@ -26,4 +28,19 @@ pub(crate) fn tiny_regression_model() -> CgtConfig {
         .with_readout_layer(1)
         .with_rank(1)
         .with_n_templates(2)
+}
+
+/// `steps` Adam steps for the tiny setup: lr 3e-3 after `warmup_steps` of warm-up, cosine to 3e-4,
+/// gradient norm clipped at 1, the default objective (the baseline's), no periodic checkpoint.
+pub(crate) fn tiny_training(steps: usize, warmup_steps: usize) -> TrainingConfig {
+    TrainingConfig {
+        steps,
+        learning_rate: 3e-3,
+        min_learning_rate: 3e-4,
+        warmup_steps,
+        grad_clip_norm: Some(1.0),
+        objective: ObjectiveConfig::default(),
+        seed: 0,
+        checkpoint_every: 0,
+    }
 }
