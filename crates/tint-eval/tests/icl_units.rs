@@ -107,6 +107,16 @@ fn standard_layout_loaders() {
     // SST-2 evaluates on dev.tsv (GLUE's test.tsv has no labels).
     let data = load_task_dir(TaskKind::Sst2, &dir.join("sst2")).unwrap();
     assert_eq!((data.train.len(), data.test.len()), (2, 1));
+    let missing = dir.join("no-such-task-dir");
+    let message = load_task_dir(TaskKind::Sst2, &missing)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with(&format!("cannot access {}: ", missing.display())),
+        "a missing directory, not one without examples: {message}"
+    );
+    let message = load_task_dir(TaskKind::Sst2, &dir).unwrap_err().to_string();
+    assert!(message.contains("(no train file)"), "{message}");
     assert!(matches!(
         load_sst2_tsv(&dir.join("sst2/test.tsv")),
         Err(IclError::Parse { line: 1, .. })

@@ -574,8 +574,11 @@ pub fn load_amazon_fine_food(path: &Path) -> Result<TaskData, IclError> {
 ///
 /// # Errors
 ///
-/// Missing files, or as [`load_task_file`].
+/// [`IclError::Io`] when `dir` cannot be listed (missing, not a directory), [`IclError::Empty`]
+/// naming the missing files, or as [`load_task_file`].
 pub fn load_task_dir(task: TaskKind, dir: &Path) -> Result<TaskData, IclError> {
+    // A missing directory is named as such, not as one that "holds no example".
+    std::fs::read_dir(dir).map_err(|e| IclError::io(dir, e))?;
     let find = |stems: &[&str]| -> Result<PathBuf, IclError> {
         for stem in stems {
             for ext in ["tsv", "csv", "jsonl"] {
