@@ -21,8 +21,10 @@ pub enum CgtError {
     #[error("the model has no y stream (it is a baseline / folded transformer)")]
     NoContextStream,
     /// Reading or writing a file failed.
-    #[error("i/o error on {path}: {source}")]
+    #[error("cannot {operation} {path}: {source}")]
     Io {
+        /// What was being done: `read`, `list`, `create the directory`, `remove`, `append to`, …
+        operation: &'static str,
         /// The file involved.
         path: String,
         /// The underlying error.
@@ -87,9 +89,14 @@ pub enum CgtError {
 pub type Result<T> = std::result::Result<T, CgtError>;
 
 impl CgtError {
-    /// Wraps an [`std::io::Error`] with the path it happened on.
-    pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+    /// Wraps an [`std::io::Error`] with what was being done (`read`, `list`, …) and the path.
+    pub fn io(
+        operation: &'static str,
+        path: impl AsRef<std::path::Path>,
+        source: std::io::Error,
+    ) -> Self {
         Self::Io {
+            operation,
             path: path.as_ref().display().to_string(),
             source,
         }

@@ -123,7 +123,7 @@ pub fn read_log(path: &Path) -> Result<Vec<StepReport>> {
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(CgtError::io(path, e)),
+        Err(e) => return Err(CgtError::io("read", path, e)),
     };
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let mut reports = Vec::with_capacity(lines.len());
@@ -284,7 +284,7 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     config: &TrainingConfig,
     batch_size: usize,
 ) -> Result<()> {
-    fs::create_dir_all(dir).map_err(|e| CgtError::io(dir, e))?;
+    fs::create_dir_all(dir).map_err(|e| CgtError::io("create the directory", dir, e))?;
     let recorder = CheckpointRecorder::new();
     let model_file = dir.join(format!("model-{next_step}"));
     model
@@ -308,8 +308,8 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
         format!("model-{next_step}.mpk"),
         format!("optimizer-{next_step}.mpk"),
     ];
-    for entry in fs::read_dir(dir).map_err(|e| CgtError::io(dir, e))? {
-        let path = entry.map_err(|e| CgtError::io(dir, e))?.path();
+    for entry in fs::read_dir(dir).map_err(|e| CgtError::io("list", dir, e))? {
+        let path = entry.map_err(|e| CgtError::io("list", dir, e))?.path();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -317,7 +317,7 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
         let ours =
             (name.starts_with("model") || name.starts_with("optimizer")) && name.ends_with(".mpk");
         if ours && !current.contains(&name) {
-            fs::remove_file(&path).map_err(|e| CgtError::io(&path, e))?;
+            fs::remove_file(&path).map_err(|e| CgtError::io("remove", &path, e))?;
         }
     }
     Ok(())
@@ -463,7 +463,7 @@ pub(crate) fn log_step(
 ) -> Result<()> {
     if let (Some(file), Some(path)) = (log.as_mut(), &files.log_path) {
         let line = serde_json::to_string(report)?;
-        writeln!(file, "{line}").map_err(|e| CgtError::io(path, e))?;
+        writeln!(file, "{line}").map_err(|e| CgtError::io("append to", path, e))?;
     }
     Ok(())
 }
@@ -517,7 +517,8 @@ pub(crate) fn open_log(
     let log: Option<File> = match &files.log_path {
         Some(path) => {
             if let Some(parent) = path.parent() {
-                fs::create_dir_all(parent).map_err(|e| CgtError::io(parent, e))?;
+                fs::create_dir_all(parent)
+                    .map_err(|e| CgtError::io("create the directory", parent, e))?;
             }
             history = history_before(read_log(path)?, first_step);
             let mut kept = String::new();
@@ -530,7 +531,7 @@ pub(crate) fn open_log(
                 OpenOptions::new()
                     .append(true)
                     .open(path)
-                    .map_err(|e| CgtError::io(path, e))?,
+                    .map_err(|e| CgtError::io("open for appending", path, e))?,
             )
         }
         None => None,
@@ -544,7 +545,7 @@ fn read_state(dir: &Path) -> Result<Option<CheckpointState>> {
     if !path.exists() {
         return Ok(None);
     }
-    let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
+    let text = fs::read_to_string(&path).map_err(|e| CgtError::io("read", &path, e))?;
     Ok(Some(parse_state(&path, &text)?))
 }
 
@@ -571,7 +572,7 @@ pub fn load_checkpoint_model<B: AutodiffBackend>(
 ) -> Result<CgtModel<B>> {
     let path = dir.join("state.json");
     let file = if path.exists() {
-        let text = fs::read_to_string(&path).map_err(|e| CgtError::io(&path, e))?;
+        let text = fs::read_to_string(&path).map_err(|e| CgtError::io("read", &path, e))?;
         checkpoint_file(dir, "model", parse_state(&path, &text)?.next_step)
     } else {
         dir.join("model")
@@ -624,5 +625,19 @@ mod tests {
         let mut bad = config();
         bad.objective.eta = 1.5;
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn file_errors_name_the_operation_and_the_path() {
+        // A directory where the loss log should be: reading it fails (a missing log is empty).
+        let dir = std::env::temp_dir();
+        let message = read_log(&dir).unwrap_err().to_string();
+        assert!(
+            message.starts_with(&format!("cannot read {}: ", dir.display())),
+            "{message}"
+        );
+        assert!(read_log(&dir.join("tint-no-such-log.jsonl"))
+            .unwrap()
+            .is_empty());
     }
 }
