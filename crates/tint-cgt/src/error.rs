@@ -44,6 +44,16 @@ pub enum CgtError {
         /// What the recorder said, in words.
         reason: String,
     },
+    /// A line of a loss log (`log.jsonl`) other than the last is not a step report.
+    #[error("{path} line {line}: not a step report of a CGT loss log ({message})")]
+    LogLine {
+        /// The log file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What the parser said.
+        message: String,
+    },
     /// A checkpoint's `state.json` is not such a file.
     #[error("{path}: not a checkpoint state file ({message}); delete the checkpoint directory to train the run again")]
     CheckpointState {

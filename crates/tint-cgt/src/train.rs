@@ -125,13 +125,25 @@ pub fn read_log(path: &Path) -> Result<Vec<StepReport>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(CgtError::io("read", path, e)),
     };
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    // (1-based line number, line) of the non-blank lines.
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l))
+        .collect();
     let mut reports = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
+    for (i, &(line_number, line)) in lines.iter().enumerate() {
         match serde_json::from_str::<StepReport>(line) {
             Ok(report) => reports.push(report),
             Err(_) if i + 1 == lines.len() => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                return Err(CgtError::LogLine {
+                    path: path.display().to_string(),
+                    line: line_number,
+                    message: e.to_string(),
+                })
+            }
         }
     }
     Ok(reports)
@@ -639,5 +651,31 @@ mod tests {
         assert!(read_log(&dir.join("tint-no-such-log.jsonl"))
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn a_damaged_log_line_is_named_and_a_cut_last_line_skipped() {
+        let report = StepReport {
+            step: 0,
+            total_steps: 2,
+            learning_rate: 1e-3,
+            terms: Default::default(),
+            elapsed_s: 0.1,
+            step_s: 0.1,
+        };
+        let good = serde_json::to_string(&report).unwrap();
+        let path = std::env::temp_dir().join(format!("tint-log-{}.jsonl", std::process::id()));
+        // A run killed mid-write leaves a cut last line: skipped.
+        std::fs::write(&path, format!("{good}\n\n{good}\n{{\"step\": 2, \"tot")).unwrap();
+        assert_eq!(read_log(&path).unwrap().len(), 2);
+        // A damaged line before the last is an error naming the file and its line (blank lines
+        // counted).
+        std::fs::write(&path, format!("{good}\n\nnot json\n{good}\n")).unwrap();
+        let message = read_log(&path).unwrap_err().to_string();
+        assert!(
+            message.starts_with(&format!("{} line 3: not a step report", path.display())),
+            "{message}"
+        );
+        std::fs::remove_file(&path).unwrap();
     }
 }
