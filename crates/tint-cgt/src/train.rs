@@ -241,13 +241,19 @@ impl CheckpointState {
 
 type CheckpointRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
+/// The extension [`CheckpointRecorder`] appends to the file names it is given.
+const CHECKPOINT_EXTENSION: &str = "mpk";
+
 /// The error of the recorder on `file` (given without the extension the recorder appends), with
 /// the full file name and the recorder's reason in words (its own `Display` is its `Debug`).
 fn checkpoint_error(
     operation: &'static str,
     file: &Path,
 ) -> impl FnOnce(burn::record::RecorderError) -> CgtError {
-    let path = file.with_extension("mpk").display().to_string();
+    let path = file
+        .with_extension(CHECKPOINT_EXTENSION)
+        .display()
+        .to_string();
     move |error| {
         let reason = match error {
             burn::record::RecorderError::FileNotFound(detail) => format!("missing ({detail})"),
@@ -281,7 +287,9 @@ fn parse_state(path: &Path, text: &str) -> Result<CheckpointState> {
 fn checkpoint_file(dir: &Path, name: &str, next_step: usize) -> PathBuf {
     let tagged = dir.join(format!("{name}-{next_step}"));
     let plain = dir.join(name);
-    if !tagged.with_extension("mpk").exists() && plain.with_extension("mpk").exists() {
+    if !tagged.with_extension(CHECKPOINT_EXTENSION).exists()
+        && plain.with_extension(CHECKPOINT_EXTENSION).exists()
+    {
         plain
     } else {
         tagged
@@ -317,9 +325,10 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
     tint_assets::atomic_write::write_atomic(dir.join("state.json"), state.as_bytes())?;
     // The files of earlier checkpoints are no longer named by the state.
     let current = [
-        format!("model-{next_step}.mpk"),
-        format!("optimizer-{next_step}.mpk"),
+        format!("model-{next_step}.{CHECKPOINT_EXTENSION}"),
+        format!("optimizer-{next_step}.{CHECKPOINT_EXTENSION}"),
     ];
+    let suffix = format!(".{CHECKPOINT_EXTENSION}");
     for entry in fs::read_dir(dir).map_err(|e| CgtError::io("list", dir, e))? {
         let path = entry.map_err(|e| CgtError::io("list", dir, e))?.path();
         let name = path
@@ -327,7 +336,7 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let ours =
-            (name.starts_with("model") || name.starts_with("optimizer")) && name.ends_with(".mpk");
+            (name.starts_with("model") || name.starts_with("optimizer")) && name.ends_with(&suffix);
         if ours && !current.contains(&name) {
             fs::remove_file(&path).map_err(|e| CgtError::io("remove", &path, e))?;
         }
