@@ -337,18 +337,28 @@ mod tests {
         }
     }
 
+    /// A fresh scratch directory `tint-cgt-<tag>-<pid>` and the settings of `preset` whose plots
+    /// and runs go under it.
+    fn scratch_settings(tag: &str, preset: &str) -> (PathBuf, CgtSettings) {
+        let root = std::env::temp_dir().join(format!("tint-cgt-{tag}-{}", std::process::id()));
+        std::fs::remove_dir_all(&root).ok();
+        let settings = CgtSettings {
+            plots: root.join("plots"),
+            run_dir: Some(root.join("runs")),
+            ..CgtSettings::new(preset, "flex")
+        };
+        (root, settings)
+    }
+
     #[test]
     fn only_finished_without_a_finished_run_names_the_run_directory() {
-        let root = std::env::temp_dir().join(format!("tint-cgt-none-{}", std::process::id()));
-        std::fs::remove_dir_all(&root).ok();
+        let (root, base) = scratch_settings("none", "icl-tiny");
         let settings = CgtSettings {
             steps: Some(3),
             variants: vec!["baseline".into(), "cgt".into()],
             seeds: vec![4, 5],
-            plots: root.join("plots"),
-            run_dir: Some(root.join("runs")),
             only_finished: true,
-            ..CgtSettings::new("icl-tiny", "flex")
+            ..base
         };
         let err = run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default())
             .unwrap_err()
@@ -365,16 +375,13 @@ mod tests {
 
     #[test]
     fn a_run_with_eval_every_records_the_learning_curve() {
-        let root = std::env::temp_dir().join(format!("tint-cgt-curve-{}", std::process::id()));
-        std::fs::remove_dir_all(&root).ok();
+        let (root, base) = scratch_settings("curve", "icl-tiny");
         let settings = CgtSettings {
             steps: Some(3),
             batch_size: Some(2),
             variants: vec!["baseline".into()],
-            plots: root.join("plots"),
-            run_dir: Some(root.join("runs")),
             eval_every: Some(2),
-            ..CgtSettings::new("icl-tiny", "flex")
+            ..base
         };
         let device = Default::default();
         let mut host = Recorder::default();
@@ -536,16 +543,12 @@ mod tests {
 
     #[test]
     fn the_test_stream_evaluates_other_sequences_beside_the_validation_files() {
-        let root =
-            std::env::temp_dir().join(format!("tint-cgt-test-stream-{}", std::process::id()));
-        std::fs::remove_dir_all(&root).ok();
+        let (root, base) = scratch_settings("test-stream", "linreg-cpu");
         let validation = CgtSettings {
             steps: Some(2),
             batch_size: Some(4),
             variants: vec!["cgt".into()],
-            plots: root.join("plots"),
-            run_dir: Some(root.join("runs")),
-            ..CgtSettings::new("linreg-cpu", "flex")
+            ..base
         };
         let devices = [Default::default()];
         run_cgt::<Flex>(&validation, &devices, &mut Recorder::default()).unwrap();
@@ -602,15 +605,12 @@ mod tests {
 
     #[test]
     fn a_short_run_trains_reports_and_resumes() {
-        let root = std::env::temp_dir().join(format!("tint-cgt-run-{}", std::process::id()));
-        std::fs::remove_dir_all(&root).ok();
+        let (root, base) = scratch_settings("run", "icl-tiny");
         let settings = CgtSettings {
             steps: Some(2),
             batch_size: Some(2),
             variants: vec!["cgt".into()],
-            plots: root.join("plots"),
-            run_dir: Some(root.join("runs")),
-            ..CgtSettings::new("icl-tiny", "flex")
+            ..base
         };
         let device = Default::default();
         let mut host = Recorder::default();
