@@ -26,9 +26,19 @@
 # probe; the faster variants' probe processes stopped early and left the slower ones a quieter GPU,
 # so the probe underestimated their step 3.4x and only the baselines finished: docs/results.md.)
 #
-# Lands in $OUT: gpu.txt, session.log, progress.txt (last logged step of every run), runs.tgz.part-*
-# and once finished section.tgz (report section and plots). A call returns at most 8 files, so at most
-# 4 parts (60 MB of runs) come back; the log says when there are more.
+# STEPS=auto (for a run that must finish within one call, e.g. `icl-paper` in a single 15-minute lease):
+# before any run that counts, every variant trains concurrently for PROBE_S seconds in a scratch run
+# directory (`--steps 100000`, a learning curve point every PROBE_EVAL_EVERY steps), so under the same
+# contention as the real runs; its log.jsonl gives each variant's step time (median of its last logged
+# steps), its evaluation time (the largest gap between consecutive steps beyond their step times) and
+# its start-up time. STEPS is then the largest multiple of 3 * ROUND (at least 3) whose slowest run
+# (start-up + STEPS steps + 3 evaluations) fits SAFETY of the training window, EVAL_EVERY = STEPS / 3
+# and CHECKPOINT_EVERY = EVAL_EVERY. The step count depends on timings only, never on a result.
+#
+# Lands in $OUT: gpu.txt, session.log, progress.txt (last logged step of every run), probe.txt (with
+# STEPS=auto), runs-light.tgz (the runs without their checkpoints' weights and specialised exports:
+# logs, curves, evaluation.json, state.json), runs.tgz.part-* (everything, when its parts of 15 MB
+# fit in the 8 files a call returns) and once finished section.tgz (report section and plots).
 set -u
 CARRY=${CARRY:-.gpu-carry}
 OUT=${OUT:-target/gpu-session}
@@ -55,8 +65,12 @@ VARIANTS=(${VARIANTS:-baseline cgt cgt-aux cgt-aux-reg})
 PROCESSES=${PROCESSES:-run}
 # SECTION: the report section's and charts' name (`--section`; default gpu-<preset>-<steps>), so that
 # the assembled section and the charts it ships in section.tgz do not replace the preset's own.
+SECTION_GIVEN=${SECTION:-}
 SECTION=${SECTION:-gpu-$PRESET-$STEPS}
-RUN_DIR=target/cgt-runs/gpu-$PRESET-${STEPS}steps-batch$BATCH
+PROBE_S=${PROBE_S:-60}
+PROBE_EVAL_EVERY=${PROBE_EVAL_EVERY:-4}
+SAFETY=${SAFETY:-0.75}
+ROUND=${ROUND:-10}
 start=$(date +%s)
 mkdir -p "$OUT" target/gpu-logs target/gpu-sections docs/cgt
 elapsed() { echo $(($(date +%s) - start)); }
@@ -83,6 +97,65 @@ fi
   date -u
 } >"$OUT/gpu.txt" 2>&1
 
+if [ "$STEPS" = auto ]; then
+  probe_dir=target/cgt-runs/probe-$PRESET
+  rm -rf "$probe_dir"
+  first_seed=${SEEDS%% *}
+  log "probe: ${VARIANTS[*]} (seed $first_seed) concurrently for $PROBE_S s"
+  for v in "${VARIANTS[@]}"; do
+    timeout -k 5 "$PROBE_S" "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps 100000 \
+      --checkpoint-every 0 --eval-every "$PROBE_EVAL_EVERY" --variants "$v" --seeds "$first_seed" \
+      --run-dir "$probe_dir" --report "target/gpu-logs/probe-$v.md" --plots target/gpu-logs/probe-plots \
+      >"target/gpu-logs/probe-$v.log" 2>&1 &
+  done
+  wait
+  # The training window the real runs will have, as in the non-probe path below.
+  window=$(($(left) - ASSEMBLY_S - 20))
+  STEPS=$(python3 - "$probe_dir/seed$first_seed" "$PROBE_S" "$window" "$SAFETY" "$ROUND" "${VARIANTS[@]}" \
+    2>>"$OUT/probe.txt" <<'PY'
+import json, statistics, sys
+root, probe_s, window, safety, round_to = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
+best = None
+with open(sys.stderr.fileno(), "w", closefd=False) as report:
+    for variant in sys.argv[6:]:
+        records = []
+        try:
+            for line in open(f"{root}/{variant}/log.jsonl"):
+                try:
+                    records.append(json.loads(line))
+                except ValueError:
+                    pass  # the line being written when the probe was stopped
+        except OSError:
+            pass
+        if len(records) < 3:
+            print(f"{variant}: {len(records)} steps logged in {probe_s:.0f} s: too slow to size", file=report)
+            print(0)
+            sys.exit(0)
+        step_s = statistics.median(r["step_s"] for r in records[2:][-6:])
+        gaps = [b["elapsed_s"] - a["elapsed_s"] - b["step_s"] for a, b in zip(records, records[1:])]
+        # No evaluation seen: assume one costs 20 steps (an evaluation is 50 batches of forwards).
+        eval_s = max(gaps) if max(gaps) > 2 * step_s else 20 * step_s
+        startup_s = max(probe_s - records[-1]["elapsed_s"], records[0]["step_s"])
+        fit = (safety * window - startup_s - 3 * eval_s) / step_s
+        print(f"{variant}: {len(records)} steps; step {step_s:.3f} s, evaluation {eval_s:.1f} s, "
+              f"start-up + first step {startup_s:.1f} s; {fit:.0f} steps fit {safety} x {window:.0f} s", file=report)
+        best = fit if best is None else min(best, fit)
+    unit = 3 * round_to
+    steps = int(best // unit) * unit if best >= unit else int(best // 3) * 3
+    print(f"STEPS = {steps}", file=report)
+    print(max(steps, 0))
+PY
+  )
+  cat "$OUT/probe.txt" | tee -a "$OUT/session.log"
+  if [ "${STEPS:-0}" -lt 3 ]; then
+    log "the probe leaves no step count that fits the window; stopping"
+    exit 1
+  fi
+  EVAL_EVERY=$((STEPS / 3))
+  CHECKPOINT_EVERY=$EVAL_EVERY
+  SECTION=${SECTION_GIVEN:-gpu-$PRESET-$STEPS}
+fi
+RUN_DIR=target/cgt-runs/gpu-$PRESET-${STEPS}steps-batch$BATCH
 finished() { # variant seed
   grep -q "\"next_step\":$STEPS," "$RUN_DIR/seed$2/$1/checkpoint/state.json" 2>/dev/null
 }
@@ -126,9 +199,15 @@ if [ "$all" = 1 ]; then
   log "assembled rc=$?"
   tar czf "$OUT/section.tgz" target/gpu-sections docs/cgt target/gpu-logs/assemble.log
 fi
-# The runs (logs, checkpoints, specialised exports) in parts under the returned-file limit.
+# The runs without their weights (small: logs, curves, evaluation.json, state.json) and the whole runs
+# (logs, checkpoints, specialised exports) in parts under the returned-file limit, if 3 parts hold them.
+tar czf "$OUT/runs-light.tgz" --exclude='*.mpk' --exclude='*.safetensors' "$RUN_DIR" target/gpu-logs/*.log
 tar czf /tmp/runs.tgz "$RUN_DIR" target/gpu-logs/*.log
 split -b 15m -d -a 1 /tmp/runs.tgz "$OUT/runs.tgz.part-"
 parts=$(ls "$OUT"/runs.tgz.part-* | wc -l)
-[ "$parts" -le 4 ] || log "WARNING: $parts parts of runs.tgz, more than the 4 a call can return"
+room=$((8 - $(ls "$OUT" | grep -vc '^runs.tgz.part-'))) # a call returns 8 files
+if [ "$parts" -gt "$room" ]; then
+  rm -f "$OUT"/runs.tgz.part-*
+  log "the whole runs take $parts parts of 15 MB, more than the $room a call returns beside the other files: only runs-light.tgz comes back"
+fi
 log "done: $(ls "$OUT" | tr '\n' ' ')"
