@@ -7,6 +7,23 @@
 #   # device call (carry .gpu-carry): CARRY=.gpu-carry BUDGET_S=540 scripts/gpu_icl_table.sh
 #   # back here: cat $FILES_AT/runs.tgz.part-* >.gpu-carry/runs.tgz   (the next call resumes from it)
 #
+# The working tree a device call sends must stay under 64 MiB. The committed runs/ (48 MB of kept CPU
+# runs) puts it over that limit, so move runs/ out of the checkout for the calls and back afterwards.
+# The job needs none of it.
+#
+# `icl-paper` in one 15-minute lease (2026-11-29, docs/results.md, section `gpu-icl-paper-240`):
+#   # call 1: CARRY=.gpu-carry PRESET=icl-paper SEEDS=0 BATCH=128 STEPS=auto PROBE_S=70 SAFETY=0.8 \
+#   #         BUDGET_S=530 ASSEMBLY_S=100 scripts/gpu_icl_table.sh          (probe -> STEPS=240)
+#   # call 2 (machine still warm, seed 0's runs kept): CARRY=.gpu-carry PRESET=icl-paper SEEDS="0 1" \
+#   #         BATCH=128 STEPS=240 EVAL_EVERY=80 CHECKPOINT_EVERY=80 SECTION=gpu-icl-paper-240 \
+#   #         BUDGET_S=430 ASSEMBLY_S=150 scripts/gpu_icl_table.sh
+#
+# Issue 18's ICL bar on a GPU (not yet run; the CPU's baselines gain 20.0 +- 3.3 points at 7000
+# steps): the three icl-small baselines at the CPU's schedule, resumed across calls until finished:
+#   # CARRY=.gpu-carry PRESET=icl-small VARIANTS=baseline SEEDS="0 1 2" BATCH=64 STEPS=7000 \
+#   #   EVAL_EVERY=500 CHECKPOINT_EVERY=100 SECTION=gpu-icl-small-7000-baseline BUDGET_S=530 \
+#   #   ASSEMBLY_S=60 scripts/gpu_icl_table.sh
+#
 # Why several calls: on an H100 (2026-11-27 21:56 UTC) the twelve processes together take 0.102 /
 # 0.191 / 0.255 / 0.263 s a step (baseline / CGT / + aux / + aux + reg), so a call's window of about
 # 470 s trains the whole twelve-run table about 1100 steps (STEPS=1100: docs/results.md, "`icl-small`
