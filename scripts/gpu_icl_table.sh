@@ -217,7 +217,8 @@ if [ "$all" = 1 ]; then
   tar czf "$OUT/section.tgz" target/gpu-sections docs/cgt target/gpu-logs/assemble.log
 fi
 # The runs without their weights (small: logs, curves, evaluation.json, state.json) and the whole runs
-# (logs, checkpoints, specialised exports) in parts under the returned-file limit, if 3 parts hold them.
+# (logs, checkpoints, specialised exports) in parts under the returned-file limit, when the parts fit
+# in the 8 files a call returns beside the others.
 tar czf "$OUT/runs-light.tgz" --exclude='*.mpk' --exclude='*.safetensors' "$RUN_DIR" target/gpu-logs/*.log
 tar czf /tmp/runs.tgz "$RUN_DIR" target/gpu-logs/*.log
 split -b 15m -d -a 1 /tmp/runs.tgz "$OUT/runs.tgz.part-"
