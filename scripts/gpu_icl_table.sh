@@ -92,6 +92,8 @@ start=$(date +%s)
 mkdir -p "$OUT" target/gpu-logs target/gpu-sections docs/cgt
 elapsed() { echo $(($(date +%s) - start)); }
 left() { echo $((BUDGET_S - $(elapsed))); }
+# Seconds the runs may train from now: what is left, less the assembly's share and packaging.
+training_window() { echo $(($(left) - ASSEMBLY_S - 20)); }
 log() { echo "[$(elapsed) s] $*" | tee -a "$OUT/session.log"; }
 
 if [ -n "${XTASK:-}" ]; then
@@ -126,44 +128,43 @@ if [ "$STEPS" = auto ]; then
       >"target/gpu-logs/probe-$v.log" 2>&1 &
   done
   wait
-  # The training window the real runs will have, as in the non-probe path below.
-  window=$(($(left) - ASSEMBLY_S - 20))
+  window=$(training_window)
   STEPS=$(python3 - "$probe_dir/seed$first_seed" "$PROBE_S" "$window" "$SAFETY" "$ROUND" "${VARIANTS[@]}" \
     2>>"$OUT/probe.txt" <<'PY'
 import json, statistics, sys
 root, probe_s, window, safety, round_to = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
 best = None
-with open(sys.stderr.fileno(), "w", closefd=False) as report:
-    for variant in sys.argv[6:]:
-        records = []
-        try:
-            for line in open(f"{root}/{variant}/log.jsonl"):
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    pass  # the line being written when the probe was stopped
-        except OSError:
-            pass
-        if len(records) < 3:
-            print(f"{variant}: {len(records)} steps logged in {probe_s:.0f} s: too slow to size", file=report)
-            print(0)
-            sys.exit(0)
-        step_s = statistics.median(r["step_s"] for r in records[2:][-6:])
-        gaps = [b["elapsed_s"] - a["elapsed_s"] - b["step_s"] for a, b in zip(records, records[1:])]
-        # No evaluation seen: assume one costs 20 steps (an evaluation is 50 batches of forwards).
-        eval_s = max(gaps) if max(gaps) > 2 * step_s else 20 * step_s
-        startup_s = max(probe_s - records[-1]["elapsed_s"], records[0]["step_s"])
-        fit = (safety * window - startup_s - 3 * eval_s) / step_s
-        print(f"{variant}: {len(records)} steps; step {step_s:.3f} s, evaluation {eval_s:.1f} s, "
-              f"start-up + first step {startup_s:.1f} s; {fit:.0f} steps fit {safety} x {window:.0f} s", file=report)
-        best = fit if best is None else min(best, fit)
-    unit = 3 * round_to
-    steps = int(best // unit) * unit if best >= unit else int(best // 3) * 3
-    print(f"STEPS = {steps}", file=report)
-    print(max(steps, 0))
+report = sys.stderr
+for variant in sys.argv[6:]:
+    records = []
+    try:
+        for line in open(f"{root}/{variant}/log.jsonl"):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                pass  # the line being written when the probe was stopped
+    except OSError:
+        pass
+    if len(records) < 3:
+        print(f"{variant}: {len(records)} steps logged in {probe_s:.0f} s: too slow to size", file=report)
+        print(0)
+        sys.exit(0)
+    step_s = statistics.median(r["step_s"] for r in records[2:][-6:])
+    gaps = [b["elapsed_s"] - a["elapsed_s"] - b["step_s"] for a, b in zip(records, records[1:])]
+    # No evaluation seen: assume one costs 20 steps (an evaluation is 50 batches of forwards).
+    eval_s = max(gaps) if max(gaps) > 2 * step_s else 20 * step_s
+    startup_s = max(probe_s - records[-1]["elapsed_s"], records[0]["step_s"])
+    fit = (safety * window - startup_s - 3 * eval_s) / step_s
+    print(f"{variant}: {len(records)} steps; step {step_s:.3f} s, evaluation {eval_s:.1f} s, "
+          f"start-up + first step {startup_s:.1f} s; {fit:.0f} steps fit {safety} x {window:.0f} s", file=report)
+    best = fit if best is None else min(best, fit)
+unit = 3 * round_to
+steps = int(best // unit) * unit if best >= unit else int(best // 3) * 3
+print(f"STEPS = {steps}", file=report)
+print(max(steps, 0))
 PY
   )
-  cat "$OUT/probe.txt" | tee -a "$OUT/session.log"
+  tee -a "$OUT/session.log" <"$OUT/probe.txt"
   if [ "${STEPS:-0}" -lt 3 ]; then
     log "the probe leaves no step count that fits the window; stopping"
     exit 1
@@ -176,7 +177,7 @@ RUN_DIR=target/cgt-runs/gpu-$PRESET-${STEPS}steps-batch$BATCH
 finished() { # variant seed
   grep -q "\"next_step\":$STEPS," "$RUN_DIR/seed$2/$1/checkpoint/state.json" 2>/dev/null
 }
-window=$(($(left) - ASSEMBLY_S - 20))
+window=$(training_window)
 log "training up to $STEPS steps until the deadline in $window s"
 train() { # variants (comma-separated) seed name
   timeout "$window" "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps "$STEPS" \
