@@ -18,11 +18,16 @@
 #   #         BATCH=128 STEPS=240 EVAL_EVERY=80 CHECKPOINT_EVERY=80 SECTION=gpu-icl-paper-240 \
 #   #         BUDGET_S=430 ASSEMBLY_S=150 scripts/gpu_icl_table.sh
 #
-# Issue 18's ICL bar on a GPU (not yet run; the CPU's baselines gain 20.0 +- 3.3 points at 7000
-# steps): the three icl-small baselines at the CPU's schedule, resumed across calls until finished:
-#   # CARRY=.gpu-carry PRESET=icl-small VARIANTS=baseline SEEDS="0 1 2" BATCH=64 STEPS=7000 \
+# Issue 18's ICL bar on a GPU (run 2026-11-29 23:45-23:56 UTC on an H200, docs/results.md, sections
+# `gpu-icl-small-7000-baseline` and `gpu-icl-small-9000-baseline`; three processes at 0.027-0.029 s a
+# step, so each call finished its runs): the icl-small baselines at the CPU's schedule, then three
+# more seeds, then a longer schedule, three calls in one warm lease:
+#   # call 1: CARRY=.gpu-carry PRESET=icl-small VARIANTS=baseline SEEDS="0 1 2" BATCH=64 STEPS=7000 \
 #   #   EVAL_EVERY=500 CHECKPOINT_EVERY=100 SECTION=gpu-icl-small-7000-baseline BUDGET_S=530 \
 #   #   ASSEMBLY_S=60 scripts/gpu_icl_table.sh
+#   # call 2: the same with SEEDS="0 1 2 3 4 5" BUDGET_S=330 ASSEMBLY_S=50 (trains seeds 3-5 only)
+#   # call 3: the same as call 1 with STEPS=9000 SECTION=gpu-icl-small-9000-baseline BUDGET_S=395 \
+#   #   ASSEMBLY_S=40
 #
 # Why several calls: on an H100 (2026-11-27 21:56 UTC) the twelve processes together take 0.102 /
 # 0.191 / 0.255 / 0.263 s a step (baseline / CGT / + aux / + aux + reg), so a call's window of about
@@ -44,11 +49,12 @@
 # so the probe underestimated their step 3.4x and only the baselines finished: docs/results.md.)
 #
 # STEPS=auto (for a run that must finish within one call, e.g. `icl-paper` in a single 15-minute lease):
-# before any run that counts, every variant trains concurrently for PROBE_S seconds in a scratch run
-# directory (`--steps 100000`, a learning curve point every PROBE_EVAL_EVERY steps), so under the same
-# contention as the real runs; its log.jsonl gives each variant's step time (median of its last logged
-# steps), its evaluation time (the largest gap between consecutive steps beyond their step times) and
-# its start-up time. STEPS is then the largest multiple of 3 * ROUND (at least 3) whose slowest run
+# before any run that counts, every (variant, seed) run trains concurrently for PROBE_S seconds in a
+# scratch run directory (`--steps 100000`, a learning curve point every PROBE_EVAL_EVERY steps), so
+# under the contention of the real runs with PROCESSES=run (with PROCESSES=seed the real runs are fewer
+# processes, and the probe's step times err long); the first seed's log.jsonl gives each variant's
+# step time (median of its last logged steps), its evaluation time (the largest gap between
+# consecutive steps beyond their step times) and its start-up time. STEPS is then the largest multiple of 3 * ROUND (at least 3) whose slowest run
 # (start-up + STEPS steps + 3 evaluations) fits SAFETY of the training window, EVAL_EVERY = STEPS / 3
 # and CHECKPOINT_EVERY = EVAL_EVERY. The step count depends on timings only, never on a result.
 #
@@ -120,12 +126,14 @@ if [ "$STEPS" = auto ]; then
   probe_dir=target/cgt-runs/probe-$PRESET
   rm -rf "$probe_dir"
   first_seed=${SEEDS%% *}
-  log "probe: ${VARIANTS[*]} (seed $first_seed) concurrently for $PROBE_S s"
-  for v in "${VARIANTS[@]}"; do
-    timeout -k 5 "$PROBE_S" "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps 100000 \
-      --checkpoint-every 0 --eval-every "$PROBE_EVAL_EVERY" --variants "$v" --seeds "$first_seed" \
-      --run-dir "$probe_dir" --report "target/gpu-logs/probe-$v.md" --plots target/gpu-logs/probe-plots \
-      >"target/gpu-logs/probe-$v.log" 2>&1 &
+  log "probe: ${VARIANTS[*]} x seeds $SEEDS concurrently for $PROBE_S s (timed: seed $first_seed)"
+  for seed in $SEEDS; do
+    for v in "${VARIANTS[@]}"; do
+      timeout -k 5 "$PROBE_S" "$BIN" eval cgt --preset "$PRESET" --batch-size "$BATCH" --steps 100000 \
+        --checkpoint-every 0 --eval-every "$PROBE_EVAL_EVERY" --variants "$v" --seeds "$seed" \
+        --run-dir "$probe_dir" --report "target/gpu-logs/probe-$v-$seed.md" \
+        --plots "target/gpu-logs/probe-plots-$v-$seed" >"target/gpu-logs/probe-$v-$seed.log" 2>&1 &
+    done
   done
   wait
   window=$(training_window)

@@ -592,9 +592,14 @@ pub fn render_section(
             plot_path(format!("{stem}-curve.svg"))
         ));
     }
-    if matches!(preset.data, DataPreset::Arithmetic(_)) {
+    // The baseline has no context summary `y`: a section of baselines alone has no map to show.
+    let with_summary: Vec<&Variant> = variants
+        .iter()
+        .filter(|v| **v != Variant::Baseline)
+        .collect();
+    if matches!(preset.data, DataPreset::Arithmetic(_)) && !with_summary.is_empty() {
         out.push_str("\nMean `n_s . n_t` of the normalised context `y` over an evaluation batch (red +1, white 0, blue −1):\n\n");
-        for v in variants.iter().filter(|v| **v != Variant::Baseline) {
+        for v in with_summary {
             out.push_str(&format!(
                 "- {}: ![y.y]({})\n",
                 v.title(),
@@ -766,6 +771,8 @@ mod tests {
         );
         assert!(validation.contains("Held-out answer accuracy during training"));
         assert!(validation.contains("/tmp/plots/icl-tiny-curve.svg"));
+        // The baseline has no `y`: no heading for a map that a baseline-only section cannot show.
+        assert!(!validation.contains("n_s . n_t"), "{validation}");
         // A test-stream run carries no curve (the curve is the validation stream's: run.rs tests).
         let on_test = VariantResult {
             curve: Vec::new(),
@@ -793,6 +800,7 @@ mod tests {
             "{renamed}"
         );
         assert!(renamed.contains("/tmp/plots/icl-tiny-long-test-loss.svg"));
+        assert!(renamed.contains("Mean `n_s . n_t` of the normalised context `y`"));
         assert!(
             renamed.contains("/tmp/plots/icl-tiny-long-test-cgt-yy.svg"),
             "{renamed}"

@@ -565,7 +565,15 @@ mod tests {
         assert!(outcome
             .markdown
             .starts_with("## CGT: `linreg-cpu` on the test stream\n"));
-        assert!(outcome.markdown.contains("--only-finished --test-stream`"));
+        // The command names the run directory it read the finished runs from.
+        let run_dir = format!("--run-dir {}", test.run_dir.as_ref().unwrap().display());
+        assert!(
+            outcome
+                .markdown
+                .contains(&format!("--only-finished {run_dir} --test-stream`")),
+            "{}",
+            outcome.markdown
+        );
         assert!(outcome
             .markdown
             .contains("Evaluated on the **test stream**"));

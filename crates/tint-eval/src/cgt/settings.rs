@@ -273,6 +273,11 @@ impl CgtSettings {
         if let Some(text) = &self.text {
             command.push_str(&format!(" --text {}", text.display()));
         }
+        // Which runs an `--only-finished` assembly reads: without it the command names the preset's
+        // default directory, whose runs may be others (say the CPU's beside a GPU's).
+        if let Some(run_dir) = &self.run_dir {
+            command.push_str(&format!(" --run-dir {}", run_dir.display()));
+        }
         if self.devices > 1 {
             command.push_str(&format!(" --devices {}", self.devices));
         }
@@ -319,6 +324,15 @@ mod tests {
             overridden.command_line(),
             "cargo run -p xtask --features cuda -- eval cgt --preset icl-small --steps 40 \
              --batch-size 8 --variants baseline,cgt"
+        );
+        let elsewhere = CgtSettings {
+            run_dir: Some(PathBuf::from("target/cgt-runs/gpu-icl-small")),
+            only_finished: true,
+            ..CgtSettings::new("icl-small", "flex")
+        };
+        assert_eq!(
+            elsewhere.command_line(),
+            "cargo xtask eval cgt --preset icl-small --only-finished --run-dir target/cgt-runs/gpu-icl-small"
         );
         assert_eq!(
             overridden.variants().unwrap(),
