@@ -22,6 +22,11 @@
 # columns were trained again (2026-11-29) to evaluate them on the test stream and pair every column
 # by seed; the baseline last, with WORKERS=3 ORDER="baseline:0 baseline:1 baseline:2".
 #
+# STEPS=9000 trains in target/cgt-runs/icl-small-9000steps-batch64, kept in runs/ of the same name:
+# the 9000-step baselines (seeds 3-6) and the 9000-step Table 1's CGT columns, seeds 3, 4, 5
+# (ORDER="cgt:3 cgt:4 cgt:5 cgt-aux:3 cgt-aux:4 cgt-aux:5 cgt-aux-reg:3 cgt-aux-reg:4
+# cgt-aux-reg:5", fixed 2026-11-30 02:59 UTC; docs/cgt.md, "The `icl-small` Table 1 at 9000 steps").
+#
 # Each worker's burn-flex kernels run on one rayon thread (RAYON_NUM_THREADS=1 unless set): with two
 # workers on two cores, one thread each trained 2.09 CGT steps a second together (0.96 s a step
 # each), against 1.87 (1.07 s) with rayon's default of one thread per core in each process
