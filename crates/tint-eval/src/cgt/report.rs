@@ -307,6 +307,41 @@ pub fn render_section(
             cells.chain(reference).collect::<Vec<_>>().join(" | ")
         )
     };
+    // A row of each seed's own value (`seed: value`): the spread behind a mean, and runs that differ
+    // in kind (those of two backends pooled in one section) told apart. Only with several seeds.
+    let several_seeds = variants
+        .iter()
+        .any(|&v| results.iter().filter(|r| r.variant == v).count() > 1);
+    let seed_row = |name: &str,
+                    metric: &dyn Fn(&VariantResult) -> Option<f64>,
+                    scale: f64,
+                    digits: usize,
+                    suffix: &str| {
+        if !several_seeds {
+            return String::new();
+        }
+        let cells = variants
+            .iter()
+            .map(|&v| {
+                let listed: Vec<String> = results
+                    .iter()
+                    .filter(|r| r.variant == v)
+                    .filter_map(|r| {
+                        metric(r).map(|x| format!("{}: {:.digits$}", r.seed, x * scale))
+                    })
+                    .collect();
+                if listed.is_empty() {
+                    "–".to_string()
+                } else {
+                    format!("{}{suffix}", listed.join(" · "))
+                }
+            })
+            .chain(extra.iter().map(|_| "–".to_string()));
+        format!(
+            "| {name} | {} | – |\n",
+            cells.collect::<Vec<_>>().join(" | ")
+        )
+    };
     match &preset.data {
         DataPreset::Arithmetic(_) => {
             out.push_str(&row(
@@ -335,6 +370,13 @@ pub fn render_section(
                 " points",
                 None,
                 "–",
+            ));
+            out.push_str(&seed_row(
+                "in-context gain by seed (seed: points)",
+                &VariantResult::in_context_gain,
+                100.0,
+                1,
+                "",
             ));
             out.push_str(&row(
                 "specialised accuracy",
@@ -506,6 +548,13 @@ pub fn render_section(
         " s",
         None,
         "–",
+    ));
+    out.push_str(&seed_row(
+        "time per training step by seed (seed: s)",
+        &VariantResult::seconds_per_step,
+        1.0,
+        3,
+        "",
     ));
     out.push_str(&row(
         "wall time of this invocation (steps trained now + evaluation)",
@@ -698,6 +747,8 @@ mod tests {
         assert!(one.contains("| training time (all steps) | 10 s |"));
         assert!(one.contains("| final training loss (mean of last 10 steps) | 1.000 |"));
         assert!(one.contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 20)"));
+        // One seed: no by-seed rows (the mean row is that seed's value).
+        assert!(!one.contains("by seed"), "{one}");
         // Three seeds with errors 0.4, 0.5, 0.6: mean 0.5, half-width 4.303 * 0.1 / sqrt(3) = 0.248;
         // the ratio to the mean-of-shown-y error (10) is 0.05 ± 0.025.
         let three = render_section(
@@ -718,6 +769,13 @@ mod tests {
             "{three}"
         );
         assert!(three.contains("| representation variation (eq. 4) | 0.100 ± 0.000 |"));
+        // Each seed's time per step (10 s over 20 steps), labelled by seed, after the mean row.
+        assert!(
+            three.contains(
+                "| time per training step by seed (seed: s) | 1: 0.500 · 2: 0.500 · 3: 0.500 | – |"
+            ),
+            "{three}"
+        );
         assert!(three
             .contains("| folded vs frozen-y outputs, max abs diff (max over seeds) | 1.0e-6 |"));
         assert!(
@@ -783,6 +841,34 @@ mod tests {
         assert!(test.contains("Evaluated on the **test stream**"), "{test}");
         assert!(test.contains("| in-context gain: base − no-example accuracy (issue bar ≥ 20 points) | 25.0 points |"), "{test}");
         assert!(test.contains("/tmp/plots/icl-tiny-test-loss.svg"));
+        // Two seeds: each seed's gain, in the order of the runs, labelled by seed.
+        let other_seed = VariantResult {
+            seed: 4,
+            icl: Some(IclEvaluation {
+                dynamic_accuracy: 0.6,
+                no_example_accuracy: 0.25,
+                ..Default::default()
+            }),
+            curve: Vec::new(),
+            ..result.clone()
+        };
+        let two = render_section(
+            &preset,
+            &[
+                VariantResult {
+                    curve: Vec::new(),
+                    ..result.clone()
+                },
+                other_seed,
+            ],
+            plots,
+            &summary(EvalStream::Test),
+        );
+        assert!(
+            two.contains("| in-context gain by seed (seed: points) | 0: 25.0 · 4: 35.0 | – |"),
+            "{two}"
+        );
+        assert!(!test.contains("by seed"), "{test}");
         // `--section` renames the section's charts and says so in its heading.
         let named = RunSummary {
             section: Some("icl-tiny-long".into()),
