@@ -11,7 +11,7 @@ use super::conventions::{freeze_points, EvalStream};
 use super::curve::curve_table;
 use super::paired::paired_table;
 use super::stats::{cell, interval};
-use super::variant_run::{per_seed, variants_of, VariantResult};
+use super::variant_run::{by_seed, per_seed, variants_of, VariantResult};
 
 /// How the runs were invoked, for the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -323,12 +323,9 @@ pub fn render_section(
         let cells = variants
             .iter()
             .map(|&v| {
-                let listed: Vec<String> = results
-                    .iter()
-                    .filter(|r| r.variant == v)
-                    .filter_map(|r| {
-                        metric(r).map(|x| format!("{}: {:.digits$}", r.seed, x * scale))
-                    })
+                let listed: Vec<String> = by_seed(results, v, metric)
+                    .into_iter()
+                    .map(|(seed, x)| format!("{seed}: {:.digits$}", x * scale))
                     .collect();
                 if listed.is_empty() {
                     "–".to_string()

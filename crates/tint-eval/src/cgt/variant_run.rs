@@ -85,10 +85,22 @@ pub fn per_seed(
     variant: Variant,
     metric: &dyn Fn(&VariantResult) -> Option<f64>,
 ) -> Vec<f64> {
+    by_seed(results, variant, metric)
+        .into_iter()
+        .map(|(_, value)| value)
+        .collect()
+}
+
+/// The values of `metric` over the seeds of `variant`, each with its seed, in the order of the runs.
+pub fn by_seed(
+    results: &[VariantResult],
+    variant: Variant,
+    metric: &dyn Fn(&VariantResult) -> Option<f64>,
+) -> Vec<(u64, f64)> {
     results
         .iter()
         .filter(|r| r.variant == variant)
-        .filter_map(metric)
+        .filter_map(|r| metric(r).map(|value| (r.seed, value)))
         .collect()
 }
 
