@@ -49,10 +49,28 @@ pub(crate) struct EvalArgs {
 enum EvalWhat {
     /// Language-modelling perplexity per method (paper Table 2).
     Lm(LmRunSettings),
+    /// One report from the parts of a language-modelling protocol (`eval lm --shard I/N`, or
+    /// runs of other methods on the same blocks): refuses parts of other settings, checkpoints or
+    /// texts, and cells present in two parts.
+    LmMerge(LmMergeArgs),
     /// Contextually Guided Transformer: reduced-scale Table 1 (see `--preset`).
     Cgt(crate::eval_cgt::CgtArgs),
     /// In-context classification (paper Table 1): ICL, dynamic evaluation, TinT.
     Icl(IclRunSettings),
+}
+
+/// Arguments of `cargo xtask eval lm-merge`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct LmMergeArgs {
+    /// The merged report (`.json`; the markdown and charts are written next to it).
+    #[arg(long)]
+    out: PathBuf,
+    /// Title of the charts.
+    #[arg(long, default_value = "merged")]
+    title: String,
+    /// The parts: finished `eval lm` reports.
+    #[arg(required = true)]
+    parts: Vec<PathBuf>,
 }
 
 /// The offline assets, fetched on demand into the cache (`cargo xtask fetch`).
@@ -82,6 +100,25 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
     match &args.what {
         Some(EvalWhat::Lm(lm)) => eval_lm(lm, "lm"),
         Some(EvalWhat::Cgt(cgt)) => crate::eval_cgt::run(cgt),
+        Some(EvalWhat::LmMerge(merge)) => {
+            tint_eval::run_settings::check_out_extension(&merge.out, "json")?;
+            let report = tint_eval::lm_merge::merge_lm_reports(&merge.parts)?;
+            let written = tint_eval::lm_run::write_lm_outputs(
+                &report,
+                &merge.out,
+                &merge.title,
+                &mut |event| {
+                    if let RunEvent::Note(line) = event {
+                        eprintln!("{line}");
+                    }
+                },
+            )?;
+            println!("{}", report.markdown_table() + &report.paired_markdown());
+            println!("{}", report.tuning_markdown());
+            let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+            println!("wrote {}", written.join(", "));
+            Ok(())
+        }
         Some(EvalWhat::Icl(icl)) => {
             let progress = Progress::new("icl");
             let report = run_icl(icl, &env(), &mut |e| progress.draw(e));

@@ -7,12 +7,14 @@
 
 pub mod bench;
 pub mod blocks;
+pub mod by_fraction;
 pub mod cgt;
 pub mod documents;
 pub mod error;
 pub mod icl;
 pub mod lm;
 pub mod lm_grid;
+pub mod lm_merge;
 pub mod lm_plot;
 pub mod lm_rows;
 pub mod lm_run;

@@ -9,6 +9,7 @@ use tint_sim::TintConfig;
 
 use burn::tensor::backend::AutodiffBackend;
 
+use crate::by_fraction::ByTrainLen;
 use crate::lm::LmMethod;
 use crate::method::Method;
 use crate::methods::{DynEval, Labelled, Tint, TintMethod, UnadaptedNlls, Vanilla};
@@ -65,11 +66,8 @@ pub struct LmMethodSpec {
     pub eta: f64,
     /// Dynamic evaluation's step on the MEAN loss; `None` = matched, `eta × (train tokens − 1)`.
     pub lr: Option<f64>,
-    /// Top layers and steps.
+    /// Top layers and steps (`dyn-eval` on every parameter: all layers, `--steps`).
     pub budget: Budget,
-    /// Dynamic evaluation trains only the budget's top layers (false: every parameter, the paper's
-    /// baseline).
-    pub dyn_eval_top_layers_only: bool,
 }
 
 /// Builds the method of `spec`: `model` is the trainable model (dynamic evaluation), `inference` its
@@ -94,16 +92,13 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
             Some(cache) => Box::new(Vanilla::with_cache(inference, cache.clone())),
             None => Box::new(Vanilla::new(inference)),
         },
-        Method::DynEval => Box::new(DynEval {
+        Method::DynEval | Method::DynEvalMatched => Box::new(DynEval {
             model,
             lr: spec.lr,
             inner_lr: spec.eta,
             steps: spec.budget.steps,
-            top_layers: if spec.dyn_eval_top_layers_only {
-                spec.budget.layers
-            } else {
-                None
-            },
+            top_layers: spec.budget.layers,
+            tint_params_only: spec.method == Method::DynEvalMatched,
         }),
         Method::Tint(method) => {
             let mut config = tint.clone();
@@ -123,6 +118,96 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
         label: spec.label.clone(),
         method,
     }))
+}
+
+/// A row of a run with its spec at every evaluated train fraction: the same spec everywhere, or
+/// the step tuned for each fraction (`--tune-per-fraction`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowPlan {
+    /// `(train fraction, training tokens of a block, spec)`, in the order of the fractions.
+    pub per_fraction: Vec<(f64, usize, LmMethodSpec)>,
+}
+
+impl RowPlan {
+    /// The plan of `spec` at `fractions` of blocks of `block_size` tokens: `chosen` holds the step
+    /// of `parameter` (`eta` or `lr`) tuned at each tuning fraction; empty: `spec`'s own step
+    /// everywhere; one value: that step everywhere; several: each fraction takes the one tuned at
+    /// it (a fraction without one keeps `spec`'s step, which the caller never lets happen).
+    pub fn new(
+        spec: LmMethodSpec,
+        fractions: &[f64],
+        chosen: &[(f64, f64)],
+        parameter: &str,
+        block_size: usize,
+    ) -> Self {
+        let per_fraction = fractions
+            .iter()
+            .map(|&f| {
+                let step = match chosen {
+                    [] => None,
+                    [(_, only)] => Some(*only),
+                    many => many
+                        .iter()
+                        .find(|(tf, _)| (tf - f).abs() < 1e-12)
+                        .map(|(_, v)| *v),
+                };
+                let mut s = spec.clone();
+                match (step, parameter) {
+                    (Some(v), "lr") => s.lr = Some(v),
+                    (Some(v), _) => s.eta = v,
+                    (None, _) => {}
+                }
+                let train_len = crate::blocks::BlockSpec {
+                    block_size,
+                    train_fraction: f,
+                    max_blocks: 1,
+                }
+                .train_len();
+                (f, train_len, s)
+            })
+            .collect();
+        Self { per_fraction }
+    }
+
+    /// The row's method.
+    pub fn method(&self) -> Method {
+        self.per_fraction[0].2.method
+    }
+
+    /// The row's name in reports.
+    pub fn label(&self) -> &str {
+        &self.per_fraction[0].2.label
+    }
+
+    /// Builds the row ([`build_lm_method`]): one method when every fraction has the same spec,
+    /// else one per training length behind [`ByTrainLen`].
+    ///
+    /// # Errors
+    ///
+    /// Those of [`build_lm_method`].
+    pub fn build<'a, AB: AutodiffBackend>(
+        &self,
+        model: &'a AuxModel<AB>,
+        inference: &'a AuxModel<AB::InnerBackend>,
+        tint: &TintConfig,
+        first_pass: Option<&UnadaptedNlls>,
+    ) -> Result<Box<dyn LmMethod + 'a>, EvalError> {
+        let first = &self.per_fraction[0].2;
+        if self.per_fraction.iter().all(|(_, _, s)| s == first) {
+            return build_lm_method(first, model, inference, tint, first_pass);
+        }
+        let methods = self
+            .per_fraction
+            .iter()
+            .map(|(_, train_len, s)| {
+                build_lm_method(s, model, inference, tint, first_pass).map(|m| (*train_len, m))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(ByTrainLen {
+            name: first.label.clone(),
+            methods,
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -149,5 +234,42 @@ mod tests {
         for bad in ["12", "x1", "ax1", "0x1", "3x0", "3x-1"] {
             assert!(parse_budget(bad).is_err(), "{bad:?} must be refused");
         }
+    }
+
+    #[test]
+    fn a_row_plan_puts_each_fractions_tuned_step_at_its_training_length() {
+        let spec = LmMethodSpec {
+            method: Method::DynEvalMatched,
+            label: "dyn-eval-matched".into(),
+            eta: 0.0,
+            lr: None,
+            budget: Budget {
+                layers: None,
+                steps: 1,
+            },
+        };
+        let fractions = [0.3, 0.5];
+        let per = RowPlan::new(
+            spec.clone(),
+            &fractions,
+            &[(0.3, 1e-4), (0.5, 3e-5)],
+            "eta",
+            256,
+        );
+        let steps: Vec<(usize, f64)> = per
+            .per_fraction
+            .iter()
+            .map(|(_, t, s)| (*t, s.eta))
+            .collect();
+        assert_eq!(steps, [(76, 1e-4), (128, 3e-5)]);
+        let one = RowPlan::new(spec.clone(), &fractions, &[(0.5, 3e-5)], "lr", 256);
+        assert!(one
+            .per_fraction
+            .iter()
+            .all(|(_, _, s)| s.lr == Some(3e-5) && s.eta == 0.0));
+        let none = RowPlan::new(spec, &fractions, &[], "eta", 256);
+        assert!(none.per_fraction.iter().all(|(_, _, s)| s.eta == 0.0));
+        assert_eq!(none.label(), "dyn-eval-matched");
+        assert_eq!(none.method(), Method::DynEvalMatched);
     }
 }

@@ -67,8 +67,6 @@ pub fn pending_rows(settings: &LmRunSettings) -> Result<Vec<PendingRow>, EvalErr
             eta: 0.0,
             lr: None,
             budget: budgets[0],
-            // Without a budget the baseline trains every parameter (the paper's).
-            dyn_eval_top_layers_only: !settings.budget.is_empty(),
         };
         if !m.adapts() {
             rows.push(PendingRow {
@@ -77,13 +75,23 @@ pub fn pending_rows(settings: &LmRunSettings) -> Result<Vec<PendingRow>, EvalErr
             });
             continue;
         }
-        for budget in &budgets {
+        // `dyn-eval` is the paper's baseline: every parameter, `--steps` steps, one row whatever
+        // the budgets; the other adaptive methods run once per budget.
+        let own_budgets = if m == Method::DynEval {
+            vec![Budget {
+                layers: None,
+                steps: settings.steps,
+            }]
+        } else {
+            budgets.clone()
+        };
+        for budget in &own_budgets {
             let mut spec = base.clone();
             spec.budget = *budget;
-            if budgets.len() > 1 {
+            if own_budgets.len() > 1 {
                 spec.label += &format!(" {budget}");
             }
-            if let (Method::DynEval, Some(lr)) = (m, settings.lr) {
+            if let (true, Some(lr)) = (m.is_dyn_eval(), settings.lr) {
                 spec.lr = Some(lr);
                 rows.push(PendingRow {
                     step: StepSource::Given(TuneRecord::given(&spec.label, "lr", lr, "--lr")),
@@ -120,7 +128,7 @@ pub fn pending_rows(settings: &LmRunSettings) -> Result<Vec<PendingRow>, EvalErr
                     step: StepSource::Shared(from),
                 });
             } else {
-                let parameter = if m == Method::DynEval && settings.grid("lr").is_some() {
+                let parameter = if m.is_dyn_eval() && settings.grid("lr").is_some() {
                     "lr"
                 } else {
                     "eta"

@@ -12,7 +12,7 @@ use burn::tensor::backend::AutodiffBackend;
 use tint_aux::AuxModel;
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
-use crate::lm_grid::{build_lm_method, LmMethodSpec};
+use crate::lm_grid::{build_lm_method, RowPlan};
 use crate::lm_rows::{pending_rows, StepSource};
 use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
@@ -81,6 +81,15 @@ impl EvalUnits {
     }
 }
 
+/// Whether `record` holds the step tuned at `fraction` (`per_fraction`), or the one step of a run
+/// tuned at a single fraction.
+fn tuned_at(record: &TuneRecord, fraction: f64, per_fraction: bool) -> bool {
+    !per_fraction
+        || record
+            .train_fraction
+            .is_some_and(|f| (f - fraction).abs() < 1e-12)
+}
+
 /// `a,b,c` from method names.
 fn list_methods(methods: &[Method]) -> String {
     methods
@@ -120,6 +129,18 @@ pub fn run_lm<AB: AutodiffBackend>(
     on_event: OnEvent<'_>,
 ) -> Result<LmOutcome, EvalError> {
     check_out_extension(&args.out, "json")?;
+    // A shard runs its own train fractions and records which shard it is.
+    let sharded;
+    let args = match args.shard {
+        Some(shard) => {
+            sharded = LmRunSettings {
+                train_fraction: shard.fractions(&args.train_fraction)?,
+                ..args.clone()
+            };
+            &sharded
+        }
+        None => args,
+    };
     let rows = pending_rows(args)?;
     let tuning_needed = rows
         .iter()
@@ -143,7 +164,7 @@ pub fn run_lm<AB: AutodiffBackend>(
     on_event(RunEvent::Note(format!(
         "model {} | text {} ({} documents) | backend {} | {} evaluation blocks, {} tuning blocks \
          ({})",
-        args.model,
+        args.model.identity(),
         text_path.display(),
         documents.len(),
         env.backend,
@@ -174,6 +195,7 @@ pub fn run_lm<AB: AutodiffBackend>(
     };
     let settings = serde_json::json!({
         "args": args,
+        "model_identity": args.model.identity(),
         "text": text_path,
         "documents": documents.len(),
         "text_tokens": documents.iter().map(|d| d.tokens.len()).sum::<usize>(),
@@ -227,11 +249,17 @@ pub fn run_lm<AB: AutodiffBackend>(
         .write_json(&args.out)
     };
 
+    // Step sizes are tuned at one fraction, or at every evaluated one (`--tune-per-fraction`).
+    let tune_fractions: Vec<f64> = if args.tune_per_fraction {
+        args.train_fraction.clone()
+    } else {
+        vec![args.tune_fraction]
+    };
     // Units for the ETA: tuning blocks, then evaluated blocks.
     let tune_units: usize = rows
         .iter()
         .map(|r| match &r.step {
-            StepSource::Tune { grid, .. } => grid.len() * split.tune.len(),
+            StepSource::Tune { grid, .. } => grid.len() * split.tune.len() * tune_fractions.len(),
             _ => 0,
         })
         .sum();
@@ -249,9 +277,11 @@ pub fn run_lm<AB: AutodiffBackend>(
         free_per_fraction: free_rows * split.eval.len(),
     };
     let eval_units = eval_work.counted(rows.len() * args.train_fraction.len() * split.eval.len());
-    let total = tune_units + eval_units;
+    // Grid extensions add tuning units as they happen.
+    let extra_units = std::cell::Cell::new(0usize);
+    let total = || tune_units + eval_units + extra_units.get();
     let mut tuning: Vec<TuneRecord> = Vec::new();
-    let mut specs: Vec<LmMethodSpec> = Vec::new();
+    let mut plans: Vec<RowPlan> = Vec::new();
     let tune_tokens = split.tune_tokens();
     let tune_split = format!("documents {}", tune_docs.join(", "));
     let mut done = 0;
@@ -259,92 +289,115 @@ pub fn run_lm<AB: AutodiffBackend>(
     let (shared_rows, own_rows): (Vec<_>, Vec<_>) = rows
         .into_iter()
         .partition(|r| matches!(r.step, StepSource::Shared(_)));
-    let mut shared_specs = Vec::new();
+    let mut shared_plans = Vec::new();
     for row in own_rows.into_iter().chain(shared_rows) {
-        let mut spec = row.spec;
+        let spec = row.spec;
+        // The step of each tuning fraction (`None`: the row's own step, nothing tuned).
+        let mut chosen: Vec<(f64, f64)> = Vec::new();
+        let mut tuned_parameter = "eta";
+        let shared = matches!(row.step, StepSource::Shared(_));
         match row.step {
             StepSource::None => {}
             StepSource::Shared(from) => {
-                let source = tuning.iter().find(|t| t.method == from).ok_or_else(|| {
-                    EvalError::InvalidSetting {
-                        name: "--tune-tint-via-ref",
-                        value: format!("{} from {from}", spec.label),
-                        rule: "the row whose step is shared must run",
-                    }
-                })?;
-                let mut record = source.clone();
-                record.method = spec.label.clone();
-                record.source = format!(
-                    "the choice of `{from}` (same update; the executions are tested equal), \
-                     which was tuned on {}",
-                    source.source
-                );
-                spec.eta = record.choice;
-                tuning.push(record);
-                shared_specs.push(spec);
-                continue;
+                for &tf in &tune_fractions {
+                    let source = tuning
+                        .iter()
+                        .find(|t| t.method == from && tuned_at(t, tf, args.tune_per_fraction))
+                        .ok_or_else(|| EvalError::InvalidSetting {
+                            name: "--tune-tint-via-ref",
+                            value: format!("{} from {from}", spec.label),
+                            rule: "the row whose step is shared must run",
+                        })?;
+                    let mut record = source.clone();
+                    record.method = spec.label.clone();
+                    record.source = format!(
+                        "the choice of `{from}` (same update; the executions are tested equal), \
+                         which was tuned on {}",
+                        source.source
+                    );
+                    chosen.push((tf, record.choice));
+                    tuning.push(record);
+                }
             }
             StepSource::Given(record) => tuning.push(record),
             StepSource::Tune { parameter, grid } => {
-                let reused = stored_tuning.iter().find(|t| {
-                    t.tuned && t.method == spec.label && t.parameter == parameter && t.grid == grid
-                });
-                let record = match reused {
-                    Some(r) => {
-                        done += grid.len() * tune_tokens.len();
-                        on_event(RunEvent::Note(format!(
-                            "{}: stored tuning reused",
-                            spec.label
-                        )));
-                        r.clone()
-                    }
-                    None => {
-                        let before = done;
-                        let record = tune_lm(
-                            &spec.label,
-                            parameter,
-                            &grid,
-                            &tune_tokens,
-                            args.tune_fraction,
-                            &tune_split,
-                            &mut |value| {
-                                let mut s = spec.clone();
-                                if parameter == "lr" {
-                                    s.lr = Some(value);
-                                } else {
-                                    s.eta = value;
-                                }
-                                build_lm_method(&s, &model, &inference, &tint_config, None)
-                            },
-                            &mut |d, _, message| {
-                                done = before + d;
-                                on_event(RunEvent::Progress {
-                                    done,
-                                    total,
-                                    message,
-                                });
-                            },
-                        )
-                        .map_err(non_finite_hint(TUNING_HINT))?;
-                        on_event(RunEvent::Note(record.summary()));
-                        record
-                    }
-                };
-                if parameter == "lr" {
-                    spec.lr = Some(record.choice);
-                } else {
-                    spec.eta = record.choice;
+                for &tf in &tune_fractions {
+                    let reused = stored_tuning.iter().find(|t| {
+                        t.tuned
+                            && t.method == spec.label
+                            && t.parameter == parameter
+                            && t.given_grid() == grid
+                            && tuned_at(t, tf, args.tune_per_fraction)
+                    });
+                    let record = match reused {
+                        Some(r) => {
+                            done += grid.len() * tune_tokens.len();
+                            on_event(RunEvent::Note(format!(
+                                "{} f={tf}: stored tuning reused",
+                                spec.label
+                            )));
+                            r.clone()
+                        }
+                        None => {
+                            let before = done;
+                            let planned = grid.len() * tune_tokens.len();
+                            let extra_before = extra_units.get();
+                            let record = tune_lm(
+                                &spec.label,
+                                parameter,
+                                &grid,
+                                args.tune_extend,
+                                &tune_tokens,
+                                tf,
+                                &tune_split,
+                                &mut |value| {
+                                    let mut s = spec.clone();
+                                    if parameter == "lr" {
+                                        s.lr = Some(value);
+                                    } else {
+                                        s.eta = value;
+                                    }
+                                    build_lm_method(&s, &model, &inference, &tint_config, None)
+                                },
+                                &mut |d, t, message| {
+                                    done = before + d;
+                                    extra_units.set(extra_before + t.saturating_sub(planned));
+                                    on_event(RunEvent::Progress {
+                                        done,
+                                        total: total(),
+                                        message,
+                                    });
+                                },
+                            )
+                            .map_err(non_finite_hint(TUNING_HINT))?;
+                            on_event(RunEvent::Note(record.summary()));
+                            record
+                        }
+                    };
+                    chosen.push((tf, record.choice));
+                    tuning.push(record);
+                    write_partial(Vec::new(), &tuning)?;
                 }
-                tuning.push(record);
-                write_partial(Vec::new(), &tuning)?;
+                tuned_parameter = parameter;
             }
         }
-        specs.push(spec);
+        let plan = RowPlan::new(
+            spec,
+            &args.train_fraction,
+            &chosen,
+            tuned_parameter,
+            args.block_size,
+        );
+        if shared {
+            shared_plans.push(plan);
+        } else {
+            plans.push(plan);
+        }
     }
-    specs.extend(shared_specs);
+    plans.extend(shared_plans);
     // Report order: the order of the methods in the settings.
-    specs.sort_by_key(|s| args.methods.iter().position(|m| *m == s.method));
-    let report_order: Vec<String> = specs.iter().map(|s| s.label.clone()).collect();
+    plans.sort_by_key(|p| args.methods.iter().position(|m| *m == p.method()));
+    let report_order: Vec<String> = plans.iter().map(|p| p.label().to_string()).collect();
     let first_pass = if args.vanilla_from_ref {
         if !args.methods.contains(&Method::Tint(TintMethod::Reference)) {
             return Err(EvalError::InvalidSetting {
@@ -354,15 +407,16 @@ pub fn run_lm<AB: AutodiffBackend>(
             });
         }
         // `tint-ref` runs first on every block, so `vanilla` finds each block's first pass.
-        specs.sort_by_key(|s| s.method == Method::Vanilla);
+        plans.sort_by_key(|p| p.method() == Method::Vanilla);
         Some(UnadaptedNlls::default())
     } else {
         None
     };
-    let mut methods = specs
+    let mut methods = plans
         .iter()
-        .map(|s| build_lm_method(s, &model, &inference, &tint_config, first_pass.as_ref()))
+        .map(|p| p.build(&model, &inference, &tint_config, first_pass.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
+    let total = total();
     let mut finished: Vec<MethodResult> = Vec::new();
     let mut checkpoint_error = None;
     let tune_done = done;
@@ -428,32 +482,36 @@ pub fn run_lm<AB: AutodiffBackend>(
         seed: config.seed,
         ..Default::default()
     });
-    let written = write_lm_outputs(&report, args, &text_path, on_event)?;
+    let title = format!("{} on {}", args.model.identity(), file_label(&text_path));
+    let written = write_lm_outputs(&report, &args.out, &title, on_event)?;
     Ok(LmOutcome { report, written })
 }
 
 /// Writes the final report: the JSON, the markdown (tables and step sizes), and the perplexity and
 /// paired-difference charts when every perplexity is finite. Returns the files written.
-fn write_lm_outputs(
+///
+/// # Errors
+///
+/// Failed writes, and charts that cannot be drawn.
+pub fn write_lm_outputs(
     report: &LmReport,
-    args: &LmRunSettings,
-    text_path: &Path,
+    out: &Path,
+    title: &str,
     on_event: OnEvent<'_>,
 ) -> Result<Vec<PathBuf>, EvalError> {
-    report.write_json(&args.out)?;
+    report.write_json(out)?;
     let table = report.markdown_table() + &report.paired_markdown();
-    let md = args.out.with_extension("md");
+    let md = out.with_extension("md");
     write_file(
         &md,
         format!(
             "{table}\nStep sizes:\n\n{}\nSettings: see {}\n",
             report.tuning_markdown(),
-            args.out.display()
+            out.display()
         )
         .as_bytes(),
     )?;
-    let mut written = vec![args.out.clone(), md];
-    let title = format!("{} on {}", args.model, file_label(text_path));
+    let mut written = vec![out.to_path_buf(), md];
     let finite = report
         .results
         .iter()
@@ -464,17 +522,17 @@ fn write_lm_outputs(
         ));
         return Ok(written);
     }
-    let svg = args.out.with_extension("svg");
+    let svg = out.with_extension("svg");
     write_file(
         &svg,
-        crate::lm_plot::perplexity_svg(report, &title)?.as_bytes(),
+        crate::lm_plot::perplexity_svg(report, title)?.as_bytes(),
     )?;
     written.push(svg);
     if report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
-        let paired_svg = paired_svg_path(&args.out);
+        let paired_svg = paired_svg_path(out);
         write_file(
             &paired_svg,
-            crate::lm_plot::difference_svg(report, "vanilla", &title)?.as_bytes(),
+            crate::lm_plot::difference_svg(report, "vanilla", title)?.as_bytes(),
         )?;
         written.push(paired_svg);
     }
@@ -570,6 +628,12 @@ pub fn lm_description(args: &LmRunSettings, report: &LmReport, json_name: &str) 
                 .into(),
         );
     }
+    if has(Method::DynEvalMatched) {
+        steps.push(format!(
+            "`dyn-eval-matched` is the same SGD restricted to exactly the parameters TinT updates \
+             (W_V, W_O and the MLP of {layers}, for the same steps; the matched baseline)"
+        ));
+    }
     if args.vanilla_from_ref {
         steps.push(
             "`vanilla` is read from `tint-ref`'s first pass on each block (`--vanilla-from-ref`)"
@@ -577,7 +641,7 @@ pub fn lm_description(args: &LmRunSettings, report: &LmReport, json_name: &str) 
         );
     }
     format!(
-        "Perplexity of the evaluated part of {} blocks of {} tokens (95 % bootstrap intervals over \
+        "Model: {}. Perplexity of the evaluated part of {} blocks of {} tokens (95 % bootstrap intervals over \
          blocks), and the paired difference of every method {baselines} per \
          block (mean NLL per evaluated token; 95 % paired bootstrap interval; wins = blocks where \
          the method is lower). Evaluation and tuning blocks come from disjoint documents: {}; \
@@ -585,6 +649,7 @@ pub fn lm_description(args: &LmRunSettings, report: &LmReport, json_name: &str) 
          {}. Step sizes:\n\n{}\n\
          JSON with every setting, the split, the tuning grid and per-block losses: \
          `docs/data/{json_name}`.",
+        args.model.identity(),
         report.settings["blocks"],
         args.block_size,
         split["rule"].as_str().unwrap_or("?"),

@@ -89,9 +89,20 @@ pub struct LmRunSettings {
     /// Tuning blocks (cut from the tuning documents, never evaluated).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 2))]
     pub tune_blocks: usize,
-    /// Train fraction at which step sizes are tuned.
+    /// Train fraction at which step sizes are tuned (unless `--tune-per-fraction`).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.5))]
     pub tune_fraction: f64,
+    /// Tune every step size at every evaluated train fraction (on the same tuning blocks), so each
+    /// fraction is scored with the step chosen for it; replaces `--tune-fraction`.
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tune_per_fraction: bool,
+    /// How many values a tuning grid may be extended past its edge when its best value is the
+    /// smallest or largest (each extension multiplies or divides by the grid's ratio there); a best
+    /// value still on an edge after them stops the run with an error (an edge value is not a
+    /// choice).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = crate::lm_tune::DEFAULT_MAX_EXTENSIONS))]
+    pub tune_extend: usize,
     /// Every k-th document is a tuning document; the others are evaluated.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 4))]
     pub tune_every: usize,
@@ -113,6 +124,13 @@ pub struct LmRunSettings {
         arg(long, value_delimiter = ',', value_parser = parse_budget)
     )]
     pub budget: Vec<Budget>,
+    /// Run only shard `I` of `N` of the protocol (`--shard 0/4` … `3/4`): the train fractions whose
+    /// position in `--train-fraction` is `I` modulo `N`, each with its own tuning. The shards'
+    /// reports merge into one with `cargo xtask eval lm-merge` (which refuses parts of other
+    /// settings). `N` is at most the number of fractions; split further by `--methods`.
+    #[cfg_attr(feature = "clap", arg(long, value_parser = Shard::parse))]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
     /// Keep the finished (method, train fraction) cells of an existing `--out` made with the same
     /// settings, checkpoint, text and code, and compute only the missing or invalid ones (the JSON is
     /// rewritten atomically after every cell; cells of methods not requested are kept).
@@ -146,6 +164,68 @@ pub struct LmRunSettings {
     pub out: PathBuf,
 }
 
+/// Shard `index` of `count` of a protocol's train fractions (`--shard I/N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, from 0.
+    pub index: usize,
+    /// Shards in all.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Parses `I/N` with `I < N`.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the text and the rule.
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let bad = || format!("--shard {text:?}: expected I/N with 0 <= I < N, e.g. 0/4");
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let index: usize = i.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The fractions of this shard: those at positions `index`, `index + count`, ….
+    ///
+    /// # Errors
+    ///
+    /// [`EvalError::InvalidSetting`] when there are fewer fractions than shards (a shard would
+    /// be empty).
+    pub fn fractions(&self, fractions: &[f64]) -> Result<Vec<f64>, crate::EvalError> {
+        if self.count > fractions.len() {
+            return Err(crate::EvalError::InvalidSetting {
+                name: "--shard",
+                value: format!("{self} of {} train fraction(s)", fractions.len()),
+                rule: "shards split the train fractions: N is at most their number (split \
+                       further with --methods)",
+            });
+        }
+        Ok(fractions
+            .iter()
+            .copied()
+            .skip(self.index)
+            .step_by(self.count)
+            .collect())
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl serde::Serialize for Shard {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl LmRunSettings {
     /// The `tune` grid of `parameter` (`eta` defaults to [`DEFAULT_ETA_GRID`]).
     pub fn grid(&self, parameter: &str) -> Option<Vec<f64>> {
@@ -169,10 +249,13 @@ impl LmRunSettings {
             tune: vec![TuneGrid::new("eta", &DEFAULT_ETA_GRID)],
             tune_blocks: 2,
             tune_fraction: 0.5,
+            tune_per_fraction: false,
+            tune_extend: crate::lm_tune::DEFAULT_MAX_EXTENSIONS,
             tune_every: 4,
             tune_tint_via_ref: true,
             steps: 1,
             budget: Vec::new(),
+            shard: None,
             resume,
             allow_non_finite: false,
             vanilla_from_ref: false,
@@ -283,6 +366,7 @@ mod tests {
                 "tune",
                 "tune_blocks",
                 "tune_every",
+                "tune_extend",
                 "tune_fraction",
                 "tune_tint_via_ref"
             ]
@@ -291,5 +375,26 @@ mod tests {
         assert_eq!(value["methods"][1], "dyn-eval");
         assert_eq!(value["tint"]["sim_layers"], "2");
         assert_eq!(value["tune"][0]["parameter"], "eta");
+    }
+
+    #[test]
+    fn shards_split_the_fractions_and_refuse_empty_shards() {
+        let fractions = [0.3, 0.5, 0.7, 0.9];
+        let two = Shard::parse("1/2").unwrap();
+        assert_eq!(two.fractions(&fractions).unwrap(), vec![0.5, 0.9]);
+        assert_eq!(
+            Shard::parse("3/4").unwrap().fractions(&fractions).unwrap(),
+            vec![0.9]
+        );
+        assert_eq!(two.to_string(), "1/2");
+        for bad in ["2/2", "1", "a/2", "0/0", "-1/2"] {
+            assert!(Shard::parse(bad).is_err(), "{bad:?} must be refused");
+        }
+        let err = Shard::parse("0/5")
+            .unwrap()
+            .fractions(&fractions)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("0/5 of 4"), "{err}");
     }
 }

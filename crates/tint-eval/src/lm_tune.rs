@@ -30,6 +30,18 @@ pub struct TuneRecord {
     pub source: String,
     /// Whether `choice` was tuned (false: given on the command line).
     pub tuned: bool,
+    /// The train fraction of the tuning blocks (`None`: not tuned, or an ICL dev set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_fraction: Option<f64>,
+    /// Grid values added beyond the given grid because the best value was on its edge
+    /// ([`bracket`]); they are in `grid` too.
+    #[serde(default)]
+    pub extended: Vec<f64>,
+    /// Whether the choice has a scored value on both sides in `grid` (a bracketed optimum; a
+    /// diverged value counts as a worse one). Always true for a tuned record written since
+    /// bracketing exists ([`bracket`] refuses an edge choice); false for a given value.
+    #[serde(default)]
+    pub interior: bool,
 }
 
 impl TuneRecord {
@@ -44,7 +56,19 @@ impl TuneRecord {
             choice: value,
             source: format!("given by {flag}; not tuned"),
             tuned: false,
+            train_fraction: None,
+            extended: Vec::new(),
+            interior: false,
         }
+    }
+
+    /// The grid the settings gave: `grid` without the values [`bracket`] added.
+    pub fn given_grid(&self) -> Vec<f64> {
+        self.grid
+            .iter()
+            .copied()
+            .filter(|g| !self.extended.contains(g))
+            .collect()
     }
 
     /// One line for reports.
@@ -61,8 +85,22 @@ impl TuneRecord {
             .zip(&self.scores)
             .map(|(g, s)| format!("{g:e}: {s:.4}"))
             .collect();
+        let extended = if self.extended.is_empty() {
+            String::new()
+        } else {
+            let added: Vec<String> = self.extended.iter().map(|g| format!("{g:e}")).collect();
+            format!(
+                "; grid extended by {} to bracket the best",
+                added.join(", ")
+            )
+        };
+        let bracketed = if self.interior {
+            "interior"
+        } else {
+            "on the grid's edge"
+        };
         format!(
-            "`{}`: {} = {:e} chosen from {{{}}} ({}) on {}",
+            "`{}`: {} = {:e} ({bracketed}) chosen from {{{}}} ({}) on {}{extended}",
             self.method,
             self.parameter,
             self.choice,
@@ -100,35 +138,147 @@ pub fn best_index(scores: &[f64], lower_is_better: bool) -> Result<usize, EvalEr
     })
 }
 
-/// Chooses `parameter` for `method` from `grid`: every value builds a method with `make`, which is
-/// scored by its token-weighted mean NLL on the evaluated parts of the tuning `blocks` at
-/// `train_fraction`; the lowest wins. A value whose losses are not finite (a diverging step) scores
-/// NaN and is never chosen. `split` describes the tuning blocks for the record; `progress` is called
-/// after each block with `(done, total, message)`.
+/// Extensions past an edge that [`bracket`] tries by default before it stops with
+/// [`EvalError::Unbracketed`] (`--tune-extend`).
+pub const DEFAULT_MAX_EXTENSIONS: usize = 3;
+
+/// A grid scored until its best value is interior ([`bracket`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bracketed {
+    /// Every scored value, increasing (the given grid and the extensions).
+    pub grid: Vec<f64>,
+    /// The score of each value (NaN: not finite, a diverged step).
+    pub scores: Vec<f64>,
+    /// The values added past an edge, in the order they were scored.
+    pub extended: Vec<f64>,
+    /// Index of the best (lowest finite) score in `grid`; never on an edge.
+    pub best: usize,
+}
+
+/// Checks a tuning grid: at least two positive, finite values in strictly increasing order (an
+/// edge needs a neighbour to extend from, and an unsorted or repeated grid hides which value is
+/// an edge).
 ///
 /// # Errors
 ///
-/// An empty grid or block list, a fraction that leaves no training or evaluated token, errors of
-/// the methods, and a grid on which every value diverges ([`EvalError::NonFinite`] of the first
-/// non-finite NLL, with its origin).
+/// [`EvalError::InvalidSetting`] naming `--tune` and the grid.
+pub fn check_grid(grid: &[f64]) -> Result<(), EvalError> {
+    let ok = grid.len() >= 2
+        && grid.iter().all(|g| g.is_finite() && *g > 0.0)
+        && grid.windows(2).all(|w| w[0] < w[1]);
+    if ok {
+        Ok(())
+    } else {
+        Err(EvalError::InvalidSetting {
+            name: "--tune",
+            value: format!("{grid:?}"),
+            rule: "a tuning grid needs at least two positive, finite values in increasing order",
+        })
+    }
+}
+
+/// Scores `grid` with `score` (lower is better) and, while the best finite score is the grid's
+/// smallest or largest value, extends the grid past that edge by the ratio of the two values at
+/// that edge (`g₀² / g₁` below, `gₙ² / gₙ₋₁` above) and scores the new value, at most
+/// `max_extensions` times. A non-finite score (a diverged step) is never best but counts as a worse
+/// neighbour: the best value below a diverged one is interior.
+///
+/// # Errors
+///
+/// A grid that [`check_grid`] refuses; errors of `score`; [`EvalError::InvalidSetting`] when no
+/// value scores finite; [`EvalError::Unbracketed`] (naming `method` and `parameter`) when the
+/// best value is still on an edge after `max_extensions` extensions.
+pub fn bracket(
+    method: &str,
+    parameter: &str,
+    grid: &[f64],
+    max_extensions: usize,
+    score: &mut dyn FnMut(f64) -> Result<f64, EvalError>,
+) -> Result<Bracketed, EvalError> {
+    check_grid(grid)?;
+    let mut values = grid.to_vec();
+    let mut scores = Vec::with_capacity(values.len());
+    for &v in &values {
+        let s = score(v)?;
+        scores.push(if s.is_finite() { s } else { f64::NAN });
+    }
+    let mut extended = Vec::new();
+    loop {
+        let best = best_index(&scores, true)?;
+        let last = values.len() - 1;
+        let edge = if best == 0 {
+            "smallest"
+        } else if best == last {
+            "largest"
+        } else {
+            return Ok(Bracketed {
+                grid: values,
+                scores,
+                extended,
+                best,
+            });
+        };
+        if extended.len() >= max_extensions {
+            return Err(EvalError::Unbracketed {
+                method: method.into(),
+                parameter: parameter.into(),
+                best: values[best],
+                grid: values,
+                scores,
+                edge,
+                extensions: extended.len(),
+            });
+        }
+        if best == 0 {
+            let v = values[0] * values[0] / values[1];
+            let s = score(v)?;
+            values.insert(0, v);
+            scores.insert(0, if s.is_finite() { s } else { f64::NAN });
+            extended.push(v);
+        } else {
+            let v = values[last] * values[last] / values[last - 1];
+            let s = score(v)?;
+            values.push(v);
+            scores.push(if s.is_finite() { s } else { f64::NAN });
+            extended.push(v);
+        }
+    }
+}
+
+/// Chooses `parameter` for `method` from `grid`: every value builds a method with `make`, which is
+/// scored by its token-weighted mean NLL on the evaluated parts of the tuning `blocks` at
+/// `train_fraction`; the lowest wins, and a best value on an edge of the grid extends it
+/// ([`bracket`], at most `max_extensions` values). A value whose losses are not finite (a diverging
+/// step) scores NaN and is never chosen. `split` describes the tuning blocks for the record;
+/// `progress` is called after each block with `(done, total, message)`, where `total` counts the
+/// given grid (and grows by one value's blocks when the grid is extended).
+///
+/// # Errors
+///
+/// An invalid grid ([`check_grid`]) or an empty block list, a fraction that leaves no training or
+/// evaluated token, errors of the methods, a grid on which every value diverges
+/// ([`EvalError::NonFinite`] of the first non-finite NLL, with its origin), and a best value still
+/// on an edge after the extensions ([`EvalError::Unbracketed`]).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_lm<'a>(
     method: &str,
     parameter: &str,
     grid: &[f64],
+    max_extensions: usize,
     blocks: &[Vec<u32>],
     train_fraction: f64,
     split: &str,
     make: &mut dyn FnMut(f64) -> Result<Box<dyn LmMethod + 'a>, EvalError>,
     progress: &mut dyn FnMut(usize, usize, String),
 ) -> Result<TuneRecord, EvalError> {
-    if grid.is_empty() || blocks.is_empty() {
+    if blocks.is_empty() {
         return Err(EvalError::InvalidSetting {
             name: "tune",
-            value: format!("{} grid values, {} blocks", grid.len(), blocks.len()),
-            rule: "tuning needs a grid and at least one tuning block",
+            value: format!("{} grid values, 0 blocks", grid.len()),
+            rule: "tuning needs at least one tuning block",
         });
     }
+    check_grid(grid)?;
     let block_size = blocks[0].len();
     let spec = crate::blocks::BlockSpec {
         block_size,
@@ -137,11 +287,13 @@ pub fn tune_lm<'a>(
     };
     spec.validate()?;
     let train_len = spec.train_len();
-    let total = grid.len() * blocks.len();
+    let mut total = grid.len() * blocks.len();
     let mut done = 0;
-    let mut scores = Vec::with_capacity(grid.len());
     let mut first_non_finite = None;
-    for &value in grid {
+    let mut score = |value: f64| -> Result<f64, EvalError> {
+        if done >= total {
+            total += blocks.len();
+        }
         let mut m = make(value)?;
         let mut nll = Vec::with_capacity(blocks.len());
         for (b, block) in blocks.iter().enumerate() {
@@ -160,29 +312,37 @@ pub fn tune_lm<'a>(
             progress(
                 done,
                 total,
-                format!("tuning {method} {parameter}={value:e}"),
+                format!("tuning {method} {parameter}={value:e} f={train_fraction}"),
             );
         }
         let (sum, count) = nll.iter().fold((0.0, 0usize), |(s, c), b: &BlockNll| {
             (s + b.sum_nll, c + b.count)
         });
-        let score = sum / count.max(1) as f64;
-        scores.push(if score.is_finite() { score } else { f64::NAN });
-    }
+        Ok(sum / count.max(1) as f64)
+    };
+    let bracketed = bracket(method, parameter, grid, max_extensions, &mut score);
     // Every value diverged: the first non-finite NLL says where (e.g. the weights).
-    let best = best_index(&scores, true).map_err(|e| first_non_finite.unwrap_or(e))?;
+    let bracketed = match bracketed {
+        Err(EvalError::InvalidSetting { name: "tune", .. }) if first_non_finite.is_some() => {
+            return Err(first_non_finite.expect("checked"))
+        }
+        other => other?,
+    };
     Ok(TuneRecord {
         method: method.into(),
         parameter: parameter.into(),
-        grid: grid.to_vec(),
-        scores,
+        choice: bracketed.grid[bracketed.best],
+        grid: bracketed.grid,
+        scores: bracketed.scores,
         objective: "mean NLL per evaluated token, lower is better".into(),
-        choice: grid[best],
         source: format!(
             "{} tuning blocks at train fraction {train_fraction} ({split})",
             blocks.len()
         ),
         tuned: true,
+        train_fraction: Some(train_fraction),
+        extended: bracketed.extended,
+        interior: true,
     })
 }
 
@@ -220,6 +380,7 @@ mod tests {
             "bowl",
             "eta",
             &[1e-5, 1e-4, 1e-3, 1e-1],
+            DEFAULT_MAX_EXTENSIONS,
             &blocks,
             0.5,
             "test blocks",
@@ -239,7 +400,7 @@ mod tests {
         );
         assert!(record.tuned && record.source.contains("3 tuning blocks"));
         assert!(
-            record.summary().contains("eta = 1e-4 chosen"),
+            record.summary().contains("eta = 1e-4 (interior) chosen"),
             "{}",
             record.summary()
         );
@@ -269,6 +430,7 @@ mod tests {
             "dyn-eval",
             "eta",
             &[1e-4, 1e-3],
+            DEFAULT_MAX_EXTENSIONS,
             &blocks,
             0.5,
             "test blocks",
@@ -289,6 +451,115 @@ mod tests {
             }
             other => panic!("expected NonFinite from the weights, got {other}"),
         }
+    }
+
+    /// The bowl's score (its minimum at 1e-4) for the bracketing tests.
+    fn bowl_score(step: f64) -> Result<f64, EvalError> {
+        Ok((step.log10() + 4.0).powi(2) + 1.0)
+    }
+
+    #[test]
+    fn an_edge_choice_extends_the_grid_until_the_best_is_interior() {
+        // Best at the largest value of {1e-6, 1e-5}: two extensions upwards (1e-4, then 1e-3,
+        // which is worse) bracket the minimum at 1e-4.
+        let mut scored = Vec::new();
+        let up = bracket("bowl", "eta", &[1e-6, 1e-5], 3, &mut |v| {
+            scored.push(v);
+            bowl_score(v)
+        })
+        .unwrap();
+        let close = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-12;
+        assert_eq!(scored.len(), 4, "{scored:?}");
+        assert!(close(up.grid[up.best], 1e-4), "{up:?}");
+        assert_eq!(up.extended.len(), 2);
+        assert!(close(up.extended[0], 1e-4) && close(up.extended[1], 1e-3));
+        assert!(up.best > 0 && up.best < up.grid.len() - 1);
+        assert!(up.grid.windows(2).all(|w| w[0] < w[1]));
+        // Best at the smallest value of {1e-2, 1e-1}: extended downwards (ratio 10).
+        let down = bracket("bowl", "eta", &[1e-2, 1e-1], 3, &mut bowl_score).unwrap();
+        assert!(close(down.grid[down.best], 1e-4), "{down:?}");
+        assert!(close(down.grid[0], 1e-5) && down.extended.len() == 3);
+        // An interior best is not extended.
+        let inner = bracket("bowl", "eta", &[1e-5, 1e-4, 1e-3], 3, &mut bowl_score).unwrap();
+        assert!(inner.extended.is_empty() && inner.best == 1);
+        // A diverged value above the best brackets it.
+        let diverged = bracket("bowl", "eta", &[1e-5, 1e-4], 3, &mut |v| {
+            Ok(if v > 2e-4 { f64::NAN } else { bowl_score(v)? })
+        })
+        .unwrap();
+        assert_eq!(diverged.best, 1);
+        assert!(diverged.scores[2].is_nan() && diverged.extended.len() == 1);
+    }
+
+    #[test]
+    fn an_edge_choice_that_stays_on_the_edge_stops_with_a_clear_error() {
+        // The loss falls with the step all the way: never bracketed.
+        let err = bracket("dyn-eval f=0.5", "eta", &[1e-6, 1e-5], 2, &mut |v| Ok(-v)).unwrap_err();
+        match &err {
+            EvalError::Unbracketed {
+                method,
+                edge,
+                extensions,
+                grid,
+                ..
+            } => {
+                assert_eq!(method, "dyn-eval f=0.5");
+                assert_eq!(*edge, "largest");
+                assert_eq!(*extensions, 2);
+                assert_eq!(grid.len(), 4);
+            }
+            other => panic!("expected Unbracketed, got {other}"),
+        }
+        let text = err.to_string();
+        assert!(
+            text.contains("dyn-eval f=0.5") && text.contains("--tune-extend"),
+            "{text}"
+        );
+        // Without extensions, an edge choice is refused at once.
+        assert!(bracket("bowl", "eta", &[1e-6, 1e-5], 0, &mut bowl_score).is_err());
+    }
+
+    #[test]
+    fn grids_that_cannot_bracket_are_refused() {
+        for bad in [
+            vec![1e-4],
+            vec![1e-4, 1e-5],
+            vec![1e-4, 1e-4],
+            vec![0.0, 1e-4],
+            vec![1e-4, f64::INFINITY],
+        ] {
+            assert!(check_grid(&bad).is_err(), "{bad:?} must be refused");
+        }
+        assert!(check_grid(&[1e-5, 3e-5]).is_ok());
+    }
+
+    #[test]
+    fn a_tuned_record_says_it_was_extended_and_interior() {
+        let blocks = vec![vec![0u32; 10]; 2];
+        let record = tune_lm(
+            "bowl",
+            "eta",
+            &[1e-6, 1e-5],
+            DEFAULT_MAX_EXTENSIONS,
+            &blocks,
+            0.3,
+            "test blocks",
+            &mut |eta| Ok(Box::new(Bowl(eta))),
+            &mut |done, total, _| assert!(done <= total),
+        )
+        .unwrap();
+        assert!((record.choice / 1e-4 - 1.0).abs() < 1e-12);
+        assert!(record.interior && record.extended.len() == 2);
+        assert_eq!(record.train_fraction, Some(0.3));
+        assert_eq!(record.given_grid(), vec![1e-6, 1e-5]);
+        let summary = record.summary();
+        assert!(
+            summary.contains("(interior)") && summary.contains("grid extended by"),
+            "{summary}"
+        );
+        let json = serde_json::to_value(&record).unwrap();
+        assert_eq!(json["interior"], true);
+        assert_eq!(json["train_fraction"], 0.3);
     }
 
     #[test]

@@ -10,17 +10,23 @@ use crate::EvalError;
 pub enum Method {
     /// The unadapted model (`vanilla`; `icl` is accepted as a name and used in ICL reports).
     Vanilla,
-    /// Dynamic evaluation: SGD on the training part (`dyn-eval`).
+    /// Dynamic evaluation: SGD on the training part (`dyn-eval`), every parameter (the paper's
+    /// baseline).
     DynEval,
+    /// Dynamic evaluation restricted to exactly the parameters a TinT step updates (the budget's
+    /// layers and TinT's parameter groups, [`crate::methods::tint_updated_params`]), for the
+    /// budget's steps: the matched baseline (`dyn-eval-matched`).
+    DynEvalMatched,
     /// A TinT method (`tint`, `tint-structured`, `tint-ref`).
     Tint(TintMethod),
 }
 
 impl Method {
     /// Every method, in the default order of `eval lm`.
-    pub const ALL: [Method; 5] = [
+    pub const ALL: [Method; 6] = [
         Method::Vanilla,
         Method::DynEval,
+        Method::DynEvalMatched,
         Method::Tint(TintMethod::Constructed),
         Method::Tint(TintMethod::Structured),
         Method::Tint(TintMethod::Reference),
@@ -31,6 +37,7 @@ impl Method {
         match self {
             Method::Vanilla => "vanilla",
             Method::DynEval => "dyn-eval",
+            Method::DynEvalMatched => "dyn-eval-matched",
             Method::Tint(tint) => tint.name(),
         }
     }
@@ -46,6 +53,11 @@ impl Method {
     /// Whether the method adapts to the training part (everything but `vanilla`).
     pub fn adapts(self) -> bool {
         self != Method::Vanilla
+    }
+
+    /// Whether the method is dynamic evaluation (on every parameter or the matched ones).
+    pub fn is_dyn_eval(self) -> bool {
+        matches!(self, Method::DynEval | Method::DynEvalMatched)
     }
 
     /// Whether the method is one of the TinT methods.
@@ -67,11 +79,13 @@ impl std::str::FromStr for Method {
         match name {
             "vanilla" | "icl" => Ok(Method::Vanilla),
             "dyn-eval" => Ok(Method::DynEval),
+            "dyn-eval-matched" => Ok(Method::DynEvalMatched),
             _ => TintMethod::parse(name)
                 .map(Method::Tint)
                 .map_err(|_| EvalError::UnknownMethod {
                     name: name.to_string(),
-                    known: "vanilla (or icl), dyn-eval, tint, tint-structured, tint-ref".into(),
+                    known: "vanilla (or icl), dyn-eval, dyn-eval-matched, tint, tint-structured, tint-ref"
+                        .into(),
                 }),
         }
     }

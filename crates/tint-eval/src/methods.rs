@@ -135,6 +135,33 @@ pub struct DynEval<'a, B: AutodiffBackend> {
     /// Train only the top `k` blocks (and the final norm), as TinT with `n_simulation_layers = k`;
     /// `None` = every parameter (the paper's baseline).
     pub top_layers: Option<usize>,
+    /// Train only the parameter groups a TinT step updates ([`tint_updated_params`]) within
+    /// `top_layers`: the matched baseline `dyn-eval-matched`.
+    pub tint_params_only: bool,
+}
+
+/// The parameters a TinT step moves in the top `top_layers` blocks (`None`: every block), as a
+/// dynamic-evaluation selection: on LLaMA models `W_V`, `W_O` and the SwiGLU maps
+/// (docs/construction.md §14.4; norm gains, `W_Q`, `W_K` and the embeddings are frozen); on GPT-2
+/// and OPT also the LayerNorms, whose bias TinT moves (§6.7) — the selection moves their gains as
+/// well, the one difference from TinT's parameter set, stated in the reports.
+pub fn tint_updated_params<B: burn::tensor::backend::Backend>(
+    model: &AuxModel<B>,
+    top_layers: Option<usize>,
+) -> tint_aux::ParamSelection {
+    use tint_aux::ParamGroup;
+    let mut groups = vec![
+        ParamGroup::AttnValue,
+        ParamGroup::AttnOutput,
+        ParamGroup::Mlp,
+    ];
+    if !matches!(model, AuxModel::Llama(_)) {
+        groups.push(ParamGroup::LayerNorm);
+    }
+    tint_aux::ParamSelection {
+        top_layers,
+        groups: Some(groups),
+    }
 }
 
 impl<B: AutodiffBackend> DynEval<'_, B> {
@@ -147,7 +174,11 @@ impl<B: AutodiffBackend> DynEval<'_, B> {
 
 impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
     fn name(&self) -> String {
-        "dyn-eval".into()
+        if self.tint_params_only {
+            "dyn-eval-matched".into()
+        } else {
+            "dyn-eval".into()
+        }
     }
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
@@ -156,9 +187,10 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
         let config = DynEvalConfig {
             lr: self.lr_for(train_len),
             steps: self.steps,
-            params: match self.top_layers {
-                Some(k) => tint_aux::ParamSelection::top_layers(k),
-                None => tint_aux::ParamSelection::all(),
+            params: match (self.tint_params_only, self.top_layers) {
+                (true, layers) => tint_updated_params(self.model, layers),
+                (false, Some(k)) => tint_aux::ParamSelection::top_layers(k),
+                (false, None) => tint_aux::ParamSelection::all(),
             },
             ..Default::default()
         };

@@ -56,6 +56,21 @@ impl std::fmt::Display for ModelSource {
     }
 }
 
+/// What the [`SMOLLM2_ASSET`] is, exactly: the words every result that names the model uses.
+pub const SMOLLM2_IDENTITY: &str = "SmolLM2-135M-Instruct, Q4_1 GGUF dequantised to float32";
+
+impl ModelSource {
+    /// The model's exact identity for reports: for `smollm2` the checkpoint and its quantisation
+    /// ([`SMOLLM2_IDENTITY`]); for a file or directory its path and format.
+    pub fn identity(&self) -> String {
+        match self {
+            ModelSource::SmolLm2 => SMOLLM2_IDENTITY.into(),
+            ModelSource::Gguf(p) => format!("{} (GGUF, dequantised to float32)", p.display()),
+            ModelSource::Dir(p) => format!("{} (HF safetensors checkpoint)", p.display()),
+        }
+    }
+}
+
 impl serde::Serialize for ModelSource {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)

@@ -55,6 +55,24 @@ pub struct LmPaired {
 /// The baselines every method is compared with, when present in the report.
 pub const BASELINES: [&str; 2] = ["vanilla", "dyn-eval"];
 
+/// The matched baseline: dynamic evaluation on exactly the parameters, layers and steps a TinT row
+/// updates. A row `dyn-eval-matched<suffix>` (`suffix` = its budget or step label, e.g. ` 15x2`)
+/// is the baseline of the TinT rows with the same suffix.
+pub const MATCHED_BASELINE: &str = "dyn-eval-matched";
+
+/// Whether the paired difference `method − baseline` compares a TinT row with its matched
+/// dynamic evaluation (same suffix).
+fn is_matched_pair(method: &str, baseline: &str) -> bool {
+    baseline
+        .strip_prefix(MATCHED_BASELINE)
+        .is_some_and(|suffix| {
+            method.starts_with("tint")
+                && method
+                    .split_once(' ')
+                    .map_or(suffix.is_empty(), |(_, rest)| suffix == format!(" {rest}"))
+        })
+}
+
 /// Mean NLL per evaluated token of each block.
 fn per_token(blocks: &[BlockNll]) -> Vec<f64> {
     blocks
@@ -82,11 +100,34 @@ impl LmReport {
         })
     }
 
-    /// Recomputes [`LmReport::paired`]: at every train fraction, each method against each of
-    /// [`BASELINES`] present at that fraction with the same number of blocks (blocks are paired by
-    /// position: every method sees the same blocks in the same order).
+    /// Recomputes [`LmReport::paired`]: at every train fraction, each TinT row against its matched
+    /// dynamic evaluation ([`MATCHED_BASELINE`]), and each method against each of [`BASELINES`]
+    /// present at that fraction with the same number of blocks (blocks are paired by position:
+    /// every method sees the same blocks in the same order).
     pub fn compute_paired(&mut self, settings: &PairedSettings) {
         let mut paired = Vec::new();
+        for base in self
+            .results
+            .iter()
+            .filter(|r| r.method.starts_with(MATCHED_BASELINE))
+        {
+            let base_values = per_token(&base.blocks);
+            for r in self.results.iter().filter(|r| {
+                is_matched_pair(&r.method, &base.method)
+                    && (r.train_fraction - base.train_fraction).abs() < 1e-12
+                    && r.blocks.len() == base.blocks.len()
+            }) {
+                paired.push(LmPaired {
+                    train_fraction: r.train_fraction,
+                    diff: paired_diff(
+                        (&r.method, &per_token(&r.blocks)),
+                        (&base.method, &base_values),
+                        Better::Lower,
+                        settings,
+                    ),
+                });
+            }
+        }
         for base_name in BASELINES {
             for base in self.results.iter().filter(|r| r.method == base_name) {
                 let base_values = per_token(&base.blocks);
@@ -136,15 +177,29 @@ impl LmReport {
     pub fn paired_markdown(&self) -> String {
         let (fractions, methods) = self.axes();
         let mut out = String::new();
-        for baseline in BASELINES {
+        let matched = |m: &str, f: f64| {
+            self.paired
+                .iter()
+                .find(|p| {
+                    p.diff.method == m
+                        && is_matched_pair(m, &p.diff.baseline)
+                        && (p.train_fraction - f).abs() < 1e-12
+                })
+                .map(|p| &p.diff)
+        };
+        let exact = |m: &str, baseline: &str, f: f64| self.paired_of(m, baseline, f);
+        for baseline in [MATCHED_BASELINE, BASELINES[0], BASELINES[1]] {
+            let find = |m: &str, f: f64| {
+                if baseline == MATCHED_BASELINE {
+                    matched(m, f)
+                } else {
+                    exact(m, baseline, f)
+                }
+            };
             let rows: Vec<&str> = methods
                 .iter()
                 .copied()
-                .filter(|m| {
-                    fractions
-                        .iter()
-                        .any(|&f| self.paired_of(m, baseline, f).is_some())
-                })
+                .filter(|m| fractions.iter().any(|&f| find(m, f).is_some()))
                 .collect();
             if rows.is_empty() {
                 continue;
@@ -154,8 +209,13 @@ impl LmReport {
                 .first()
                 .map(|p| p.diff.level * 100.0)
                 .unwrap_or(95.0);
+            let from = if baseline == MATCHED_BASELINE {
+                "dyn-eval-matched (the same parameters, layers and steps as the TinT row)"
+            } else {
+                baseline
+            };
             out += &format!(
-                "\n*Paired difference from {baseline}* (Δ nats per evaluated token, mean over \
+                "\n*Paired difference from {from}* (Δ nats per evaluated token, mean over \
                  blocks [{level:.0} % paired bootstrap interval], wins/blocks)\n\n| method |"
             );
             for f in &fractions {
@@ -167,7 +227,7 @@ impl LmReport {
             for m in rows {
                 out += &format!("| {m} |");
                 for &f in &fractions {
-                    match self.paired_of(m, baseline, f) {
+                    match find(m, f) {
                         Some(d) => out += &format!(" {} |", d.cell(3)),
                         None => out += " – |",
                     }
@@ -339,5 +399,18 @@ mod tests {
             md.contains("from vanilla") && md.contains("from dyn-eval"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn tint_rows_pair_with_the_matched_dyn_eval_of_their_own_budget() {
+        assert!(is_matched_pair("tint-ref", "dyn-eval-matched"));
+        assert!(is_matched_pair("tint-ref 15x2", "dyn-eval-matched 15x2"));
+        assert!(is_matched_pair("tint 7x4", "dyn-eval-matched 7x4"));
+        assert!(!is_matched_pair("tint-ref 15x2", "dyn-eval-matched 7x4"));
+        assert!(!is_matched_pair("tint-ref 15x2", "dyn-eval-matched"));
+        assert!(!is_matched_pair("tint-ref", "dyn-eval-matched allx1"));
+        assert!(!is_matched_pair("vanilla", "dyn-eval-matched"));
+        assert!(!is_matched_pair("dyn-eval", "dyn-eval-matched"));
+        assert!(!is_matched_pair("tint-ref", "dyn-eval"));
     }
 }

@@ -97,6 +97,7 @@ fn a_nan_weight_is_named_by_every_lm_method_and_recorded_only_when_allowed() {
             inner_lr: 0.0,
             steps: 1,
             top_layers: None,
+            tint_params_only: false,
         }),
         Box::new(Tint::for_method(&inference, tint_config, TintMethod::Reference).unwrap()),
     ];
@@ -150,6 +151,7 @@ fn a_step_of_1e300_is_named_as_the_update() {
         inner_lr: 0.0,
         steps: 1,
         top_layers: None,
+        tint_params_only: false,
     };
     for (method, step) in [
         (

@@ -139,7 +139,7 @@ impl MethodSpec {
 
     /// The tuned parameter: `lr` for dynamic evaluation, `eta` otherwise.
     pub fn parameter(&self) -> &'static str {
-        if self.method == Method::DynEval {
+        if self.method.is_dyn_eval() {
             "lr"
         } else {
             "eta"
@@ -158,7 +158,7 @@ pub fn method_specs(args: &IclRunSettings) -> Result<Vec<MethodSpec>, EvalError>
         let spec = |step| MethodSpec { method, step };
         match method {
             Method::Vanilla => specs.push(spec(None)),
-            Method::DynEval => match &args.lr {
+            Method::DynEval | Method::DynEvalMatched => match &args.lr {
                 Some(lrs) => {
                     check_steps("--lr", lrs)?;
                     specs.extend(lrs.iter().map(|&lr| spec(Some(Step::Given(lr)))))
@@ -290,14 +290,20 @@ fn build_method<'a, AB: AutodiffBackend>(
 ) -> Result<(Box<dyn IclMethod + 'a>, String), EvalError> {
     Ok(match spec.method {
         Method::Vanilla => (Box::new(PlainIcl::new(models.inference)), String::new()),
-        Method::DynEval => {
+        Method::DynEval | Method::DynEvalMatched => {
+            let params = if spec.method == Method::DynEvalMatched {
+                // Exactly what TinT updates: its parameter groups in its simulated layers.
+                crate::methods::tint_updated_params(models.model, args.tint.sim_layer_count()?)
+            } else {
+                match parse_layers("--train-layers", &args.train_layers)? {
+                    None => ParamSelection::all(),
+                    Some(n) => ParamSelection::top_layers(n),
+                }
+            };
             let config = DynEvalConfig {
                 lr: value,
                 steps: args.steps,
-                params: match parse_layers("--train-layers", &args.train_layers)? {
-                    None => ParamSelection::all(),
-                    Some(n) => ParamSelection::top_layers(n),
-                },
+                params,
                 ..Default::default()
             };
             let settings = format!("{config:?}");

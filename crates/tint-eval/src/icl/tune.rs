@@ -101,5 +101,8 @@ pub fn tune_icl<'a>(
             settings.seeds
         ),
         tuned: true,
+        train_fraction: None,
+        extended: Vec::new(),
+        interior: best > 0 && best + 1 < grid.len(),
     })
 }
