@@ -1,15 +1,20 @@
 //! The default suite (`cargo xtask eval`) in one of two protocols ([`SuiteProtocol`]):
 //!
-//! * **reduced** (CPU builds; designed for ≤ 20 minutes on an idle 2-core CPU): SmolLM2-135M on
-//!   SOTU blocks, vanilla vs dynamic evaluation vs TinT (constructed, structured, reference; top
-//!   layers) with step sizes tuned on held-out addresses and paired differences; then `tint-ref`
-//!   against `vanilla` alone on 128 blocks, the number that resolves their paired difference at
-//!   50 %; then in-context classification on the offline movie-review snippets. Rewrites the
-//!   `lm:default`, `lm:default-128` and `icl:default` sections of `docs/results.md`.
+//! * **reduced** (CPU builds; designed for ≤ 20 minutes on an idle 2-core CPU): paper Table 2 at
+//!   the paper's budget at one train fraction: SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to
+//!   float32) on SOTU blocks at 50 %, every layer updated for one step, `vanilla` vs dynamic
+//!   evaluation vs TinT's functional reference with step sizes tuned (and bracketed) on held-out
+//!   documents and paired differences; then the constructed network beside the reference on a few
+//!   of those settings' blocks at the reference's tuned step; then in-context classification on
+//!   the offline movie-review snippets. Rewrites the `lm:default`, `lm:default-constructed` and
+//!   `icl:default` sections of `docs/results.md`.
 //! * **full** (GPU builds): the papers' protocols on the same model: Table 2 (four train fractions,
-//!   [`crate::lm_settings::FULL_PROTOCOL_BLOCKS`] blocks) and Table 1 (every offline task, 0 and 32
-//!   shots, both formats and losses, TinT constructed and structured). Rewrites the `lm:full` and
-//!   `icl:full` sections, so a GPU run never overwrites the CPU's.
+//!   [`crate::lm_settings::FULL_PROTOCOL_BLOCKS`] blocks, the matched dynamic evaluation too, steps
+//!   tuned per fraction) with the constructed network on
+//!   [`crate::lm_settings::FULL_PROTOCOL_CONSTRUCTED_BLOCKS`] blocks, and Table 1 (every offline
+//!   task, 0 and 32 shots, both formats and losses, TinT constructed and structured). Rewrites the
+//!   `lm:full`, `lm:full-constructed` and `icl:full` sections, so a GPU run never overwrites the
+//!   CPU's.
 //!
 //! Both copy the JSON and SVG charts to `docs/data/`.
 
@@ -21,17 +26,18 @@ use burn::tensor::backend::AutodiffBackend;
 use crate::icl::run::{accuracy_svg_path, run_icl};
 use crate::icl::run_settings::IclRunSettings;
 use crate::lm_run::{lm_description, paired_svg_path, run_lm};
-use crate::lm_settings::LmRunSettings;
+use crate::lm_settings::{
+    LmRunSettings, DEFAULT_SUITE_CONSTRUCTED_BLOCKS, FULL_PROTOCOL_CONSTRUCTED_BLOCKS,
+};
 use crate::results_doc::{copy_into, today, write_marked_section, RESULTS_HEADER};
 use crate::run_env::RunEnv;
 use crate::run_event::RunEvent;
 use crate::EvalError;
 
-/// The parts of the suite, in order, by the name their progress is shown under (the full protocol
-/// has no second part: its LM run already evaluates 128 blocks with every method).
+/// The parts of the suite, in order, by the name their progress is shown under.
 pub const SUITE_PARTS: [&str; 3] = [
-    "suite 1/3: lm",
-    "suite 2/3: lm, tint-ref vs vanilla on 128 blocks",
+    "suite 1/3: lm, all layers x 1 step",
+    "suite 2/3: lm, the constructed tint beside tint-ref",
     "suite 3/3: icl",
 ];
 
@@ -78,15 +84,18 @@ impl SuiteProtocol {
         }
     }
 
-    /// The second LM run ([`LmRunSettings::default_suite_paired`]) of the reduced protocol, with
-    /// the marker of its section; none in the full protocol.
-    pub fn paired_lm(self, out_dir: &Path, resume: bool) -> Option<(LmRunSettings, &'static str)> {
+    /// The constructed-network run beside `first` (this protocol's LM run) at the step `eta` its
+    /// `tint-ref` was tuned to, with the marker of its section.
+    pub fn constructed_lm(self, first: &LmRunSettings, eta: f64) -> (LmRunSettings, &'static str) {
         match self {
-            SuiteProtocol::Reduced => Some((
-                LmRunSettings::default_suite_paired(out_dir, resume),
-                "lm:default-128",
-            )),
-            SuiteProtocol::Full => None,
+            SuiteProtocol::Reduced => (
+                LmRunSettings::constructed_beside(first, DEFAULT_SUITE_CONSTRUCTED_BLOCKS, eta),
+                "lm:default-constructed",
+            ),
+            SuiteProtocol::Full => (
+                LmRunSettings::constructed_beside(first, FULL_PROTOCOL_CONSTRUCTED_BLOCKS, eta),
+                "lm:full-constructed",
+            ),
         }
     }
 
@@ -102,14 +111,19 @@ impl SuiteProtocol {
     fn headings(self) -> (&'static str, &'static str) {
         match self {
             SuiteProtocol::Reduced => (
-                "Language modelling: SmolLM2-135M on State-of-the-Union blocks",
-                "In-context classification: SmolLM2-135M on movie-review snippets",
+                "Language modelling at the paper's budget (all 30 layers × 1 step), 50 %: \
+                 SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to float32) on State-of-the-Union \
+                 blocks",
+                "In-context classification (top 2 of 30 layers × 1 step, 4 shots): \
+                 SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to float32) on movie-review \
+                 snippets",
             ),
             SuiteProtocol::Full => (
-                "Language modelling, full protocol (paper Table 2): SmolLM2-135M on \
-                 State-of-the-Union blocks",
-                "In-context classification, full protocol (paper Table 1): SmolLM2-135M on the \
-                 offline tasks",
+                "Language modelling, full protocol (paper Table 2, all 30 layers × 1 step): \
+                 SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to float32) on State-of-the-Union \
+                 blocks",
+                "In-context classification, full protocol (paper Table 1): \
+                 SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to float32) on the offline tasks",
             ),
         }
     }
@@ -123,19 +137,18 @@ impl SuiteProtocol {
     }
 }
 
-/// Heading of the reduced protocol's second LM section.
-const PAIRED_HEADING: &str =
-    "Language modelling at 50 %: TinT − vanilla on 128 blocks (default suite, part 2)";
+/// Heading of the constructed-network section.
+const CONSTRUCTED_HEADING: &str = "The constructed TinT network at full depth beside its \
+     reference (all 30 layers × 1 step; SmolLM2-135M-Instruct, Q4_1 GGUF dequantised to float32)";
 
-/// What the second LM section says before the generic description.
-const PAIRED_PREFACE: &str = "Why: the 8 blocks above leave the paired difference TinT − vanilla \
-     unresolved; 128 blocks resolved its mean on 2026-11-26 (section `lm:smollm2-64-blocks` \
-     below), so the suite evaluates that many with the two methods it needs. `tint-ref` stands \
-     for TinT (the constructed and structured executions compute the same update; they agree \
-     with it within 1.7e-6 nats per token on the 8 blocks above), and `vanilla` is read from \
-     `tint-ref`'s first pass on each block (the unadapted model, `--vanilla-from-ref`), so both \
-     rows come from one code and each block costs one step. Same split rule, tuning documents \
-     and grid as the section above; `tint-ref`'s step tuned again on them. ";
+/// What the constructed-network section says before the generic description.
+const CONSTRUCTED_PREFACE: &str = "Why: the section above evaluates TinT by its functional \
+     reference `tint-ref` (plain tensor maths of the same simulated step); this part runs the \
+     constructed network itself (`tint`: every module from its own stored weights, docs/\
+     construction.md §15) on a few blocks at the step tuned for `tint-ref` above, one block at a \
+     time, so its per-block difference from the reference (float32: within the tolerance of \
+     docs/tint-llama.md, \"Float32 numerics\") and its wall time are measured on real data at \
+     full depth. ";
 
 /// Runs an LM part of the suite and rewrites its section.
 struct LmPart<'a, 'e, AB: AutodiffBackend> {
@@ -154,24 +167,31 @@ impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
         preface: &str,
         marker: &str,
         on_event: &mut dyn FnMut(RunEvent),
-    ) -> Result<(), EvalError> {
+    ) -> Result<crate::LmReport, EvalError> {
         let start = Instant::now();
         let report = run_lm(lm, self.env, on_event)?.report;
         let seconds = start.elapsed().as_secs_f64();
         let json = copy_into(&lm.out, self.data_dir)?;
-        let svg = copy_into(&paired_svg_path(&lm.out), self.data_dir)?;
-        copy_into(&lm.out.with_extension("svg"), self.data_dir)?;
+        let ppl_svg = copy_into(&lm.out.with_extension("svg"), self.data_dir)?;
+        // A run without `vanilla` (the constructed part) has no chart of differences from it.
+        let chart = if report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
+            let svg = copy_into(&paired_svg_path(&lm.out), self.data_dir)?;
+            format!("![paired differences from vanilla](data/{svg})")
+        } else {
+            format!("![perplexity](data/{ppl_svg})")
+        };
         let section = format!(
             "## {heading}\n\n\
              Command: `{command}` (backend {backend}; {seconds:.0} s for this part, \
-             date {date}). {preface}{}\n\n{}\n![paired differences from vanilla](data/{svg})\n",
+             date {date}). {preface}{}\n\n{}\n{chart}\n",
             lm_description(lm, &report, &json),
             report.markdown_table() + &report.paired_markdown(),
             command = self.protocol.command(),
             backend = self.env.backend,
             date = today(),
         );
-        write_marked_section(self.doc, marker, &section, RESULTS_HEADER)
+        write_marked_section(self.doc, marker, &section, RESULTS_HEADER)?;
+        Ok(report)
     }
 }
 
@@ -217,14 +237,27 @@ pub fn run_default_suite<AB: AutodiffBackend>(
         doc: &doc,
         env,
     };
-    lm_part.run(&lm, lm_heading, "", lm_marker, &mut |e| {
+    let report = lm_part.run(&lm, lm_heading, "", lm_marker, &mut |e| {
         on_event(SUITE_PARTS[0], e)
     })?;
-    if let Some((paired, marker)) = protocol.paired_lm(out_dir, resume) {
-        lm_part.run(&paired, PAIRED_HEADING, PAIRED_PREFACE, marker, &mut |e| {
-            on_event(SUITE_PARTS[1], e)
+    let eta = report
+        .tuning
+        .iter()
+        .find(|t| t.method == "tint-ref")
+        .map(|t| t.choice)
+        .ok_or_else(|| EvalError::InvalidSetting {
+            name: "methods",
+            value: "the suite's LM run".into(),
+            rule: "the suite's LM run must tune tint-ref (the constructed part takes its step)",
         })?;
-    }
+    let (constructed, marker) = protocol.constructed_lm(&lm, eta);
+    lm_part.run(
+        &constructed,
+        CONSTRUCTED_HEADING,
+        CONSTRUCTED_PREFACE,
+        marker,
+        &mut |e| on_event(SUITE_PARTS[1], e),
+    )?;
 
     let start = Instant::now();
     let icl_report = run_icl(&icl, env, &mut |e| on_event(SUITE_PARTS[2], e))?;
@@ -279,33 +312,52 @@ mod tests {
         );
     }
 
-    /// The reduced protocol's second LM run: the two methods of the paired difference on 128
-    /// blocks, vanilla from tint-ref's first pass, the first run's split and grid, its own files
-    /// and section; the full protocol has none (its LM run evaluates 128 blocks already).
+    /// The reduced protocol: paper Table 2 at the paper's budget at 50 % (every layer, one step,
+    /// steps tuned and bracketed on 8 held-out blocks), then the constructed network beside the
+    /// reference on a few blocks at the reference's tuned step, with its own files and section.
     #[test]
-    fn the_reduced_protocol_resolves_tint_minus_vanilla_on_128_blocks() {
+    fn the_reduced_protocol_runs_the_paper_budget_and_the_constructed_network() {
         let out = Path::new("r");
         let (first, _) = SuiteProtocol::Reduced.settings(out, false);
-        let (paired, marker) = SuiteProtocol::Reduced.paired_lm(out, false).unwrap();
-        assert_eq!(marker, "lm:default-128");
+        assert_eq!(first.tint.sim_layers, "all");
+        assert_eq!(first.steps, 1);
         assert_eq!(
-            paired.methods,
-            [Method::Vanilla, Method::Tint(TintMethod::Reference)]
+            first.methods,
+            [
+                Method::Vanilla,
+                Method::DynEval,
+                Method::Tint(TintMethod::Reference)
+            ]
         );
-        assert_eq!(paired.max_blocks, 128);
-        assert!(paired.vanilla_from_ref && !first.vanilla_from_ref);
-        assert!(paired.inner_lr.is_none(), "tint-ref's step is tuned");
-        assert_eq!(paired.grid("eta"), first.grid("eta"));
+        assert!(first.vanilla_from_ref && first.inner_lr.is_none());
+        assert!(first.tune_blocks >= 8);
+        assert!(first.tune_extend >= 1, "an edge choice is extended");
+        let (constructed, marker) = SuiteProtocol::Reduced.constructed_lm(&first, 1e-4);
+        assert_eq!(marker, "lm:default-constructed");
         assert_eq!(
-            (paired.tune_blocks, paired.tune_every, paired.tune_fraction),
-            (first.tune_blocks, first.tune_every, first.tune_fraction)
+            constructed.methods,
+            [
+                Method::Tint(TintMethod::Constructed),
+                Method::Tint(TintMethod::Reference)
+            ]
         );
-        assert_eq!(paired.train_fraction, first.train_fraction);
-        assert_eq!(paired.tint.sim_layers, first.tint.sim_layers);
-        assert_ne!(paired.out, first.out);
-        assert!(SuiteProtocol::Full.paired_lm(out, false).is_none());
+        assert_eq!(constructed.inner_lr, Some(vec![1e-4]));
+        assert_eq!(constructed.max_blocks, DEFAULT_SUITE_CONSTRUCTED_BLOCKS);
+        assert_eq!(constructed.tint.sim_layers, "all");
+        assert_eq!(constructed.train_fraction, first.train_fraction);
+        assert_eq!(
+            constructed.workers,
+            Some(1),
+            "one block at a time: its wall time"
+        );
+        assert_eq!(
+            constructed.out,
+            Path::new("r/lm-smollm2-sotu-constructed.json")
+        );
         let (full, _) = SuiteProtocol::Full.settings(out, false);
-        assert!(full.max_blocks >= paired.max_blocks);
+        let (full_constructed, full_marker) = SuiteProtocol::Full.constructed_lm(&full, 1e-4);
+        assert_eq!(full_marker, "lm:full-constructed");
+        assert!(full_constructed.max_blocks >= 16);
     }
 
     /// The full protocol holds every cell of the papers' Table 2 and Table 1 that issue 16 lists,
@@ -318,13 +370,21 @@ mod tests {
         let (lm_reduced, icl_reduced) = SuiteProtocol::Reduced.settings(out, false);
 
         assert_eq!(lm.train_fraction, vec![0.3, 0.5, 0.7, 0.9]);
-        assert!(lm.max_blocks > 100, "{}", lm.max_blocks);
-        assert_eq!(lm.methods, Method::ALL.to_vec());
+        assert!(lm.max_blocks >= 128, "{}", lm.max_blocks);
+        assert_eq!(
+            lm.methods,
+            [
+                Method::Vanilla,
+                Method::DynEval,
+                Method::DynEvalMatched,
+                Method::Tint(TintMethod::Reference)
+            ]
+        );
         assert!(lm.inner_lr.is_none() && lm.lr.is_none(), "steps are tuned");
-        assert_eq!(lm.grid("eta").unwrap(), vec![1e-5, 3e-5, 1e-4, 3e-4, 1e-3]);
+        assert!(lm.tune_per_fraction && lm.tune_blocks >= 8);
+        assert_eq!(lm.grid("eta"), lm_reduced.grid("eta"));
         assert_eq!(lm.tune_every, lm_reduced.tune_every);
-        assert_eq!(lm.tune_fraction, lm_reduced.tune_fraction);
-        assert_eq!(lm.tint.sim_layers, lm_reduced.tint.sim_layers);
+        assert_eq!(lm.tint.sim_layers, "all");
 
         assert_eq!(
             icl.task,

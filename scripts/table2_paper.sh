@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Issue 62: paper Table 2 at the paper's budget on SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to
+# float32), State-of-the-Union blocks of 256 tokens: every one of the 30 layers updated for one step
+# (the paper's Table 4 found all layers x 1 step best). Methods: `vanilla` (read from `tint-ref`'s
+# first pass), `dyn-eval` (every parameter, the paper's baseline), `dyn-eval-matched` (exactly the
+# parameters, layers and steps TinT updates: W_V, W_O and the SwiGLU maps of all 30 layers) and
+# `tint-ref` (the functional reference of the TinT step). Step sizes are tuned per method and per
+# train fraction on 8 blocks of held-out documents (every 4th document; never evaluated), and a best
+# value on the edge of the grid extends it (up to 3 values) or stops the run.
+#
+# The protocol runs in pieces, each resumable cell by cell (`--resume`) and each landing its own
+# JSON in experiments/table2-paper/ (committed; the pieces are small):
+#   shard I  (I = 0..3)  the train fraction 30/50/70/90 % (`--shard I/4`), 128 blocks;
+#   ablation             the paper's Table 4 splits of the same budget at 50 %: half the layers x
+#                        2 steps (15x2), a quarter x 4 (8x4: 30/4 rounded up), tint-ref and
+#                        dyn-eval-matched, 128 blocks;
+#   constructed F        the constructed network (`tint`, all 30 layers) and `tint-ref` on 16 blocks
+#                        at fraction F with the step tuned for `tint-ref` in shard F's report;
+#   merge                one report from the four shards (`cargo xtask eval lm-merge`).
+#
+#   scripts/table2_paper.sh shard 1          # one piece (50 %); about 1.5-2 h on the 2-core CPU
+#   scripts/table2_paper.sh ablation
+#   scripts/table2_paper.sh constructed 0.5
+#   scripts/table2_paper.sh merge
+#
+# XTASK names the binary (default: a copy of target/debug/xtask made at the start, so rebuilding
+# the tree does not change a running piece). Run from the repository root after
+# `cargo build -p xtask`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=experiments/table2-paper
+mkdir -p "$OUT"
+export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
+if [[ -z "${XTASK:-}" ]]; then
+    XTASK=$(mktemp /tmp/xtask-table2.XXXXXX)
+    cp target/debug/xtask "$XTASK"
+fi
+COMMON=(--max-blocks 128 --vanilla-from-ref --tune eta=3e-5,1e-4,3e-4 --tune-blocks 8
+    --tune-per-fraction --resume)
+FRACTIONS=0.3,0.5,0.7,0.9
+
+case "${1:-}" in
+shard)
+    i=${2:?shard index 0..3}
+    "$XTASK" eval lm --train-fraction "$FRACTIONS" --shard "$i/4" --sim-layers all \
+        --methods vanilla,dyn-eval,dyn-eval-matched,tint-ref "${COMMON[@]}" \
+        --out "$OUT/shard-${i}of4.json"
+    ;;
+ablation)
+    "$XTASK" eval lm --train-fraction 0.5 --budget allx1,15x2,8x4 \
+        --methods vanilla,dyn-eval-matched,tint-ref "${COMMON[@]}" \
+        --out "$OUT/ablation-50.json"
+    ;;
+constructed)
+    f=${2:?train fraction, e.g. 0.5}
+    i=$(python3 -c "print([0.3,0.5,0.7,0.9].index(float('$f')))")
+    eta=$(python3 -c "
+import json
+r = json.load(open('$OUT/shard-${i}of4.json'))
+print(next(t['choice'] for t in r['tuning'] if t['method'] == 'tint-ref'))")
+    "$XTASK" eval lm --train-fraction "$f" --max-blocks 16 --sim-layers all --methods tint,tint-ref \
+        --inner-lr "$eta" --workers 1 --resume --out "$OUT/constructed-$f.json"
+    ;;
+merge)
+    parts=()
+    for i in 0 1 2 3; do
+        [[ -f "$OUT/shard-${i}of4.json" ]] && parts+=("$OUT/shard-${i}of4.json")
+    done
+    "$XTASK" eval lm-merge --out "$OUT/table2.json" \
+        --title "SmolLM2-135M-Instruct (Q4_1) on SOTU, all layers x 1 step" "${parts[@]}"
+    ;;
+*)
+    echo "usage: $0 shard I | ablation | constructed F | merge" >&2
+    exit 2
+    ;;
+esac
