@@ -56,30 +56,8 @@ pub enum EvalError {
     },
     /// A tuned step size whose best value stayed on the edge of its grid after every allowed
     /// extension: the optimum was not bracketed, so the value is not a choice.
-    #[error(
-        "tuning {method}: the best {parameter} ({best:e}) is the {edge} value of the grid \
-         {{{}}} (scores {{{}}}, lower is better) after {extensions} extension(s) past the edge; \
-         an edge value is not a choice: widen the grid (--tune {parameter}=…) or allow more \
-         extensions (--tune-extend)",
-        grid.iter().map(|g| format!("{g:e}")).collect::<Vec<_>>().join(", "),
-        scores.iter().map(|s| format!("{s:.4}")).collect::<Vec<_>>().join(", ")
-    )]
-    Unbracketed {
-        /// The method (and fraction) being tuned.
-        method: String,
-        /// `eta` or `lr`.
-        parameter: String,
-        /// The scored grid, increasing.
-        grid: Vec<f64>,
-        /// Its scores (NaN for a diverged value).
-        scores: Vec<f64>,
-        /// The best value.
-        best: f64,
-        /// `smallest` or `largest`.
-        edge: &'static str,
-        /// Extensions tried.
-        extensions: usize,
-    },
+    #[error("{0}")]
+    Unbracketed(Box<Unbracketed>),
     /// Error from the auxiliary model crate.
     #[error(transparent)]
     Aux(#[from] tint_aux::AuxError),
@@ -129,6 +107,33 @@ pub enum EvalError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The grid of a tuning whose best value stayed on an edge ([`EvalError::Unbracketed`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "tuning {method}: the best {parameter} ({best:e}) is the {edge} value of the grid {{{}}} \
+     (scores {{{}}}, lower is better) after {extensions} extension(s) past the edge; an edge \
+     value is not a choice: widen the grid (--tune {parameter}=…) or allow more extensions \
+     (--tune-extend)",
+    grid.iter().map(|g| format!("{g:e}")).collect::<Vec<_>>().join(", "),
+    scores.iter().map(|s| format!("{s:.4}")).collect::<Vec<_>>().join(", ")
+)]
+pub struct Unbracketed {
+    /// The method (and fraction) being tuned.
+    pub method: String,
+    /// `eta` or `lr`.
+    pub parameter: String,
+    /// The scored grid, increasing.
+    pub grid: Vec<f64>,
+    /// Its scores (NaN for a diverged value).
+    pub scores: Vec<f64>,
+    /// The best value.
+    pub best: f64,
+    /// `smallest` or `largest`.
+    pub edge: &'static str,
+    /// Extensions tried.
+    pub extensions: usize,
 }
 
 impl From<crate::icl::IclError> for EvalError {

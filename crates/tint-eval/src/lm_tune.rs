@@ -219,15 +219,17 @@ pub fn bracket(
             });
         };
         if extended.len() >= max_extensions {
-            return Err(EvalError::Unbracketed {
-                method: method.into(),
-                parameter: parameter.into(),
-                best: values[best],
-                grid: values,
-                scores,
-                edge,
-                extensions: extended.len(),
-            });
+            return Err(EvalError::Unbracketed(Box::new(
+                crate::error::Unbracketed {
+                    method: method.into(),
+                    parameter: parameter.into(),
+                    best: values[best],
+                    grid: values,
+                    scores,
+                    edge,
+                    extensions: extended.len(),
+                },
+            )));
         }
         if best == 0 {
             let v = values[0] * values[0] / values[1];
@@ -496,17 +498,11 @@ mod tests {
         // The loss falls with the step all the way: never bracketed.
         let err = bracket("dyn-eval f=0.5", "eta", &[1e-6, 1e-5], 2, &mut |v| Ok(-v)).unwrap_err();
         match &err {
-            EvalError::Unbracketed {
-                method,
-                edge,
-                extensions,
-                grid,
-                ..
-            } => {
-                assert_eq!(method, "dyn-eval f=0.5");
-                assert_eq!(*edge, "largest");
-                assert_eq!(*extensions, 2);
-                assert_eq!(grid.len(), 4);
+            EvalError::Unbracketed(grid) => {
+                assert_eq!(grid.method, "dyn-eval f=0.5");
+                assert_eq!(grid.edge, "largest");
+                assert_eq!(grid.extensions, 2);
+                assert_eq!(grid.grid.len(), 4);
             }
             other => panic!("expected Unbracketed, got {other}"),
         }

@@ -124,7 +124,8 @@ impl LmReport {
                         (&base.method, &base_values),
                         Better::Lower,
                         settings,
-                    ),
+                    )
+                    .resampled_as("blocks"),
                 });
             }
         }
@@ -146,7 +147,8 @@ impl LmReport {
                             (&base.method, &base_values),
                             Better::Lower,
                             settings,
-                        ),
+                        )
+                        .resampled_as("blocks"),
                     });
                 }
             }

@@ -11,7 +11,11 @@ use super::error::IclError;
 use super::result::{CellKey, CellResult};
 use super::task::TaskKind;
 use crate::lm_tune::TuneRecord;
-use crate::paired::{paired_diff, Better, PairedDiff, PairedSettings};
+use crate::paired::{paired_diff_clustered, Better, PairedDiff, PairedSettings};
+
+/// [`PairedDiff::resampled`] of the ICL paired differences: the bootstrap draws test queries, and
+/// a drawn query brings the units of all its seeds.
+pub const QUERIES_RESAMPLED: &str = "queries (each keeps its seeds together)";
 
 /// Every finished cell of a run, with what produced it.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -45,7 +49,14 @@ pub struct IclPaired {
     /// Whether the predictions are calibrated.
     pub calibrated: bool,
     /// `row − baseline` of correctness (1 correct, 0 wrong) per (seed, example); a win is higher.
+    /// The interval resamples test queries, each with all of its seeds ([`QUERIES_RESAMPLED`]):
+    /// the same queries are scored under every seed, so its (seed, example) units are not
+    /// independent.
     pub diff: PairedDiff,
+    /// The mean difference under each seed alone (`row − baseline` accuracy of that seed's
+    /// demonstrations), in the cells' seed order; empty in reports written before it was kept.
+    #[serde(default)]
+    pub per_seed: Vec<f64>,
 }
 
 /// `1.0` for every correct prediction of a cell, in (seed, example) order.
@@ -60,6 +71,34 @@ fn correctness(cell: &CellResult, calibrated: bool) -> Vec<f64> {
                 p.predicted
             };
             f64::from(u8::from(predicted == p.label))
+        })
+        .collect()
+}
+
+/// The test query of every unit of [`correctness`], in the same (seed, example) order: the
+/// prediction's index in the evaluation set, which every seed scores once. The cluster of the
+/// paired bootstrap.
+fn queries(cell: &CellResult) -> Vec<usize> {
+    cell.runs
+        .iter()
+        .flat_map(|r| &r.predictions)
+        .map(|p| p.index)
+        .collect()
+}
+
+/// Mean of `row − baseline` over the units of each seed (runs paired by position: the callers
+/// check that both cells ran the same seeds on the same queries).
+fn per_seed_differences(row: &CellResult, base: &CellResult, calibrated: bool) -> Vec<f64> {
+    let (r, b) = (correctness(row, calibrated), correctness(base, calibrated));
+    let mut start = 0;
+    row.runs
+        .iter()
+        .map(|run| {
+            let end = start + run.predictions.len();
+            let n = run.predictions.len().max(1) as f64;
+            let d = (start..end).map(|i| r[i] - b[i]).sum::<f64>() / n;
+            start = end;
+            d
         })
         .collect()
 }
@@ -83,7 +122,9 @@ impl IclReport {
     }
 
     /// Recomputes [`IclReport::paired`], without and with calibration, for every row that ran the
-    /// same seeds on the same examples as its baseline (units: (seed, example) pairs):
+    /// same seeds on the same examples as its baseline (units: (seed, example) pairs; the bootstrap
+    /// resamples the test queries, each keeping the units of all its seeds, since every seed
+    /// scores the same queries: [`paired_diff_clustered`] with the query as the cluster):
     /// * against the `icl` row of the same task and shot count;
     /// * against a `dyn-eval` row of the same task and shot count ([`Self::dyn_eval_baseline`]):
     ///   the one trained in the row's own format and loss where it ran, else the first.
@@ -104,9 +145,12 @@ impl IclReport {
                     self.dyn_eval_baseline(&cell.key)
                 };
                 let Some(base) = base else { continue };
+                let clusters = queries(cell);
                 let same_units = cell.key != base.key
                     && cell.settings.seeds == base.settings.seeds
-                    && cell.settings.n_test == base.settings.n_test;
+                    && cell.settings.n_test == base.settings.n_test
+                    && cell.runs.len() == base.runs.len()
+                    && clusters == queries(base);
                 if !same_units {
                     continue;
                 }
@@ -115,12 +159,15 @@ impl IclReport {
                         task: cell.key.task,
                         k: cell.key.k,
                         calibrated,
-                        diff: paired_diff(
+                        diff: paired_diff_clustered(
                             (&cell.key.row_label(), &correctness(cell, calibrated)),
                             (&base.key.row_label(), &correctness(base, calibrated)),
+                            &clusters,
                             Better::Higher,
                             settings,
-                        ),
+                        )
+                        .resampled_as(QUERIES_RESAMPLED),
+                        per_seed: per_seed_differences(cell, base, calibrated),
                     });
                 }
             }
@@ -151,8 +198,9 @@ impl IclReport {
     }
 
     /// Markdown tables of the paired differences (accuracy points, mean over (seed, example)
-    /// pairs with its 95 % paired bootstrap interval, and wins/pairs), one per baseline and
-    /// calibration, rows = method × shots, columns = tasks.
+    /// pairs with its 95 % paired bootstrap interval, which resamples test queries, each keeping
+    /// its seeds together; wins/pairs; with several seeds the range of the per-seed differences),
+    /// one per baseline and calibration, rows = method × shots, columns = tasks.
     pub fn paired_markdown(&self) -> String {
         let tasks = self.tasks();
         let mut out = String::new();
@@ -169,9 +217,15 @@ impl IclReport {
                     continue;
                 }
                 out += &format!(
-                    "\n*Paired difference from {baseline}, {}* (Δ accuracy points per (seed, \
-                     example) pair [95 % paired bootstrap interval], wins/pairs{})\n\n| Method | Shots |",
-                    if calibrated { "with calibration" } else { "without calibration" },
+                    "\n*Paired difference from {baseline}, {}* (Δ accuracy points, mean over \
+                     (seed, example) pairs [95 % paired bootstrap interval that resamples test \
+                     queries, each keeping its seeds together], wins/pairs; seeds: lowest..highest \
+                     Δ of a single seed{})\n\n| Method | Shots |",
+                    if calibrated {
+                        "with calibration"
+                    } else {
+                        "without calibration"
+                    },
                     if baseline == "dyn-eval" {
                         "; each row against the dyn-eval row of its own format and loss where one \
                          ran, else the first dyn-eval row, which the other dyn-eval rows are also \
@@ -204,12 +258,13 @@ impl IclReport {
                             Some(e) => {
                                 let d = &e.diff;
                                 out += &format!(
-                                    " {:+.1} [{:+.1}, {:+.1}], {}/{} |",
+                                    " {:+.1} [{:+.1}, {:+.1}], {}/{}{} |",
                                     100.0 * d.mean,
                                     100.0 * d.ci_low,
                                     100.0 * d.ci_high,
                                     d.wins,
-                                    d.n
+                                    d.n,
+                                    seed_range(&e.per_seed)
                                 );
                             }
                             None => out += " – |",
@@ -351,10 +406,179 @@ impl IclReport {
     }
 }
 
+/// `; seeds +1.0..+3.0` (accuracy points) for two or more seeds, else nothing.
+fn seed_range(per_seed: &[f64]) -> String {
+    if per_seed.len() < 2 {
+        return String::new();
+    }
+    let low = per_seed.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = per_seed.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("; seeds {:+.1}..{:+.1}", 100.0 * low, 100.0 * high)
+}
+
 fn percent(mean: f64, std: f64, with_std: bool) -> String {
     if with_std {
         format!("{:.1} ({:.1})", 100.0 * mean, 100.0 * std)
     } else {
         format!("{:.1}", 100.0 * mean)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::icl::result::{CellSettings, Prediction, SeedRun};
+    use crate::paired::paired_diff;
+
+    /// A cell of `seeds.len()` seeds × `n_test` queries (in the runner's order: per seed, then
+    /// per query) whose query `q` under the seed at position `s` is right iff `right(s, q)`;
+    /// calibration changes nothing.
+    fn cell(
+        method: &str,
+        seeds: &[u64],
+        n_test: usize,
+        right: impl Fn(usize, usize) -> bool,
+    ) -> CellResult {
+        let runs: Vec<SeedRun> = seeds
+            .iter()
+            .enumerate()
+            .map(|(s, &seed)| {
+                let predictions: Vec<Prediction> = (0..n_test)
+                    .map(|q| {
+                        let predicted = usize::from(right(s, q));
+                        Prediction {
+                            index: q,
+                            label: 1,
+                            scores: vec![0.0, 0.0],
+                            prior: vec![0.0, 0.0],
+                            predicted,
+                            predicted_calibrated: predicted,
+                        }
+                    })
+                    .collect();
+                let accuracy = (0..n_test).filter(|&q| right(s, q)).count() as f64 / n_test as f64;
+                SeedRun {
+                    seed,
+                    demos_used: 4,
+                    accuracy,
+                    accuracy_calibrated: accuracy,
+                    train_losses: Vec::new(),
+                    predictions,
+                    seconds: 0.0,
+                }
+            })
+            .collect();
+        let accuracies: Vec<f64> = runs.iter().map(|r| r.accuracy).collect();
+        let (mean, std) = super::super::calibration::mean_std(&accuracies);
+        CellResult {
+            key: CellKey {
+                task: TaskKind::Sst2,
+                method: method.into(),
+                k: 4,
+                format: None,
+                loss: None,
+            },
+            settings: CellSettings {
+                seeds: seeds.to_vec(),
+                balanced: false,
+                demos_in_context: true,
+                n_test,
+                max_input_tokens: 64,
+                method_settings: String::new(),
+                calibration: "prompt".into(),
+            },
+            runs,
+            accuracy_mean: mean,
+            accuracy_std: std,
+            calibrated_mean: mean,
+            calibrated_std: std,
+        }
+    }
+
+    fn report(cells: Vec<CellResult>) -> IclReport {
+        let mut report = IclReport::new("m", "flex");
+        for c in cells {
+            report.upsert(c);
+        }
+        report.compute_paired(&PairedSettings::default());
+        report
+    }
+
+    #[test]
+    fn the_bootstrap_resamples_queries_with_their_seeds() {
+        const SEEDS: [u64; 3] = [0, 1, 2];
+        const N_TEST: usize = 12;
+        // Row and baseline are right on the same queries under every seed: a query's three units
+        // carry one value.
+        let row = cell("tint", &SEEDS, N_TEST, |_, q| q % 3 != 0);
+        let base = cell("icl", &SEEDS, N_TEST, |_, q| q % 4 == 0);
+        let (r, b) = (correctness(&row, false), correctness(&base, false));
+        let report = report(vec![base, row]);
+        let pair = report
+            .paired
+            .iter()
+            .find(|p| !p.calibrated && p.diff.method == "tint")
+            .expect("tint against icl");
+        assert_eq!(pair.diff.resampled, QUERIES_RESAMPLED);
+        assert_eq!(
+            (pair.diff.n, pair.diff.clusters),
+            (SEEDS.len() * N_TEST, N_TEST)
+        );
+        // Seed-major units: unit `s · N_TEST + q` is query `q`.
+        let by_query: Vec<usize> = (0..SEEDS.len()).flat_map(|_| 0..N_TEST).collect();
+        assert_eq!(queries(&report.cells[1]), by_query);
+        let settings = PairedSettings::default();
+        let expected = paired_diff_clustered(
+            ("tint", &r),
+            ("icl", &b),
+            &by_query,
+            Better::Higher,
+            &settings,
+        );
+        assert_eq!(
+            (pair.diff.ci_low, pair.diff.ci_high),
+            (expected.ci_low, expected.ci_high)
+        );
+        let naive = paired_diff(("tint", &r), ("icl", &b), Better::Higher, &settings);
+        assert!(
+            pair.diff.ci_high - pair.diff.ci_low > naive.ci_high - naive.ci_low,
+            "repeated queries must widen the interval: {pair:?} {naive:?}"
+        );
+        // Every seed scores the same queries here, so each seed has the mean difference.
+        assert_eq!(pair.per_seed, vec![pair.diff.mean; 3]);
+    }
+
+    #[test]
+    fn seeds_are_spread_and_the_caption_names_the_resampled_unit() {
+        const SEEDS: [u64; 2] = [5, 9];
+        const N_TEST: usize = 8;
+        // Under seed 5 the row is right on every query, under seed 9 on half; the baseline on none.
+        let row = cell("tint", &SEEDS, N_TEST, |s, q| s == 0 || q % 2 == 0);
+        let base = cell("icl", &SEEDS, N_TEST, |_, _| false);
+        let report = report(vec![base, row]);
+        let pair = &report.paired[0];
+        assert_eq!(pair.per_seed, vec![1.0, 0.5]);
+        let md = report.paired_markdown();
+        assert!(
+            md.contains("resamples test queries, each keeping its seeds together"),
+            "{md}"
+        );
+        assert!(md.contains("; seeds +50.0..+100.0 |"), "{md}");
+        // Reports written before the resampled unit and the seeds were kept still read.
+        let mut json = serde_json::to_value(pair).unwrap();
+        json.as_object_mut().unwrap().remove("per_seed");
+        json["diff"].as_object_mut().unwrap().remove("resampled");
+        let old: IclPaired = serde_json::from_value(json).unwrap();
+        assert!(old.per_seed.is_empty());
+        assert_eq!(old.diff.resampled, crate::paired::UNITS_RESAMPLED);
+    }
+
+    #[test]
+    fn rows_scored_on_other_queries_are_not_paired() {
+        let row = cell("tint", &[0, 1], 4, |_, q| q == 0);
+        let mut base = cell("icl", &[0, 1], 4, |_, _| true);
+        assert_eq!(report(vec![base.clone(), row.clone()]).paired.len(), 2);
+        base.runs[1].predictions[3].index = 7;
+        assert!(report(vec![base, row]).paired.is_empty());
     }
 }

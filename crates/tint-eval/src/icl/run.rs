@@ -444,7 +444,7 @@ pub fn run_icl<AB: AutodiffBackend>(
         }
         report
     } else {
-        IclReport::new(args.model.to_string(), env.backend)
+        IclReport::new(args.model.identity(), env.backend)
     };
     report.fingerprint = Some(fingerprint);
     let stored_tuning = std::mem::take(&mut report.tuning);

@@ -366,7 +366,8 @@ impl IclRunSettings {
             "Seeds {:?}, {} held-out test examples per task; step sizes tuned on {} dev examples \
              carved from the demonstration pool (never the test examples; the grid, the dev \
              objective and the choice are listed under the tables). Calibration: {}. Paired \
-             differences are per (seed, example) pair of the same demonstrations and query. JSON \
+             differences are per (seed, example) pair of the same demonstrations and query; their \
+             bootstrap intervals resample the test queries, each keeping its seeds together. JSON \
              with every prediction and score: `docs/data/{json_name}`.",
             self.seeds,
             self.n_test,
