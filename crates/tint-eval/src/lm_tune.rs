@@ -177,6 +177,12 @@ pub fn check_grid(grid: &[f64]) -> Result<(), EvalError> {
     }
 }
 
+/// `v` rounded to 10 significant digits, so that an extension of `{1e-4, 3e-4}` is `9e-4` and not
+/// `8.999999999999998e-4` in reports (a relative change below 1e-10 of a step size).
+fn tidy(v: f64) -> f64 {
+    format!("{v:.9e}").parse().unwrap_or(v)
+}
+
 /// Scores `grid` with `score` (lower is better) and, while the best finite score is the grid's
 /// smallest or largest value, extends the grid past that edge by the ratio of the two values at
 /// that edge (`g₀² / g₁` below, `gₙ² / gₙ₋₁` above) and scores the new value, at most
@@ -232,13 +238,13 @@ pub fn bracket(
             )));
         }
         if best == 0 {
-            let v = values[0] * values[0] / values[1];
+            let v = tidy(values[0] * values[0] / values[1]);
             let s = score(v)?;
             values.insert(0, v);
             scores.insert(0, if s.is_finite() { s } else { f64::NAN });
             extended.push(v);
         } else {
-            let v = values[last] * values[last] / values[last - 1];
+            let v = tidy(values[last] * values[last] / values[last - 1]);
             let s = score(v)?;
             values.push(v);
             scores.push(if s.is_finite() { s } else { f64::NAN });
@@ -513,6 +519,17 @@ mod tests {
         );
         // Without extensions, an edge choice is refused at once.
         assert!(bracket("bowl", "eta", &[1e-6, 1e-5], 0, &mut bowl_score).is_err());
+    }
+
+    #[test]
+    fn extensions_are_tidy_numbers() {
+        let up = bracket("tint-ref", "eta", &[1e-4, 3e-4], 1, &mut |v| Ok(-v))
+            .map(|_| ())
+            .unwrap_err();
+        match up {
+            EvalError::Unbracketed(grid) => assert_eq!(grid.grid[2], 9e-4, "{:?}", grid.grid),
+            other => panic!("expected Unbracketed, got {other}"),
+        }
     }
 
     #[test]
