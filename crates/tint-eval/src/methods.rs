@@ -10,7 +10,7 @@ use tint_aux::loss::next_token_nll;
 use tint_aux::{
     continuation_nll, continuation_nll_of_logits, dynamic_eval, AuxModel, DynEvalConfig,
 };
-use tint_sim::{Engine, Execution, SimInput, SimOutput, TintConfig, TintStep};
+use tint_sim::{Engine, Execution, SimInput, SimOutput, TintConfig, TintStep, UpdatedModel};
 
 use crate::lm::LmMethod;
 use crate::non_finite::{adapted_origin, all_finite, weights_origin, NonFiniteOrigin};
@@ -342,6 +342,9 @@ pub struct Tint<B: Backend> {
     /// Where the per-target NLLs of each block's first pass (the unadapted model) go, for a
     /// [`Vanilla`] that reads them instead of running its own forward pass.
     first_pass: Option<UnadaptedNlls>,
+    /// The step keeps the loss gradient of the sequence's last position (the official code's
+    /// quirk, docs/construction.md §12): the update then depends on what ends the sequence.
+    official_compat: bool,
 }
 
 impl<B: Backend> Tint<B> {
@@ -360,6 +363,7 @@ impl<B: Backend> Tint<B> {
             device: model.devices()[0].clone(),
             model: model.clone(),
             first_pass: None,
+            official_compat: config.official_compat,
         })
     }
 
@@ -417,6 +421,32 @@ impl<B: Backend> Tint<B> {
     /// First-pass and final logits of one `[1, T]` block.
     pub fn run(&self, input: &SimInput<B>) -> Result<SimOutput<B>, EvalError> {
         Ok(self.engine.forward(input)?)
+    }
+
+    /// Whether [`Self::train_once`] gives a model: the engine hands out its updated weights (the
+    /// functional reference, [`TintStep::updated`]) and the step is not `official_compat` (whose
+    /// kept last-position gradient makes the update of a training part depend on the tokens
+    /// after it, so training on the part alone would give another update:
+    /// `tint-sim/tests/query_independence.rs`).
+    pub fn trains_once(&self) -> bool {
+        !self.official_compat && self.engine.engine() == Engine::Reference
+    }
+
+    /// The step on `input` (one sequence, `[1, T]`, whose training part is the whole of what
+    /// it trains on) and the updated model it leaves, for scoring other sequences that continue
+    /// the training part by plain forwards; `None` where [`Self::trains_once`] is false.
+    ///
+    /// # Errors
+    /// The engine's errors ([`EvalError::Sim`]).
+    pub fn train_once(
+        &self,
+        input: &SimInput<B>,
+    ) -> Option<Result<Box<dyn UpdatedModel<B>>, EvalError>> {
+        if !self.trains_once() {
+            return None;
+        }
+        let updated = self.engine.updated(input)?;
+        Some(updated.map(|(_, model)| model).map_err(EvalError::from))
     }
 }
 

@@ -4,7 +4,7 @@
 //! implements.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::DType;
+use burn::tensor::{DType, Int, Tensor};
 use tint_aux::AuxModel;
 
 use crate::any_model::ModelSimulator;
@@ -45,6 +45,49 @@ pub trait TintStep<B: Backend>: Send + Sync {
 
     /// The simulated step it runs.
     fn step(&self) -> &StepConfig;
+
+    /// The step on `input` (a batch of one sequence) and the auxiliary model it leaves, whose
+    /// plain forward ([`UpdatedModel::logits`]) gives the step's `final_logits` on `input`'s ids
+    /// and scores other ids with the weights trained on `input`: what lets a caller train once
+    /// and evaluate many sequences. `None` (the default) for an engine that does not hand out its
+    /// updated weights: the simulators, which keep them in the prefix rows of their states.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[1, seq_length]` → logits `[1, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// As [`Self::forward`], and [`SimError::InvalidInput`] for a batch of more than one sequence.
+    fn updated(&self, input: &SimInput<B>) -> Option<Result<Updated<B>, SimError>> {
+        let _ = input;
+        None
+    }
+}
+
+/// What [`TintStep::updated`] returns: the step's output and the updated model.
+pub type Updated<B> = (SimOutput<B>, Box<dyn UpdatedModel<B>>);
+
+/// An auxiliary model whose weights a TinT step updated, evaluated by plain forwards (no step).
+pub trait UpdatedModel<B: Backend>: Send + Sync {
+    /// Logits of the updated model.
+    ///
+    /// # Shapes
+    /// `input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidInput`] for ids that do not fit the model.
+    fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError>;
+}
+
+impl<B: Backend> UpdatedModel<B> for FunctionalReference<B> {
+    fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError> {
+        FunctionalReference::logits(self, input_ids)
+    }
+}
+
+impl<B: Backend> UpdatedModel<B> for LlamaReference<B> {
+    fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError> {
+        LlamaReference::logits(self, input_ids)
+    }
 }
 
 impl<B: Backend> TintStep<B> for TintSimulator<B> {
@@ -81,6 +124,12 @@ impl<B: Backend> TintStep<B> for FunctionalReference<B> {
     fn step(&self) -> &StepConfig {
         &self.config().step
     }
+    fn updated(&self, input: &SimInput<B>) -> Option<Result<Updated<B>, SimError>> {
+        Some(
+            FunctionalReference::updated(self, input)
+                .map(|(output, model)| (output, Box::new(model) as Box<dyn UpdatedModel<B>>)),
+        )
+    }
 }
 
 impl<B: Backend> TintStep<B> for LlamaReference<B> {
@@ -92,6 +141,12 @@ impl<B: Backend> TintStep<B> for LlamaReference<B> {
     }
     fn step(&self) -> &StepConfig {
         &self.config().step
+    }
+    fn updated(&self, input: &SimInput<B>) -> Option<Result<Updated<B>, SimError>> {
+        Some(
+            LlamaReference::updated(self, input)
+                .map(|(output, model)| (output, Box::new(model) as Box<dyn UpdatedModel<B>>)),
+        )
     }
 }
 

@@ -6,7 +6,7 @@
 
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
-use burn::tensor::Tensor;
+use burn::tensor::{Int, Tensor};
 
 use crate::config::TintConfig;
 use crate::error::SimError;
@@ -266,6 +266,64 @@ impl<B: Backend> FunctionalReference<B> {
     ) -> Result<(SimOutput<B>, AuxParams<B>), SimError> {
         input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
         self.forward_validated(input)
+    }
+
+    /// One TinT step on `input`, a batch of one sequence, and the reference whose weights are the
+    /// updated ones: its [`Self::logits`] is the plain forward of the updated model (on `input`'s
+    /// ids, the step's `final_logits`; on other ids, what a model trained on `input` predicts).
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[1, seq_length]` → logits `[1, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// As [`Self::forward`], and [`SimError::InvalidInput`] for a batch of more than one sequence
+    /// (each would get its own update).
+    pub fn updated(&self, input: &SimInput<B>) -> Result<(SimOutput<B>, Self), SimError> {
+        let [batch_size, _] = input.dims();
+        if batch_size != 1 {
+            return Err(SimError::InvalidInput(format!(
+                "an updated model comes from one sequence; got a batch of {batch_size}"
+            )));
+        }
+        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        let device = self.aux.device();
+        let (output, aux) =
+            tint_ops::branches::on_worker::<B, _, _>(&device, || self.forward_validated(input))?;
+        let config = self.config.clone();
+        Ok((output, Self { aux, config }))
+    }
+
+    /// The plain forward of the auxiliary model with this reference's weights — embeddings, every
+    /// block, the final LayerNorm and the head; no step — computed by the same code as the final
+    /// forward of [`Self::forward`]. On the reference [`Self::updated`] returns, the updated
+    /// model's logits.
+    ///
+    /// # Shapes
+    /// `input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidInput`] for ids that do not fit the model (as [`SimInput::validate`]),
+    /// and for weights holding one copy per sequence of a batch of another size.
+    pub fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError> {
+        let [batch_size, _] = input_ids.dims();
+        let input = SimInput::with_train_lengths(input_ids, &vec![0; batch_size])?;
+        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        let mut copies = self.aux.layers.iter().map(|l| l.w_v.dims()[0]);
+        if let Some(copies) = copies.find(|&c| c != 1 && c != batch_size) {
+            return Err(SimError::InvalidInput(format!(
+                "the weights hold {copies} copies (one per sequence of their step); \
+                 a batch of {batch_size} sequences needs 1 or {batch_size}"
+            )));
+        }
+        let eps = self.config.epsilon;
+        // As in `forward_validated`: the score mask repeated over the heads once.
+        let masks = input.masks(self.aux.dtype(), self.config.official_compat);
+        let attention_bias = masks.attention_bias.repeat_dim(1, self.aux.n_heads);
+        let mut h = embed(&self.aux, &input);
+        for layer in &self.aux.layers {
+            h = layer_forward(layer, h, &self.aux, &attention_bias, eps, false).0;
+        }
+        Ok(head(&self.aux, h, eps).0)
     }
 
     /// [`Self::forward_with_params`] on an input that passed [`SimInput::validate`].

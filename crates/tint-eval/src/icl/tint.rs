@@ -7,10 +7,21 @@
 //! (a batch of separate demonstrations) is rejected. Calibration follows the same rule: the prior
 //! `P(c | prompt)` is scored with the demonstrations (k-shot) or the prompt itself (zero-shot) as the
 //! training part.
+//!
+//! With k > 0 demonstrations the update does not depend on the query (the loss is on the
+//! demonstrations only: `tint-sim/tests/query_independence.rs`), so the functional reference
+//! (`tint-ref`) trains once per demonstration prefix — on the prefix alone, with the same loss
+//! targets — and scores every query with the updated model by plain forwards
+//! ([`tint_sim::UpdatedModel`]), instead of rerunning the whole step (first forward, backward,
+//! final forward) per query. The update is kept with the prefix tokens and targets it was trained
+//! on and used only for a context that starts with exactly that prefix; any other prefix (a long
+//! query that leaves room for fewer demonstrations, the next seed) trains anew. The simulators,
+//! `official_compat` steps and zero-shot (which trains on each query's own context) run the
+//! whole step per query.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
-use tint_sim::{SimInput, SimOutput};
+use tint_sim::{SimInput, SimOutput, UpdatedModel};
 
 use super::error::IclError;
 use super::method::{
@@ -28,16 +39,94 @@ pub struct TintIcl<B: Backend> {
     /// Name in reports (e.g. `tint(eta=1e-5)`).
     pub label: String,
     device: B::Device,
+    /// Train once per demonstration prefix where the engine can ([`Tint::trains_once`]).
+    train_once: bool,
+    /// The update of the last demonstration prefix trained once.
+    trained: Option<TrainedPrefix<B>>,
+    /// Updates trained once so far.
+    updates_trained: usize,
+}
+
+/// An update trained once on a demonstration prefix, with what it was trained on.
+struct TrainedPrefix<B: Backend> {
+    /// The prefix's tokens.
+    ids: Vec<u32>,
+    /// Its loss targets.
+    targets: Vec<bool>,
+    /// The updated model.
+    model: Box<dyn UpdatedModel<B>>,
 }
 
 impl<B: Backend> TintIcl<B> {
     /// Wraps a TinT built by [`Tint::simulator`] or [`Tint::reference`] for a model on `device`.
+    /// A functional reference trains once per demonstration prefix (the module documentation).
     pub fn new(tint: Tint<B>, label: impl Into<String>, device: &B::Device) -> Self {
         Self {
             tint,
             label: label.into(),
             device: device.clone(),
+            train_once: true,
+            trained: None,
+            updates_trained: 0,
         }
+    }
+
+    /// This method running the whole step for every query (also for the functional reference):
+    /// the path a train-once run is compared with.
+    pub fn per_query(mut self) -> Self {
+        self.train_once = false;
+        self
+    }
+
+    /// Updates trained once on a demonstration prefix so far (0 on the per-query path).
+    pub fn updates_trained(&self) -> usize {
+        self.updates_trained
+    }
+
+    /// The model updated on `request`'s demonstration prefix, trained now unless the last one was
+    /// trained on the same tokens with the same targets; `None` where the whole step runs per
+    /// query (no demonstrations, or fewer than two tokens of them; an engine that cannot train
+    /// once; [`Self::per_query`]).
+    fn updated_for(
+        &mut self,
+        request: &ScoreRequest<'_>,
+    ) -> Result<Option<&dyn UpdatedModel<B>>, IclError> {
+        let demo_len = request.demo_len;
+        // A step needs a sequence of two tokens or more.
+        if !self.train_once || !self.tint.trains_once() || demo_len < 2 {
+            return Ok(None);
+        }
+        let ids = &request.context[..demo_len];
+        // The targets the per-query step sees on the prefix (missing ones are not targets).
+        let targets: Vec<bool> = (0..demo_len)
+            .map(|t| request.demo_targets.get(t).copied().unwrap_or(false))
+            .collect();
+        let fresh = self
+            .trained
+            .as_ref()
+            .is_some_and(|p| p.ids == ids && p.targets == targets);
+        if !fresh {
+            // Drop the old update before training the new one (memory).
+            self.trained = None;
+            let ids_tensor = padded_ids::<B>(&[ids.to_vec()], ids[0], &self.device);
+            let gradient_mask = Tensor::<B, 2, Bool>::from_data(
+                TensorData::new(targets.clone(), [1, demo_len]),
+                &self.device,
+            );
+            let input = SimInput::with_train_lengths(ids_tensor, &[demo_len])
+                .map_err(|e| IclError::Eval(e.into()))?
+                .with_gradient_mask(gradient_mask);
+            let Some(model) = self.tint.train_once(&input) else {
+                return Ok(None);
+            };
+            self.trained = Some(TrainedPrefix {
+                ids: ids.to_vec(),
+                targets,
+                model: model?,
+            });
+            self.updates_trained += 1;
+        }
+        Ok(self.trained.as_ref().map(|p| p.model.as_ref()))
     }
 }
 
@@ -55,6 +144,8 @@ impl<B: Backend> IclMethod for TintIcl<B> {
     }
 
     fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
+        // A new adaptation: no update of the last one is reused (nor kept in memory).
+        self.trained = None;
         if train.ids.len() > 1 {
             return Err(IclError::InvalidSetting {
                 name: "format",
@@ -67,12 +158,18 @@ impl<B: Backend> IclMethod for TintIcl<B> {
     }
 
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
-        let (output, ids, single_token) = self.forward(request)?;
         let context = request.context;
+        let (ids, single_token) = self.scored_ids(request);
+        let logits = match self.updated_for(request)? {
+            Some(model) => model
+                .logits(ids.clone())
+                .map_err(|e| IclError::Eval(e.into()))?,
+            None => self.forward(request)?.0.final_logits,
+        };
         if single_token {
-            return next_token_log_probs(output.final_logits, context.len(), request.candidates);
+            return next_token_log_probs(logits, context.len(), request.candidates);
         }
-        sum_candidate_log_probs(output.final_logits, ids, context.len(), request.candidates)
+        sum_candidate_log_probs(logits, ids, context.len(), request.candidates)
     }
 
     /// Runs `request` again and looks at its first-pass logits ([`Tint::origin_of`]).
@@ -94,17 +191,7 @@ impl<B: Backend> TintIcl<B> {
         request: &ScoreRequest<'_>,
     ) -> Result<(SimOutput<B>, Tensor<B, 2, Int>, bool), IclError> {
         let context = request.context;
-        // Single-token label words (the usual case) are all scored from the next-token
-        // distribution after the context: one sequence instead of one per candidate. The update
-        // is the same (it depends only on the training part) and causal attention makes the
-        // logits at the last context position independent of what follows.
-        let single_token =
-            !request.candidates.is_empty() && request.candidates.iter().all(|c| c.len() == 1);
-        let ids = if single_token {
-            padded_ids::<B>(&[context.to_vec()], context[0], &self.device)
-        } else {
-            candidate_batch::<B>(context, request.candidates, &self.device)
-        };
+        let (ids, single_token) = self.scored_ids(request);
         let [batch_size, seq_length] = ids.dims();
         // Zero-shot: the training part is the whole context (the query or the prompt itself).
         let (train_len, targets): (usize, Vec<bool>) = if request.demo_len > 0 {
@@ -126,5 +213,25 @@ impl<B: Backend> TintIcl<B> {
             .with_gradient_mask(gradient_mask);
         let output = self.tint.run(&input)?;
         Ok((output, ids, single_token))
+    }
+
+    /// The ids `request` is scored on, and whether the candidates are all single tokens.
+    ///
+    /// # Shapes
+    /// `[1, context.len()]` for single tokens, else `[candidates.len(), longest sequence]`.
+    fn scored_ids(&self, request: &ScoreRequest<'_>) -> (Tensor<B, 2, Int>, bool) {
+        let context = request.context;
+        // Single-token label words (the usual case) are all scored from the next-token
+        // distribution after the context: one sequence instead of one per candidate. The update
+        // is the same (it depends only on the training part) and causal attention makes the
+        // logits at the last context position independent of what follows.
+        let single_token =
+            !request.candidates.is_empty() && request.candidates.iter().all(|c| c.len() == 1);
+        let ids = if single_token {
+            padded_ids::<B>(&[context.to_vec()], context[0], &self.device)
+        } else {
+            candidate_batch::<B>(context, request.candidates, &self.device)
+        };
+        (ids, single_token)
     }
 }

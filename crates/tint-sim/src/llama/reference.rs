@@ -304,6 +304,70 @@ impl<B: Backend> LlamaReference<B> {
         self.forward_observed(input, &mut |_, _| {})
     }
 
+    /// One TinT step on `input`, a batch of one sequence, and the reference whose weights are the
+    /// updated ones: its [`Self::logits`] is the plain forward of the updated model (on `input`'s
+    /// ids, the step's `final_logits`; on other ids, what a model trained on `input` predicts).
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[1, seq_length]` → logits `[1, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// As [`Self::forward`], and [`SimError::InvalidInput`] for a batch of more than one sequence
+    /// (each would get its own update).
+    pub fn updated(&self, input: &SimInput<B>) -> Result<(SimOutput<B>, Self), SimError> {
+        let [batch_size, _] = input.dims();
+        if batch_size != 1 {
+            return Err(SimError::InvalidInput(format!(
+                "an updated model comes from one sequence; got a batch of {batch_size}"
+            )));
+        }
+        self.validate(input)?;
+        let device = input.input_ids.device();
+        let (output, mut params) = tint_ops::branches::on_worker::<B, _, _>(&device, || {
+            self.forward_observed_validated(input, &mut |_, _| {})
+        })?;
+        let config = self.config.clone();
+        Ok((
+            output,
+            Self {
+                params: params.remove(0),
+                config,
+            },
+        ))
+    }
+
+    /// The plain forward of the auxiliary model with this reference's weights — embedding, every
+    /// block, the final norm and the head; no step — computed by the same code as the final
+    /// forward of [`Self::forward`]. On the reference [`Self::updated`] returns, the updated
+    /// model's logits.
+    ///
+    /// # Shapes
+    /// `input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
+    ///
+    /// # Errors
+    /// [`SimError::InvalidInput`] for ids that do not fit the model (as [`Self::forward`]).
+    pub fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError> {
+        let [batch_size, _] = input_ids.dims();
+        let input = SimInput::with_train_lengths(input_ids, &vec![0; batch_size])?;
+        self.validate(&input)?;
+        let params = &self.params;
+        let logits = self
+            .sequence_contexts(&input)
+            .iter()
+            .map(|ctx| {
+                let mut h = params.embedding.clone().select(0, ctx.ids.clone());
+                for layer in &params.layers {
+                    h = layer_forward(layer, params, h, ctx, false).0;
+                }
+                let hf = rms_norm(h, &params.final_norm, params.rms_eps);
+                // [seq_length, vocab_size] → [1, seq_length, vocab_size]
+                hf.matmul(params.head_rows().transpose())
+                    .unsqueeze_dim::<3>(0)
+            })
+            .collect();
+        Ok(Tensor::cat(logits, 0))
+    }
+
     /// Like [`Self::forward_with_params`], reporting every intermediate of the step to `observe`
     /// (for numerical diagnostics, e.g. comparing a float32 run with a float64 one): its name and
     /// value `[rows, width]`, in the order computed. Names, with `b` the sequence and `l` the layer
