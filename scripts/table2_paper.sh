@@ -16,6 +16,8 @@
 #                        dyn-eval-matched, 128 blocks;
 #   constructed F        the constructed network (`tint`, all 30 layers) and `tint-ref` on 16 blocks
 #                        at fraction F with the step tuned for `tint-ref` in shard F's report;
+#   exact-derivatives    the reference with exact norm / activation derivatives against the matched
+#                        dynamic evaluation at 50 % (where the gap to dynamic evaluation comes from);
 #   merge                one report from the four shards (`cargo xtask eval lm-merge`).
 #
 #   scripts/table2_paper.sh shard 1          # one piece (50 %); about 1.5-2 h on the 2-core CPU
@@ -61,6 +63,14 @@ print(next(t['choice'] for t in r['tuning'] if t['method'] == 'tint-ref'))")
     "$XTASK" eval lm --train-fraction "$f" --max-blocks 16 --sim-layers all --methods tint,tint-ref \
         --inner-lr "$eta" --workers 1 --resume --out "$OUT/constructed-$f.json"
     ;;
+exact-derivatives)
+    # Issue 62 item 8, first approximation: the reference with exact norm and activation
+    # derivatives (instead of the first-order finite differences), against the matched dynamic
+    # evaluation on the same 128 blocks at 50 %; both steps tuned again.
+    "$XTASK" eval lm --train-fraction 0.5 --sim-layers all --exact-derivatives \
+        --methods dyn-eval-matched,tint-ref --max-blocks 128 --tune eta=3e-5,1e-4,3e-4 \
+        --tune-blocks 8 --resume --out "$OUT/approx-exact-derivatives-50.json"
+    ;;
 merge)
     parts=()
     for i in 0 1 2 3; do
@@ -70,7 +80,7 @@ merge)
         --title "SmolLM2-135M-Instruct (Q4_1) on SOTU, all layers x 1 step" "${parts[@]}"
     ;;
 *)
-    echo "usage: $0 shard I | ablation | constructed F | merge" >&2
+    echo "usage: $0 shard I | ablation | constructed F | exact-derivatives | merge" >&2
     exit 2
     ;;
 esac
