@@ -62,6 +62,14 @@ impl TuneRecord {
         }
     }
 
+    /// Whether the choice has a grid value on each side: from the grid itself, so that records
+    /// written before `interior` was (whose field reads as false) are described truly.
+    pub fn is_interior(&self) -> bool {
+        let below = self.grid.iter().any(|g| *g < self.choice);
+        let above = self.grid.iter().any(|g| *g > self.choice);
+        self.tuned && below && above
+    }
+
     /// The grid the settings gave: `grid` without the values [`bracket`] added.
     pub fn given_grid(&self) -> Vec<f64> {
         self.grid
@@ -94,7 +102,7 @@ impl TuneRecord {
                 added.join(", ")
             )
         };
-        let bracketed = if self.interior {
+        let bracketed = if self.is_interior() {
             "interior"
         } else {
             "on the grid's edge"
@@ -573,6 +581,29 @@ mod tests {
         let json = serde_json::to_value(&record).unwrap();
         assert_eq!(json["interior"], true);
         assert_eq!(json["train_fraction"], 0.3);
+    }
+
+    #[test]
+    fn records_written_before_interior_was_recorded_are_described_from_their_grid() {
+        let old = r#"{"method": "dyn-eval", "parameter": "lr", "grid": [1e-3, 3e-3, 1e-2],
+            "scores": [0.75, 0.58, 1.25], "objective": "o", "choice": 3e-3, "source": "s",
+            "tuned": true}"#;
+        let record: TuneRecord = serde_json::from_str(old).unwrap();
+        assert!(!record.interior && record.is_interior());
+        assert!(
+            record.summary().contains("(interior)"),
+            "{}",
+            record.summary()
+        );
+        let edge = TuneRecord {
+            choice: 1e-2,
+            ..record
+        };
+        assert!(
+            edge.summary().contains("on the grid's edge"),
+            "{}",
+            edge.summary()
+        );
     }
 
     #[test]
