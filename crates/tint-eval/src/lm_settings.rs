@@ -195,7 +195,7 @@ impl Shard {
     ///
     /// # Errors
     ///
-    /// [`EvalError::InvalidSetting`] when there are fewer fractions than shards (a shard would
+    /// [`crate::EvalError::InvalidSetting`] when there are fewer fractions than shards (a shard would
     /// be empty).
     pub fn fractions(&self, fractions: &[f64]) -> Result<Vec<f64>, crate::EvalError> {
         if self.count > fractions.len() {
