@@ -62,13 +62,7 @@ fn read_part(path: &Path) -> Result<(LmReport, Fingerprint), EvalError> {
         path: path.to_path_buf(),
         reason,
     };
-    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
-        operation: "read",
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let report: LmReport = serde_json::from_str(&text)
-        .map_err(|e| report_error(format!("not an `eval lm` report ({e})")))?;
+    let report = LmReport::read_json(path)?;
     if report.settings.get("partial") == Some(&serde_json::Value::Bool(true)) {
         return Err(report_error(
             "a partial report (its run was interrupted): finish it with `eval lm --resume` and \

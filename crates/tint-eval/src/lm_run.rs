@@ -557,13 +557,7 @@ pub fn previous_report(
         path: out.to_path_buf(),
         reason,
     };
-    let text = std::fs::read_to_string(out).map_err(|source| EvalError::Io {
-        operation: "read",
-        path: out.to_path_buf(),
-        source,
-    })?;
-    let previous: LmReport = serde_json::from_str(&text)
-        .map_err(|e| report_error(format!("not an `eval lm` report ({e})")))?;
+    let previous = LmReport::read_json(out)?;
     let theirs: Fingerprint = serde_json::from_value(previous.settings["fingerprint"].clone())
         .map_err(|_| {
             report_error(

@@ -82,6 +82,24 @@ fn per_token(blocks: &[BlockNll]) -> Vec<f64> {
 }
 
 impl LmReport {
+    /// Reads the report at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`EvalError::Io`] for a file that cannot be read, [`EvalError::Report`] for one that is not
+    /// an `eval lm` report.
+    pub fn read_json(path: &Path) -> Result<Self, EvalError> {
+        let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
+            operation: "read",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|e| EvalError::Report {
+            path: path.to_path_buf(),
+            reason: format!("not an `eval lm` report ({e})"),
+        })
+    }
+
     /// Writes the report as pretty JSON, atomically ([`crate::atomic_write`]: a crash mid-write
     /// leaves the previous report, never a cut one).
     pub fn write_json(&self, path: &Path) -> Result<(), EvalError> {
@@ -105,51 +123,42 @@ impl LmReport {
     /// present at that fraction with the same number of blocks (blocks are paired by position:
     /// every method sees the same blocks in the same order).
     pub fn compute_paired(&mut self, settings: &PairedSettings) {
+        let pair = |r: &MethodResult, base: &MethodResult| LmPaired {
+            train_fraction: r.train_fraction,
+            diff: paired_diff(
+                (&r.method, &per_token(&r.blocks)),
+                (&base.method, &per_token(&base.blocks)),
+                Better::Lower,
+                settings,
+            )
+            .resampled_as("blocks"),
+        };
+        let same_blocks = |r: &MethodResult, base: &MethodResult| {
+            (r.train_fraction - base.train_fraction).abs() < 1e-12
+                && r.blocks.len() == base.blocks.len()
+        };
         let mut paired = Vec::new();
         for base in self
             .results
             .iter()
             .filter(|r| r.method.starts_with(MATCHED_BASELINE))
         {
-            let base_values = per_token(&base.blocks);
-            for r in self.results.iter().filter(|r| {
-                is_matched_pair(&r.method, &base.method)
-                    && (r.train_fraction - base.train_fraction).abs() < 1e-12
-                    && r.blocks.len() == base.blocks.len()
-            }) {
-                paired.push(LmPaired {
-                    train_fraction: r.train_fraction,
-                    diff: paired_diff(
-                        (&r.method, &per_token(&r.blocks)),
-                        (&base.method, &base_values),
-                        Better::Lower,
-                        settings,
-                    )
-                    .resampled_as("blocks"),
-                });
+            for r in self
+                .results
+                .iter()
+                .filter(|r| is_matched_pair(&r.method, &base.method) && same_blocks(r, base))
+            {
+                paired.push(pair(r, base));
             }
         }
         for base_name in BASELINES {
             for base in self.results.iter().filter(|r| r.method == base_name) {
-                let base_values = per_token(&base.blocks);
-                for r in &self.results {
-                    if r.method == base.method
-                        || (r.train_fraction - base.train_fraction).abs() > 1e-12
-                        || r.blocks.len() != base.blocks.len()
-                        || (base_name == "dyn-eval" && r.method == "vanilla")
-                    {
-                        continue;
-                    }
-                    paired.push(LmPaired {
-                        train_fraction: r.train_fraction,
-                        diff: paired_diff(
-                            (&r.method, &per_token(&r.blocks)),
-                            (&base.method, &base_values),
-                            Better::Lower,
-                            settings,
-                        )
-                        .resampled_as("blocks"),
-                    });
+                for r in self.results.iter().filter(|r| {
+                    r.method != base.method
+                        && same_blocks(r, base)
+                        && !(base_name == "dyn-eval" && r.method == "vanilla")
+                }) {
+                    paired.push(pair(r, base));
                 }
             }
         }
