@@ -36,6 +36,7 @@ export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 if [[ -z "${XTASK:-}" ]]; then
     XTASK=$(mktemp /tmp/xtask-table2.XXXXXX)
     cp target/debug/xtask "$XTASK"
+    chmod +x "$XTASK"
 fi
 COMMON=(--max-blocks 128 --vanilla-from-ref --tune eta=3e-5,1e-4,3e-4 --tune-blocks 8
     --tune-per-fraction --resume)
