@@ -13,11 +13,13 @@
 #   shard I  (I = 0..3)  the train fraction 30/50/70/90 % (`--shard I/4`), 128 blocks;
 #   ablation             the paper's Table 4 splits of the same budget at 50 %: half the layers x
 #                        2 steps (15x2), a quarter x 4 (8x4: 30/4 rounded up), tint-ref and
-#                        dyn-eval-matched, 128 blocks;
+#                        dyn-eval-matched, 128 blocks (all layers x 1 step: shard 1's cells);
 #   constructed F        the constructed network (`tint`, all 30 layers) and `tint-ref` on 16 blocks
 #                        at fraction F with the step tuned for `tint-ref` in shard F's report;
 #   exact-derivatives    the reference with exact norm / activation derivatives against the matched
 #                        dynamic evaluation at 50 % (where the gap to dynamic evaluation comes from);
+#   exact-attention      the same with the exact attention backward (through the scores);
+#   all-exact            both replaced: must equal the matched dynamic evaluation (16 blocks, a check);
 #   merge                one report from the four shards (`cargo xtask eval lm-merge`).
 #
 #   scripts/table2_paper.sh shard 1          # one piece (50 %); about 1.5-2 h on the 2-core CPU
@@ -50,7 +52,9 @@ shard)
         --out "$OUT/shard-${i}of4.json"
     ;;
 ablation)
-    "$XTASK" eval lm --train-fraction 0.5 --budget allx1,15x2,8x4 \
+    # The all-layers x 1 step cells at 50 % are shard-1of4.json's (same blocks, tuning blocks and
+    # grid): not run again.
+    "$XTASK" eval lm --train-fraction 0.5 --budget 15x2,8x4 \
         --methods vanilla,dyn-eval-matched,tint-ref "${COMMON[@]}" \
         --out "$OUT/ablation-50.json"
     ;;
@@ -72,6 +76,28 @@ exact-derivatives)
         --methods dyn-eval-matched,tint-ref --max-blocks 128 --tune eta=3e-5,1e-4,3e-4 \
         --tune-blocks 8 --resume --out "$OUT/approx-exact-derivatives-50.json"
     ;;
+exact-attention)
+    # Item 8, second approximation: the reference back-propagating through the attention scores
+    # as well as the values (finite-difference norm and activation derivatives kept), against
+    # the matched dynamic evaluation on the same 128 blocks at 50 %; both steps tuned again.
+    "$XTASK" eval lm --train-fraction 0.5 --sim-layers all --exact-attention-backward \
+        --methods dyn-eval-matched,tint-ref --max-blocks 128 --tune eta=3e-5,1e-4,3e-4 \
+        --tune-blocks 8 --resume --out "$OUT/approx-exact-attention-50.json"
+    ;;
+all-exact)
+    # Item 8, every approximation replaced: exact norm / activation derivatives and the exact
+    # attention backward make the reference's step plain SGD on the summed loss of exactly the
+    # parameters `dyn-eval-matched` trains (tint-sim's llama_reference test shows it in f64), so
+    # the two rows must agree per block to float32 round-off. A check, on 16 blocks at the step
+    # tuned for `dyn-eval-matched` in shard-1of4.json, given to both rows.
+    eta=$(python3 -c "
+import json
+r = json.load(open('$OUT/shard-1of4.json'))
+print(next(t['choice'] for t in r['tuning'] if t['method'] == 'dyn-eval-matched'))")
+    "$XTASK" eval lm --train-fraction 0.5 --sim-layers all --exact-derivatives \
+        --exact-attention-backward --methods dyn-eval-matched,tint-ref --max-blocks 16 \
+        --inner-lr "$eta" --resume --out "$OUT/approx-all-exact-50.json"
+    ;;
 merge)
     parts=()
     for i in 0 1 2 3; do
@@ -81,7 +107,8 @@ merge)
         --title "SmolLM2-135M-Instruct (Q4_1) on SOTU, all layers x 1 step" "${parts[@]}"
     ;;
 *)
-    echo "usage: $0 shard I | ablation | constructed F | exact-derivatives | merge" >&2
+    echo "usage: $0 shard I | ablation | constructed F | exact-derivatives | exact-attention |" \
+        "all-exact | merge" >&2
     exit 2
     ;;
 esac

@@ -11,8 +11,10 @@ use tint_sim::TintConfig;
 use crate::methods::default_tint_config;
 use crate::EvalError;
 
-/// TinT hyper-parameters (the name and fields are recorded in resume fingerprints: keep them).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// TinT hyper-parameters (the name and fields are recorded in resume fingerprints: keep them; a
+/// field added later is printed and serialised only when it is set, so that recorded
+/// fingerprints and the settings of reports made before it keep their form).
+#[derive(Clone, PartialEq, serde::Serialize)]
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct TintFlags {
     /// TinT width `Ds`. Default: `D (S + 1)` with `S = D / P`.
@@ -37,6 +39,28 @@ pub struct TintFlags {
     /// `reuse_*_blocks False`): more parameters, same result.
     #[cfg_attr(feature = "clap", arg(long))]
     pub no_reuse: bool,
+    /// Back-propagate through the attention scores as well as the values (`tint-ref` on LLaMA
+    /// models only; TinT holds the attention probabilities constant).
+    #[cfg_attr(feature = "clap", arg(long))]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub exact_attention_backward: bool,
+}
+
+impl std::fmt::Debug for TintFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("TintFlags");
+        out.field("tint_hidden_size", &self.tint_hidden_size)
+            .field("tint_prefixes", &self.tint_prefixes)
+            .field("tint_heads", &self.tint_heads)
+            .field("sim_layers", &self.sim_layers)
+            .field("official_compat", &self.official_compat)
+            .field("exact_derivatives", &self.exact_derivatives)
+            .field("no_reuse", &self.no_reuse);
+        if self.exact_attention_backward {
+            out.field("exact_attention_backward", &true);
+        }
+        out.finish()
+    }
 }
 
 impl Default for TintFlags {
@@ -49,6 +73,7 @@ impl Default for TintFlags {
             official_compat: false,
             exact_derivatives: false,
             no_reuse: false,
+            exact_attention_backward: false,
         }
     }
 }
@@ -111,6 +136,9 @@ impl TintFlags {
         config.step.n_simulation_layers = self.sim_layer_count()?;
         if self.exact_derivatives {
             config.step.derivatives = tint_sim::DerivativeMode::Exact;
+        }
+        if self.exact_attention_backward {
+            config.step.attention_backward = tint_sim::AttentionBackwardMode::Exact;
         }
         Ok(config)
     }
@@ -209,6 +237,22 @@ pub fn check_out_extension(out: &std::path::Path, ext: &str) -> Result<(), EvalE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The later flag enters fingerprints and settings only when set: unset, both keep the form
+    /// reports recorded before it; set, both name it.
+    #[test]
+    fn the_attention_backward_flag_appears_only_when_set() {
+        let unset = TintFlags::default();
+        let set = TintFlags {
+            exact_attention_backward: true,
+            ..TintFlags::default()
+        };
+        let json = |flags: &TintFlags| serde_json::to_string(flags).unwrap();
+        assert!(format!("{unset:?}").ends_with("exact_derivatives: false, no_reuse: false }"));
+        assert!(!json(&unset).contains("attention"));
+        assert!(format!("{set:?}").ends_with("no_reuse: false, exact_attention_backward: true }"));
+        assert!(json(&set).contains("\"exact_attention_backward\":true"));
+    }
 
     #[test]
     fn tune_grids_parse() {

@@ -5,7 +5,7 @@ pub use tint_ops::{Execution, GateMode};
 
 use crate::error::SimError;
 use crate::params::{AuxDims, AuxParams};
-pub use crate::step_config::{DerivativeMode, LossGradientKind, StepConfig};
+pub use crate::step_config::{AttentionBackwardMode, DerivativeMode, LossGradientKind, StepConfig};
 
 /// Hyper-parameters of a TinT simulator (names follow docs/construction.md §1.1).
 ///
@@ -87,6 +87,14 @@ impl TintConfig {
     /// Checks the hyper-parameters that the functional reference needs (finite, positive values).
     pub fn validate_reference(&self, n_layers: usize) -> Result<(), SimError> {
         self.step.validate(n_layers)?;
+        if self.step.attention_backward == AttentionBackwardMode::Exact {
+            return Err(SimError::invalid_config(
+                "attention_backward",
+                "exact",
+                "is implemented by the LLaMA functional reference only (GPT-2/OPT engines and the \
+                 constructed networks back-propagate through the attention values only)",
+            ));
+        }
         if !(self.epsilon.is_finite() && self.epsilon > 0.0) {
             return Err(SimError::invalid_config(
                 "epsilon",

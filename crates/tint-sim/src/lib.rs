@@ -70,4 +70,4 @@ pub use loss::EvalLoss;
 pub use params::{Activation, AuxDims, AuxParams, LayerNormParams, LayerParams};
 pub use reference::{FunctionalReference, SimOutput};
 pub use simulator::TintSimulator;
-pub use step_config::{DerivativeMode, LossGradientKind, StepConfig};
+pub use step_config::{AttentionBackwardMode, DerivativeMode, LossGradientKind, StepConfig};

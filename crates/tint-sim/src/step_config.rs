@@ -32,6 +32,19 @@ pub enum DerivativeMode {
     Exact,
 }
 
+/// How the gradient passes back through the attention of a simulated layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AttentionBackwardMode {
+    /// Through the attention values only, the attention probabilities held constant (what TinT
+    /// computes, docs/construction.md §6.11, paper Def. E.6).
+    #[default]
+    ValuesOnly,
+    /// Also through the attention scores into the queries and keys (the exact gradient; the LLaMA
+    /// functional reference only: TinT cannot express it). `W_Q` and `W_K` still do not move.
+    Exact,
+}
+
 /// The simulated step, as every engine runs it (names follow docs/construction.md §1.1). Defaults
 /// follow the official code.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +61,10 @@ pub struct StepConfig {
     pub loss_gradient: LossGradientKind,
     /// Finite differences (what TinT computes) or exact derivatives (functional references only).
     pub derivatives: DerivativeMode,
+    /// Back-propagation through the attention values only (what TinT computes) or also through
+    /// the scores (the LLaMA functional reference only).
+    #[serde(default)]
+    pub attention_backward: AttentionBackwardMode,
 }
 
 impl Default for StepConfig {
@@ -59,6 +76,7 @@ impl Default for StepConfig {
             scale_embeddings: 1000.0,
             loss_gradient: LossGradientKind::Prediction,
             derivatives: DerivativeMode::FiniteDifference,
+            attention_backward: AttentionBackwardMode::ValuesOnly,
         }
     }
 }

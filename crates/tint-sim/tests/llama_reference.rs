@@ -15,7 +15,8 @@ use tint_aux::{
     ParamMapper, ParamSelection,
 };
 use tint_sim::llama::{LlamaParams, LlamaReference, LlamaTintConfig, LlamaUpdates};
-use tint_sim::{DerivativeMode, SimError, SimInput};
+use tint_sim::llama::{LlamaSimulator, LlamaSimulatorConfig};
+use tint_sim::{AttentionBackwardMode, DerivativeMode, SimError, SimInput};
 
 type Ad = Autodiff<Flex>;
 
@@ -254,6 +255,135 @@ fn exact_norm_gain_updates_equal_autodiff_sgd_in_f64() {
         let err = max_abs_diff(&values(a.clone()), &values(b.clone()));
         assert!(err < F64_EXACT_TOL, "{what}: gains differ by {err}");
     }
+}
+
+/// With exact derivatives **and** the exact attention backward (through the scores), the reference
+/// step on every layer, gains included, is exactly SGD on the summed training loss of everything
+/// but `W_Q`, `W_K` and the embeddings; with the value-only attention backward of TinT it is not
+/// (the lower layers' gradients miss the path through the upper layers' scores).
+#[test]
+fn exact_attention_backward_on_all_layers_equals_autodiff_sgd_in_f64() {
+    for name in ["tiny", "tiny_tied"] {
+        let model = load::<Ad>(name).map_named_params(&mut CastF64);
+        let (seq_length, train_length) = (14, 9);
+        for (seed, steps, lr) in [(5, 1, 0.05), (6, 2, 0.03)] {
+            let input = ids::<Ad>(seq_length, seed);
+            let run = |attention: AttentionBackwardMode| {
+                let config = LlamaTintConfig {
+                    step: StepConfig {
+                        n_forward_backward: steps,
+                        inner_lr: lr,
+                        derivatives: DerivativeMode::Exact,
+                        attention_backward: attention,
+                        ..StepConfig::default()
+                    },
+                    updates: LlamaUpdates {
+                        attn_value: true,
+                        attn_output: true,
+                        mlp: true,
+                        norm_gains: true,
+                    },
+                };
+                let reference = LlamaReference::new(&model, config).unwrap();
+                let sim_input =
+                    SimInput::with_train_lengths(input.clone(), &[train_length]).unwrap();
+                let (out, updated) = reference.forward_with_params(&sim_input).unwrap();
+                (
+                    values(out.final_logits),
+                    updated.into_iter().next().unwrap(),
+                )
+            };
+            let config = DynEvalConfig {
+                lr,
+                steps,
+                reduction: LossReduction::Sum,
+                params: ParamSelection {
+                    top_layers: None,
+                    groups: Some(vec![
+                        ParamGroup::AttnValue,
+                        ParamGroup::AttnOutput,
+                        ParamGroup::Mlp,
+                        ParamGroup::LayerNorm,
+                    ]),
+                },
+                loss_mask: LossMask::AllTokens,
+            };
+            let train_ids = input.clone().slice([0..1, 0..train_length]);
+            let sgd = sgd_update(&model, train_ids, &config).unwrap();
+            let expected = values(sgd.model.forward(input.clone()).unwrap());
+            let theirs = LlamaParams::from_aux(&sgd.model).unwrap();
+
+            let (exact, ours) = run(AttentionBackwardMode::Exact);
+            let err = max_abs_diff(&exact, &expected);
+            assert!(
+                err < F64_EXACT_TOL,
+                "{name} steps {steps}: final logits differ by {err}"
+            );
+            // Layer 0's weights get the gradient through layer 1's scores.
+            for (what, a, b) in [
+                ("w_v", &ours.layers[0].w_v, &theirs.layers[0].w_v),
+                ("w_o", &ours.layers[0].w_o, &theirs.layers[0].w_o),
+                ("w_up", &ours.layers[0].w_up, &theirs.layers[0].w_up),
+            ] {
+                let err = max_abs_diff(&values(a.clone()), &values(b.clone()));
+                assert!(
+                    err < F64_EXACT_TOL,
+                    "{name} layer 0 {what}: differ by {err}"
+                );
+            }
+            let (a, b) = (&ours.layers[0].attn_norm, &theirs.layers[0].attn_norm);
+            let err = max_abs_diff(&values(a.clone()), &values(b.clone()));
+            assert!(
+                err < F64_EXACT_TOL,
+                "{name} layer 0 attn_norm: differ by {err}"
+            );
+
+            let (values_only, _) = run(AttentionBackwardMode::ValuesOnly);
+            let gap = max_abs_diff(&values_only, &expected);
+            assert!(
+                gap > 1e3 * F64_EXACT_TOL,
+                "{name}: the value-only backward must differ from exact SGD (by {gap})"
+            );
+        }
+    }
+}
+
+/// Only the LLaMA functional reference back-propagates through the scores: the constructed
+/// network and the GPT-2 reference refuse the option by name.
+#[test]
+fn exact_attention_backward_is_refused_where_it_is_not_computed() {
+    let exact = StepConfig {
+        attention_backward: AttentionBackwardMode::Exact,
+        ..StepConfig::default()
+    };
+    let model = load::<Flex>("tiny");
+    let params = LlamaParams::from_aux(&model).unwrap();
+    let step = LlamaTintConfig {
+        step: exact.clone(),
+        ..Default::default()
+    };
+    let config = LlamaSimulatorConfig::for_model(params.d_model(), params.n_heads, step);
+    let Err(err) = LlamaSimulator::from_params(params, config) else {
+        panic!("the simulator must refuse the exact attention backward");
+    };
+    assert!(err.to_string().contains("attention_backward"), "{err}");
+    let gpt2 = tint_aux::load_model::<Flex>(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aux/gpt2-tiny"),
+        &Default::default(),
+    )
+    .unwrap();
+    let config = tint_sim::TintConfig {
+        step: exact,
+        ..tint_sim::TintConfig::for_model(gpt2.hidden_size(), 2, 2)
+    };
+    let aux = tint_sim::AuxParams::from_aux(&gpt2).unwrap();
+    let Err(err) = tint_sim::FunctionalReference::new(aux, config) else {
+        panic!("the GPT-2 reference must refuse the exact attention backward");
+    };
+    assert!(
+        err.to_string().contains("LLaMA functional reference only"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The LLaMA functional reference: what one simulated TinT step computes on a LLaMA-family auxiliary
 //! model (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention), in the approximation style of
 //! docs/construction.md §9 — first-order backward through the norms and the SwiGLU gate, value-only attention
-//! backward, SGD on the summed next-token loss of the training tokens (docs/tint-llama.md).
+//! backward (or, as diagnostics, exact derivatives and the exact attention backward), SGD on the summed next-token loss of the training tokens (docs/tint-llama.md).
 //!
 //! Sequences of a batch are independent (each gets its own update), so they are processed one at a
 //! time with token-major activations `[seq_length, width]`.
@@ -19,6 +19,7 @@ use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::{eval_loss, loss_gradient_with_logits};
 use crate::reference::SimOutput;
+use crate::step_config::AttentionBackwardMode;
 
 /// Additive score of masked attention entries: finite (no NaN) and small enough that `exp`
 /// underflows to exactly 0 in float32 and float64.
@@ -141,6 +142,41 @@ fn attention_probs<B: Backend>(
     let square = seq_length * seq_length;
     let scores = scores.reshape([n_heads, square]) + attention_bias.clone().reshape([1, square]);
     softmax(scores.reshape([n_heads, seq_length, seq_length]), 2)
+}
+
+/// The gradient at the attention input `a` through the attention scores (the exact backward,
+/// [`AttentionBackwardMode::Exact`]; TinT holds the probabilities constant): with `dP = dO Vᵀ`,
+/// `dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √head_dim`, `dQ_rot = dS K_rot`, `dK_rot = dSᵀ Q_rot` (summed
+/// over the query heads sharing a key head), the rotations undone (RoPE's adjoint is the rotation
+/// by `−θ`: `sin` negated), then `dQ W_Qᵀ + dK W_Kᵀ`. No mask: the rows of `dO` at positions
+/// that do not train are zero in exact arithmetic.
+///
+/// # Shapes
+/// `probs`: `[n_heads, seq_length, seq_length]`; `d_o_heads`: `[n_heads, seq_length, head_dim]`
+/// → `[seq_length, d_model]`.
+fn attention_score_backward<B: Backend>(
+    layer: &LlamaLayerParams<B>,
+    params: &LlamaParams<B>,
+    trace: &LayerTrace<B>,
+    probs: Tensor<B, 3>,
+    d_o_heads: Tensor<B, 3>,
+    ctx: &SequenceContext<B>,
+) -> Tensor<B, 2> {
+    let n_rep = params.n_heads / params.n_kv_heads;
+    let values = repeat_kv(
+        split_heads(trace.a.clone().matmul(layer.w_v.clone()), params.n_kv_heads),
+        n_rep,
+    );
+    let d_probs = d_o_heads.matmul(values.swap_dims(1, 2)); // [n_heads, i, j]
+    let centred = d_probs.clone() - (probs.clone() * d_probs).sum_dim(2);
+    let d_scores = (probs * centred).div_scalar((params.head_dim as f64).sqrt());
+    let d_q_rot = d_scores
+        .clone()
+        .matmul(repeat_kv(trace.k_rot.clone(), n_rep)); // [n_heads, i, head_dim]
+    let d_k_rot = sum_kv_groups(d_scores.swap_dims(1, 2).matmul(trace.q_rot.clone()), n_rep);
+    let unrotate = |x: Tensor<B, 3>| merge_heads(rotate(x, &ctx.cos, &ctx.sin.clone().neg()));
+    unrotate(d_q_rot).matmul(layer.w_q.clone().transpose())
+        + unrotate(d_k_rot).matmul(layer.w_k.clone().transpose())
 }
 
 /// `W - eta xᵀ dy` (the rows of `dy` are already multiplied by the training mask).
@@ -729,14 +765,19 @@ impl<B: Backend> LlamaReference<B> {
                     lr,
                 );
             }
-            let weights = attention_probs(&trace.q_rot, &trace.k_rot, &ctx.attention_bias)
-                * ctx.backward_mask.clone(); // [n_heads, i, j]
-            let dv_heads = weights
-                .swap_dims(1, 2)
-                .matmul(split_heads(d_o, params.n_heads)); // [n_heads, j, head_dim]
+            let probs = attention_probs(&trace.q_rot, &trace.k_rot, &ctx.attention_bias);
+            let weights = probs.clone() * ctx.backward_mask.clone(); // [n_heads, i, j]
+            let d_o_heads = split_heads(d_o, params.n_heads); // [n_heads, i, head_dim]
+            let dv_heads = weights.swap_dims(1, 2).matmul(d_o_heads.clone()); // [n_heads, j, head_dim]
             let dv = merge_heads(sum_kv_groups(dv_heads, n_rep)); // [seq_length, n_kv · head_dim]
             see("dv", &dv);
-            let da = dv.clone().matmul(layer.w_v.clone().transpose());
+            let mut da = dv.clone().matmul(layer.w_v.clone().transpose());
+            if cfg.step.attention_backward == AttentionBackwardMode::Exact {
+                let d_scores =
+                    attention_score_backward(layer, params, trace, probs, d_o_heads, ctx);
+                see("da_scores", &d_scores);
+                da = da + d_scores;
+            }
             see("da", &da);
             if updates.attn_value {
                 updated.w_v = descend(&layer.w_v, &trace.a, &(dv * train.clone()), lr);

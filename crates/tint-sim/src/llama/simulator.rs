@@ -266,6 +266,15 @@ impl<B: Backend> LlamaSimulator<B> {
                  simulator freezes the gains (docs/tint-llama.md)",
             ));
         }
+        if config.step.step.attention_backward == crate::AttentionBackwardMode::Exact {
+            return Err(SimError::invalid_config(
+                "step.attention_backward",
+                "exact",
+                "is not simulated: back-propagation through the attention scores is a functional-\
+                 reference option only; TinT holds the attention probabilities constant \
+                 (docs/construction.md §6.11)",
+            ));
+        }
         let d = params.d_model();
         if params.n_heads * params.head_dim != d {
             return Err(SimError::UnsupportedModel(format!(
