@@ -670,3 +670,95 @@ fn tint_rows_are_paired_with_the_dyn_eval_row_of_their_own_loss() {
     assert!(md.contains("of its own format and loss"), "{md}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A method whose gold-label NLL on a balanced two-class dev set is smallest at `value = 1e-2`
+/// (scores `[−ln(value / 1e-2), 0]` whatever the query), for the tuning rule.
+struct PeakAt1e2 {
+    value: f64,
+}
+
+impl tint_eval::icl::IclMethod for PeakAt1e2 {
+    fn name(&self) -> String {
+        "peak".into()
+    }
+    fn trains(&self) -> bool {
+        true
+    }
+    fn adapt(&mut self, _: &tint_eval::icl::TrainingSequences) -> Result<(), IclError> {
+        Ok(())
+    }
+    fn score(&mut self, _: &tint_eval::icl::ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+        Ok(vec![-(self.value / 1e-2).ln(), 0.0])
+    }
+}
+
+/// The ICL step size is bracketed as the LM's: a best value on the grid's largest edge extends
+/// the grid by its ratio until it is interior (recorded as extensions), and with too few
+/// extensions allowed the run stops with `Unbracketed` instead of choosing an edge.
+#[test]
+fn icl_tuning_extends_an_edge_choice_until_it_is_interior() {
+    use tint_eval::icl::{tune_icl, IclMethod, IclSettings, TaskData};
+    let tokenizer = AuxTokenizer::from_dir(&micro_dir()).unwrap();
+    let template = Template::for_task(TaskKind::Mr);
+    let encoder = PromptEncoder::new(&tokenizer, &template, 256, 64).unwrap();
+    let example = |i: usize| Example {
+        text: ["good", "bad film", "a fine cast", "dull"][i % 4].into(),
+        label: usize::from(i.is_multiple_of(2)),
+    };
+    let dev = TaskData {
+        task: TaskKind::Mr,
+        train: (0..8).map(example).collect(),
+        test: (0..4).map(example).collect(),
+    };
+    let settings = IclSettings {
+        k: 2,
+        seeds: vec![0],
+        format: DemoFormat::Single,
+        loss: TrainLoss::LabelOnly,
+        balanced: true,
+        demos_in_context: None,
+        method_settings: String::new(),
+        prior: None,
+        allow_non_finite: false,
+    };
+    let grid = [1e-4, 3e-4, 9e-4];
+    let mut make =
+        |value: f64| -> Result<Box<dyn IclMethod>, IclError> { Ok(Box::new(PeakAt1e2 { value })) };
+    let mut seen = Vec::new();
+    let record = tune_icl(
+        "peak on mr",
+        "lr",
+        &grid,
+        3,
+        &encoder,
+        &dev,
+        &settings,
+        &mut make,
+        &mut |done, total| seen.push((done, total)),
+    )
+    .unwrap();
+    assert_eq!(record.extended, vec![2.7e-3, 8.1e-3, 2.43e-2]);
+    assert_eq!(record.choice, 8.1e-3);
+    assert!(record.is_interior() && record.interior);
+    assert_eq!(record.given_grid(), grid.to_vec());
+    // Progress counts every scored value: 6 values of 4 dev examples.
+    assert_eq!(seen.last(), Some(&(24, 24)));
+
+    let err = tune_icl(
+        "peak on mr",
+        "lr",
+        &grid,
+        2,
+        &encoder,
+        &dev,
+        &settings,
+        &mut make,
+        &mut |_, _| {},
+    )
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        matches!(err, tint_eval::EvalError::Unbracketed(_)) && message.contains("largest"),
+        "{message}"
+    );
+}

@@ -512,7 +512,7 @@ pub fn run_icl<AB: AutodiffBackend>(
                 Some(Step::Tune(grid)) => {
                     let reused = stored_tuning
                         .iter()
-                        .find(|t| t.tuned && t.method == label && &t.grid == grid)
+                        .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
                         .cloned();
                     let record = match reused {
                         Some(r) => {
@@ -541,10 +541,13 @@ pub fn run_icl<AB: AutodiffBackend>(
                                 allow_non_finite: false,
                             };
                             let before = done;
+                            // The units counted for the grid; an extension adds its own.
+                            let mut grid_units = grid.len() * dev.test.len();
                             let record = tune_icl(
                                 &label,
                                 spec.parameter(),
                                 grid,
+                                args.tune_extend,
                                 &encoder,
                                 dev,
                                 &settings,
@@ -553,7 +556,9 @@ pub fn run_icl<AB: AutodiffBackend>(
                                         .map(|m| m.0)
                                         .map_err(IclError::from)
                                 },
-                                &mut |d, _| {
+                                &mut |d, grown| {
+                                    total += grown.saturating_sub(grid_units);
+                                    grid_units = grown.max(grid_units);
                                     done = before + d;
                                     on_event(RunEvent::Progress {
                                         done,

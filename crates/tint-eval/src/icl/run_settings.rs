@@ -130,6 +130,11 @@ pub struct IclRunSettings {
     /// `eta=…` (TinT; default 1e-4,3e-4,1e-3,3e-3). Repeat the flag for both.
     #[cfg_attr(feature = "clap", arg(long = "tune", value_parser = parse_tune))]
     pub tune: Vec<TuneGrid>,
+    /// Values a tuned grid may be extended by past an edge when its best value is there; a best
+    /// value still on an edge after them stops the run with an error (an edge value is not a
+    /// choice).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = crate::lm_tune::DEFAULT_MAX_EXTENSIONS))]
+    pub tune_extend: usize,
     /// SGD steps of dynamic evaluation (simulated steps of TinT).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub steps: usize,
@@ -180,6 +185,7 @@ impl Default for IclRunSettings {
             lr: None,
             inner_lr: None,
             tune: Vec::new(),
+            tune_extend: crate::lm_tune::DEFAULT_MAX_EXTENSIONS,
             steps: 1,
             train_layers: "all".into(),
             tint: TintFlags::default(),
@@ -284,7 +290,7 @@ impl IclRunSettings {
             resume: bool,
             allow_non_finite: bool,
         }
-        format!(
+        let text = format!(
             "{:?}",
             IclArgs {
                 model: &self.model,
@@ -311,7 +317,14 @@ impl IclRunSettings {
                 resume: false,
                 allow_non_finite: false,
             }
-        )
+        );
+        // Added later: named only when it is not the default, so recorded texts keep their form.
+        match text.strip_suffix(" }") {
+            Some(head) if self.tune_extend != crate::lm_tune::DEFAULT_MAX_EXTENSIONS => {
+                format!("{head}, tune_extend: {} }}", self.tune_extend)
+            }
+            _ => text,
+        }
     }
 
     /// The command line that runs the same cells.
@@ -347,6 +360,9 @@ impl IclRunSettings {
         );
         for g in &self.tune {
             cmd += &format!(" --tune {}={}", g.parameter, nums(&g.values));
+        }
+        if self.tune_extend != crate::lm_tune::DEFAULT_MAX_EXTENSIONS {
+            cmd += &format!(" --tune-extend {}", self.tune_extend);
         }
         if let Some(lr) = &self.lr {
             cmd += &format!(" --lr {}", nums(lr));
@@ -408,6 +424,11 @@ mod tests {
         );
         settings.n_test += 1;
         assert!(!settings.fingerprint_text().contains("n_test: 48"));
+        assert!(!settings.fingerprint_text().contains("tune_extend"));
+        settings.tune_extend += 1;
+        assert!(settings
+            .fingerprint_text()
+            .ends_with(", allow_non_finite: false, tune_extend: 4 }"));
     }
 
     #[test]

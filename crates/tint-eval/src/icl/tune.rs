@@ -7,7 +7,8 @@ use super::prompt::PromptEncoder;
 use super::result::CellResult;
 use super::runner::{non_finite_origin, run_icl_cell, IclProgress, IclSettings};
 use super::task::TaskData;
-use crate::lm_tune::{best_index, TuneRecord};
+use crate::lm_tune::{bracket, check_grid, TuneRecord};
+use crate::EvalError;
 
 /// Mean over a cell's predictions of the gold label's negative log-probability among the label
 /// words (`−log softmax(scores)[gold]`, uncalibrated): a continuous dev objective (accuracy on a
@@ -26,73 +27,74 @@ pub fn dev_label_nll(cell: &CellResult) -> f64 {
 
 /// Chooses `parameter` of `method` from `grid` on the dev data: each value builds a method with
 /// `make`, which classifies the dev examples with `settings` (demonstrations drawn from the dev
-/// data's pool); the value with the lowest [`dev_label_nll`] wins. `progress` sees `(done, total)`
-/// over all grid values.
+/// data's pool); the value with the lowest [`dev_label_nll`] wins, and a best value on an edge of
+/// the grid extends it past that edge ([`bracket`], at most `max_extensions` values). A value whose
+/// scores are not finite (a diverging step) is a grid outcome, never chosen. `progress` sees
+/// `(done, total)` over the given grid's values (`total` grows by one value's examples when the
+/// grid is extended).
 ///
 /// # Errors
 ///
-/// An empty grid, errors of the runs, and a grid on which no value gives a finite objective (the
-/// first [`crate::EvalError::NonFinite`] of the grid when there is one, so the error says where
-/// the non-finite value appeared).
+/// A grid that [`crate::lm_tune::check_grid`] refuses, errors of the runs, a grid on which no
+/// value gives a finite objective (the first [`crate::EvalError::NonFinite`] of the grid when
+/// there is one, so the error says where the non-finite value appeared), and a best value still
+/// on an edge after the extensions ([`EvalError::Unbracketed`]).
 #[allow(clippy::too_many_arguments)]
 pub fn tune_icl<'a>(
     method: &str,
     parameter: &str,
     grid: &[f64],
+    max_extensions: usize,
     encoder: &PromptEncoder<'_>,
     dev: &TaskData,
     settings: &IclSettings,
     make: &mut dyn FnMut(f64) -> Result<Box<dyn IclMethod + 'a>, IclError>,
     progress: &mut dyn FnMut(usize, usize),
-) -> Result<TuneRecord, IclError> {
-    if grid.is_empty() {
-        return Err(IclError::InvalidSetting {
-            name: "tune",
-            value: "[]".into(),
-            rule: "give at least one grid value".into(),
-        });
-    }
+) -> Result<TuneRecord, EvalError> {
+    check_grid(grid)?;
     let per_value = settings.seeds.len().max(1) * dev.test.len();
-    let total = grid.len() * per_value;
-    let mut scores = Vec::with_capacity(grid.len());
+    let mut total = grid.len() * per_value;
     // Non-finite values are errors here (with their origin), whatever the evaluation records.
     let settings = &IclSettings {
         allow_non_finite: false,
         ..settings.clone()
     };
     let mut first_non_finite = None;
-    for (g, &value) in grid.iter().enumerate() {
+    let mut scored = 0usize;
+    let mut score = |value: f64| -> Result<f64, EvalError> {
+        if scored >= grid.len() {
+            total += per_value;
+        }
+        let start = scored * per_value;
+        scored += 1;
         let mut m = make(value)?;
         let cell = run_icl_cell(m.as_mut(), encoder, dev, settings, &mut |p: IclProgress| {
-            progress(g * per_value + p.done, total)
+            progress(start + p.done, total)
         });
         // A diverging step is a grid outcome, not an error.
-        let score = match cell {
-            Ok(cell) => dev_label_nll(&cell),
+        match cell {
+            Ok(cell) => Ok(dev_label_nll(&cell)),
             Err(e) if non_finite_origin(&e).is_some() => {
                 first_non_finite.get_or_insert(e);
-                f64::NAN
+                Ok(f64::NAN)
             }
-            Err(e) => return Err(e),
-        };
-        scores.push(if score.is_finite() { score } else { f64::NAN });
-    }
-    let best = best_index(&scores, true).map_err(|_| {
-        // Every value diverged: the first non-finite value says where (e.g. the weights).
-        first_non_finite.unwrap_or_else(|| IclError::InvalidSetting {
-            name: "tune",
-            value: format!("{scores:?}"),
-            rule: "no grid value gave a finite dev objective".into(),
-        })
+            Err(e) => Err(e.into()),
+        }
+    };
+    let result = bracket(method, parameter, grid, max_extensions, &mut score);
+    // Every value diverged: the first non-finite value says where (e.g. the weights).
+    let bracketed = result.map_err(|e| match (e, first_non_finite.take()) {
+        (EvalError::InvalidSetting { .. }, Some(first)) => first.into(),
+        (e, _) => e,
     })?;
     Ok(TuneRecord {
         method: method.into(),
         parameter: parameter.into(),
-        grid: grid.to_vec(),
-        scores,
+        choice: bracketed.grid[bracketed.best],
+        grid: bracketed.grid,
+        scores: bracketed.scores,
         objective: "mean gold-label NLL among the label words on the dev set, lower is better"
             .into(),
-        choice: grid[best],
         source: format!(
             "{} dev examples of {} carved from the demonstration pool, k = {}, seeds {:?}",
             dev.test.len(),
@@ -102,7 +104,7 @@ pub fn tune_icl<'a>(
         ),
         tuned: true,
         train_fraction: None,
-        extended: Vec::new(),
-        interior: best > 0 && best + 1 < grid.len(),
+        extended: bracketed.extended,
+        interior: true,
     })
 }
