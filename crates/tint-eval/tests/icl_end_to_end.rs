@@ -486,3 +486,75 @@ fn scoring_with_a_reused_prefix_equals_scoring_whole_contexts() {
         }
     }
 }
+
+/// A per-seed row runs each seed with its own method: every seed's run equals the run of that
+/// seed's learning rate alone, and the rates differ enough to change the scores.
+#[test]
+fn per_seed_steps_run_each_seed_with_its_own_rate() {
+    use tint_eval::icl::PerSeedStep;
+    let device = Default::default();
+    let model: AuxModel<AB> = load_model(&micro_dir(), &device).unwrap();
+    let tokenizer = AuxTokenizer::from_dir(&micro_dir()).unwrap();
+    let template = Template::for_task(TaskKind::Mr);
+    let encoder = PromptEncoder::new(&tokenizer, &template, 16, model.max_positions()).unwrap();
+    let data = data();
+    let dyn_eval = |lr: f64| {
+        DynEvalIcl::new(
+            &model,
+            DynEvalConfig {
+                lr,
+                ..Default::default()
+            },
+        )
+    };
+    let rates = [(0u64, 1e-3), (1u64, 3e-1)];
+    let methods: Vec<(u64, Box<dyn IclMethod>)> = rates
+        .iter()
+        .map(|&(seed, lr)| (seed, Box::new(dyn_eval(lr)) as Box<dyn IclMethod>))
+        .collect();
+    let mut row = PerSeedStep::new("dyn-eval(lr=per-seed,steps=1)", methods).unwrap();
+    let settings = IclSettings {
+        k: 2,
+        seeds: vec![0, 1],
+        ..Default::default()
+    };
+    let cell = run_icl_cell(&mut row, &encoder, &data, &settings, &mut |_| {}).unwrap();
+    assert_eq!(cell.key.method, "dyn-eval(lr=per-seed,steps=1)");
+    let scores = |run: &tint_eval::icl::SeedRun| -> Vec<f64> {
+        run.predictions
+            .iter()
+            .flat_map(|p| p.scores.clone())
+            .collect()
+    };
+    for (run, &(seed, lr)) in cell.runs.iter().zip(&rates) {
+        let alone = run_icl_cell(
+            &mut dyn_eval(lr),
+            &encoder,
+            &data,
+            &IclSettings {
+                seeds: vec![seed],
+                ..settings.clone()
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(run.seed, seed);
+        assert_eq!(scores(run), scores(&alone.runs[0]), "seed {seed}");
+        let other = run_icl_cell(
+            &mut dyn_eval(rates[1 - seed as usize].1),
+            &encoder,
+            &data,
+            &IclSettings {
+                seeds: vec![seed],
+                ..settings.clone()
+            },
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_ne!(
+            scores(run),
+            scores(&other.runs[0]),
+            "seed {seed}: rates must matter"
+        );
+    }
+}

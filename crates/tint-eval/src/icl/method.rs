@@ -66,6 +66,12 @@ pub trait IclMethod {
     /// Model errors (e.g. a context longer than the model's positions).
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError>;
 
+    /// Called by the runner before each seed's adaptation: a method whose step size was tuned per
+    /// seed ([`super::PerSeedStep`]) switches to that seed's. The default ignores it.
+    fn begin_seed(&mut self, seed: u64) {
+        let _ = seed;
+    }
+
     /// Whether the method can train on demonstrations in `format` (default: both formats).
     fn supports(&self, format: DemoFormat) -> bool {
         let _ = format;

@@ -12,6 +12,7 @@ pub mod calibration;
 pub mod error;
 pub mod loaders;
 pub mod method;
+pub mod per_seed;
 pub mod plot;
 pub mod prompt;
 /// The R serialization reader, from [`tint_assets::r_data`] (kept at this path for existing users).
@@ -29,6 +30,7 @@ pub mod tune;
 
 pub use error::IclError;
 pub use method::{candidate_log_probs, DynEvalIcl, IclMethod, PlainIcl, ScoreRequest};
+pub use per_seed::PerSeedStep;
 pub use plot::accuracy_bars_svg;
 pub use prompt::{DemoFormat, EncodedDemo, InContext, PromptEncoder, TrainLoss, TrainingSequences};
 pub use report::{IclPaired, IclReport};

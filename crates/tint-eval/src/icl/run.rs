@@ -15,8 +15,8 @@ use super::loaders::{load_offline_task, load_task_dir};
 use super::run_settings::IclRunSettings;
 use super::{
     accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, DemoFormat, DynEvalIcl,
-    IclError, IclMethod, IclReport, IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind,
-    Template, TintIcl, TrainLoss,
+    IclError, IclMethod, IclReport, IclSettings, PerSeedStep, PlainIcl, PromptEncoder, TaskData,
+    TaskKind, Template, TintIcl, TrainLoss,
 };
 use crate::documents::sha256_files;
 use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
@@ -323,6 +323,30 @@ fn build_method<'a, AB: AutodiffBackend>(
     })
 }
 
+/// The method of `spec` once per seed of `args.seeds` with that seed's step (`values`, in the
+/// order of the seeds), as one [`PerSeedStep`] row named after the method with `per-seed` in
+/// place of the step (`dyn-eval(lr=per-seed,steps=1)`); its settings list every seed's.
+fn build_per_seed<'a, AB: AutodiffBackend>(
+    spec: &MethodSpec,
+    values: &[f64],
+    args: &IclRunSettings,
+    models: &Models<'a, AB>,
+) -> Result<(Box<dyn IclMethod + 'a>, String), EvalError> {
+    let mut methods = Vec::with_capacity(values.len());
+    let mut settings = Vec::with_capacity(values.len());
+    let mut name = String::new();
+    for (&seed, &value) in args.seeds.iter().zip(values) {
+        let (method, method_settings) = build_method(spec, value, args, models)?;
+        if name.is_empty() {
+            name = method.name().replace(&format!("{value:e}"), "per-seed");
+        }
+        settings.push(format!("seed {seed}: {method_settings}"));
+        methods.push((seed, method));
+    }
+    let row = PerSeedStep::new(name, methods)?;
+    Ok((Box::new(row), settings.join("; ")))
+}
+
 /// The parsed settings of a run.
 #[derive(Debug)]
 struct Checked {
@@ -451,12 +475,17 @@ pub fn run_icl<AB: AutodiffBackend>(
 
     // Units for the ETA: dev examples per grid value, then test examples per cell and seed.
     let k_max = args.shots.iter().copied().max().unwrap_or(0);
-    let tune_seeds = vec![args.seeds.first().copied().unwrap_or(0)];
+    // The demonstration seeds a step is tuned on: the first seed's draw, or each seed's.
+    let tune_seed_sets: Vec<Vec<u64>> = if args.tune_per_seed {
+        args.seeds.iter().map(|&s| vec![s]).collect()
+    } else {
+        vec![vec![args.seeds.first().copied().unwrap_or(0)]]
+    };
     let mut total = 0usize;
     for (_, eval, dev) in &loaded {
         for spec in &specs {
             if let Some(Step::Tune(grid)) = &spec.step {
-                total += grid.len() * dev.test.len();
+                total += tune_seed_sets.len() * grid.len() * dev.test.len();
             }
             for &k in &args.shots {
                 let n_variants = if !spec.method.adapts() || k == 0 {
@@ -496,8 +525,9 @@ pub fn run_icl<AB: AutodiffBackend>(
         };
         for spec in &specs {
             let label = format!("{} on {task}", spec.name());
-            let value = match &spec.step {
-                None => 0.0,
+            // One value for every seed, or (`--tune-per-seed`) one tuned for each seed.
+            let values: Vec<f64> = match &spec.step {
+                None => vec![0.0],
                 Some(Step::Given(v)) => {
                     let flag = if spec.parameter() == "lr" {
                         "--lr"
@@ -507,78 +537,90 @@ pub fn run_icl<AB: AutodiffBackend>(
                     report
                         .tuning
                         .push(TuneRecord::given(&label, spec.parameter(), *v, flag));
-                    *v
+                    vec![*v]
                 }
                 Some(Step::Tune(grid)) => {
-                    let reused = stored_tuning
-                        .iter()
-                        .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
-                        .cloned();
-                    let record = match reused {
-                        Some(r) => {
-                            done += grid.len() * dev.test.len();
-                            r
-                        }
-                        None => {
-                            // Tune where the method trains on demonstrations (the largest k),
-                            // in the first format it trains in and the first loss.
-                            let probe = build_method(spec, grid[0], args, &models)?.0;
-                            let (format, loss) =
-                                variants(probe.as_ref(), k_max, &formats, &losses, &mut |n| {
-                                    on_event(RunEvent::Note(n))
-                                })[0];
-                            drop(probe);
-                            let settings = IclSettings {
-                                k: k_max,
-                                seeds: tune_seeds.clone(),
-                                format,
-                                loss,
-                                balanced: args.balanced,
-                                demos_in_context: None,
-                                method_settings: String::new(),
-                                prior: prior.clone(),
-                                // Tuning treats a diverging value as a grid outcome.
-                                allow_non_finite: false,
-                            };
-                            let before = done;
-                            // The units counted for the grid; an extension adds its own.
-                            let mut grid_units = grid.len() * dev.test.len();
-                            let record = tune_icl(
-                                &label,
-                                spec.parameter(),
-                                grid,
-                                args.tune_extend,
-                                &encoder,
-                                dev,
-                                &settings,
-                                &mut |v| {
-                                    build_method(spec, v, args, &models)
-                                        .map(|m| m.0)
-                                        .map_err(IclError::from)
-                                },
-                                &mut |d, grown| {
-                                    total += grown.saturating_sub(grid_units);
-                                    grid_units = grown.max(grid_units);
-                                    done = before + d;
-                                    on_event(RunEvent::Progress {
-                                        done,
-                                        total,
-                                        message: format!("tuning {label}"),
-                                    });
-                                },
-                            )
-                            .map_err(non_finite_hint(TUNING_HINT))?;
-                            on_event(RunEvent::Note(record.summary()));
-                            record
-                        }
-                    };
-                    let choice = record.choice;
-                    report.tuning.push(record);
-                    write_outputs(&report, &args.out)?;
-                    choice
+                    let mut values = Vec::with_capacity(tune_seed_sets.len());
+                    for seeds in &tune_seed_sets {
+                        let label = if args.tune_per_seed {
+                            format!("{label}, seed {}", seeds[0])
+                        } else {
+                            label.clone()
+                        };
+                        let reused = stored_tuning
+                            .iter()
+                            .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
+                            .cloned();
+                        let record = match reused {
+                            Some(r) => {
+                                done += grid.len() * dev.test.len();
+                                r
+                            }
+                            None => {
+                                // Tune where the method trains on demonstrations (the largest
+                                // k), in the first format it trains in and the first loss.
+                                let probe = build_method(spec, grid[0], args, &models)?.0;
+                                let (format, loss) =
+                                    variants(probe.as_ref(), k_max, &formats, &losses, &mut |n| {
+                                        on_event(RunEvent::Note(n))
+                                    })[0];
+                                drop(probe);
+                                let settings = IclSettings {
+                                    k: k_max,
+                                    seeds: seeds.clone(),
+                                    format,
+                                    loss,
+                                    balanced: args.balanced,
+                                    demos_in_context: None,
+                                    method_settings: String::new(),
+                                    prior: prior.clone(),
+                                    // Tuning treats a diverging value as a grid outcome.
+                                    allow_non_finite: false,
+                                };
+                                let before = done;
+                                // The units counted for the grid; an extension adds its own.
+                                let mut grid_units = grid.len() * dev.test.len();
+                                let record = tune_icl(
+                                    &label,
+                                    spec.parameter(),
+                                    grid,
+                                    args.tune_extend,
+                                    &encoder,
+                                    dev,
+                                    &settings,
+                                    &mut |v| {
+                                        build_method(spec, v, args, &models)
+                                            .map(|m| m.0)
+                                            .map_err(IclError::from)
+                                    },
+                                    &mut |d, grown| {
+                                        total += grown.saturating_sub(grid_units);
+                                        grid_units = grown.max(grid_units);
+                                        done = before + d;
+                                        on_event(RunEvent::Progress {
+                                            done,
+                                            total,
+                                            message: format!("tuning {label}"),
+                                        });
+                                    },
+                                )
+                                .map_err(non_finite_hint(TUNING_HINT))?;
+                                on_event(RunEvent::Note(record.summary()));
+                                record
+                            }
+                        };
+                        values.push(record.choice);
+                        report.tuning.push(record);
+                        write_outputs(&report, &args.out)?;
+                    }
+                    values
                 }
             };
-            let (mut method, method_settings) = build_method(spec, value, args, &models)?;
+            let (mut method, method_settings) = if values.len() == 1 {
+                build_method(spec, values[0], args, &models)?
+            } else {
+                build_per_seed(spec, &values, args, &models)?
+            };
             for &k in &args.shots {
                 let cell_variants = variants(method.as_ref(), k, &formats, &losses, &mut |n| {
                     on_event(RunEvent::Note(n))
@@ -800,5 +842,36 @@ mod tests {
                 "{settings}"
             );
         }
+    }
+
+    #[test]
+    fn per_seed_rows_name_the_step_per_seed_and_record_every_seed_s_settings() {
+        type AB = burn::backend::Autodiff<burn::backend::Flex>;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/official-tint/micro-gpt2-random");
+        let device = Default::default();
+        let model: AuxModel<AB> = tint_aux::load_model(&dir, &device).unwrap();
+        let inference = model.valid();
+        let models = Models {
+            model: &model,
+            inference: &inference,
+            device: &device,
+        };
+        let args = IclRunSettings {
+            seeds: vec![4, 7],
+            tune_per_seed: true,
+            ..IclRunSettings::default()
+        };
+        let spec = MethodSpec {
+            method: Method::DynEval,
+            step: Some(Step::Tune(vec![1e-3, 3e-3])),
+        };
+        let (row, settings) = build_per_seed(&spec, &[1e-3, 3e-2], &args, &models).unwrap();
+        assert_eq!(row.name(), "dyn-eval(lr=per-seed,steps=1)");
+        assert!(settings.starts_with("seed 4: ") && settings.contains("; seed 7: "));
+        assert!(
+            settings.contains("lr: 0.001") && settings.contains("lr: 0.03"),
+            "{settings}"
+        );
     }
 }

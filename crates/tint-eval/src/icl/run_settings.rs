@@ -135,6 +135,10 @@ pub struct IclRunSettings {
     /// choice).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = crate::lm_tune::DEFAULT_MAX_EXTENSIONS))]
     pub tune_extend: usize,
+    /// Tune every step size once per demonstration seed (on that seed's draw from the dev pool)
+    /// and run each seed with its own; default: tuned on the first seed's draw, used for all.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tune_per_seed: bool,
     /// SGD steps of dynamic evaluation (simulated steps of TinT).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub steps: usize,
@@ -186,6 +190,7 @@ impl Default for IclRunSettings {
             inner_lr: None,
             tune: Vec::new(),
             tune_extend: crate::lm_tune::DEFAULT_MAX_EXTENSIONS,
+            tune_per_seed: false,
             steps: 1,
             train_layers: "all".into(),
             tint: TintFlags::default(),
@@ -318,11 +323,16 @@ impl IclRunSettings {
                 allow_non_finite: false,
             }
         );
-        // Added later: named only when it is not the default, so recorded texts keep their form.
+        // Added later: named only when not at their defaults, so recorded texts keep their form.
+        let mut later = String::new();
+        if self.tune_extend != crate::lm_tune::DEFAULT_MAX_EXTENSIONS {
+            later += &format!(", tune_extend: {}", self.tune_extend);
+        }
+        if self.tune_per_seed {
+            later += ", tune_per_seed: true";
+        }
         match text.strip_suffix(" }") {
-            Some(head) if self.tune_extend != crate::lm_tune::DEFAULT_MAX_EXTENSIONS => {
-                format!("{head}, tune_extend: {} }}", self.tune_extend)
-            }
+            Some(head) if !later.is_empty() => format!("{head}{later} }}"),
             _ => text,
         }
     }
@@ -363,6 +373,9 @@ impl IclRunSettings {
         }
         if self.tune_extend != crate::lm_tune::DEFAULT_MAX_EXTENSIONS {
             cmd += &format!(" --tune-extend {}", self.tune_extend);
+        }
+        if self.tune_per_seed {
+            cmd += " --tune-per-seed";
         }
         if let Some(lr) = &self.lr {
             cmd += &format!(" --lr {}", nums(lr));
@@ -429,6 +442,10 @@ mod tests {
         assert!(settings
             .fingerprint_text()
             .ends_with(", allow_non_finite: false, tune_extend: 4 }"));
+        settings.tune_per_seed = true;
+        assert!(settings
+            .fingerprint_text()
+            .ends_with(", tune_extend: 4, tune_per_seed: true }"));
     }
 
     #[test]

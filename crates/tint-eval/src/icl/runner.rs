@@ -197,6 +197,7 @@ pub fn run_icl_cell(
     let mut runs = Vec::with_capacity(seeds.len());
     for &seed in &seeds {
         let seed_start = std::time::Instant::now();
+        method.begin_seed(seed);
         let demos = if settings.k > 0 {
             sample_demonstrations(&data.train, settings.k, n_classes, settings.balanced, seed)?
                 .iter()
