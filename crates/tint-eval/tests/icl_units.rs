@@ -281,10 +281,10 @@ fn offline_asset_loaders() {
         Err(IclError::Empty { .. })
     ));
 
-    let data = load_offline_task(TaskKind::BbcTopics, &bbc, 2, 7).unwrap();
+    let data = load_offline_task(TaskKind::BbcTopics, &bbc, 2, 7, false).unwrap();
     assert_eq!((data.train.len(), data.test.len()), (3, 2));
-    assert!(load_offline_task(TaskKind::BbcTopics, &bbc, 5, 7).is_err());
-    assert!(load_offline_task(TaskKind::Sst2, &bbc, 2, 7).is_err());
+    assert!(load_offline_task(TaskKind::BbcTopics, &bbc, 5, 7, false).is_err());
+    assert!(load_offline_task(TaskKind::Sst2, &bbc, 2, 7, false).is_err());
 }
 
 #[test]
@@ -518,7 +518,7 @@ fn amazon_fine_food_loader_reads_rda_and_rds_files() {
     }
     let data = load_amazon_fine_food(&rds_dir).unwrap();
     assert_eq!((data.train.len(), data.test.len()), (3, 2));
-    let data = load_offline_task(TaskKind::AmazonFineFood, &rds_dir, 1, 3).unwrap();
+    let data = load_offline_task(TaskKind::AmazonFineFood, &rds_dir, 1, 3, false).unwrap();
     assert_eq!((data.train.len(), data.test.len()), (3, 1));
 
     // Errors: a missing file, a corrupt stream, a frame without the expected columns.
@@ -761,4 +761,39 @@ fn icl_tuning_extends_an_edge_choice_until_it_is_interior() {
         matches!(err, tint_eval::EvalError::Unbracketed(_)) && message.contains("largest"),
         "{message}"
     );
+}
+
+/// Balanced evaluation sets: every class gets its quota (the first classes one more when the
+/// count does not divide), the rest stays in the pool, and a class that is too rare is named.
+#[test]
+fn balanced_test_sets_hold_each_class_s_quota() {
+    use tint_eval::icl::TaskData;
+    // 9 positives, 3 negatives, sorted by label as files often are.
+    let examples: Vec<Example> = (0..12)
+        .map(|i| Example {
+            text: format!("text {i}"),
+            label: usize::from(i < 9),
+        })
+        .collect();
+    let count = |set: &[Example], label| set.iter().filter(|e| e.label == label).count();
+    let data = TaskData::split_balanced(TaskKind::Mr, examples.clone(), 5, 3).unwrap();
+    assert_eq!((count(&data.test, 0), count(&data.test, 1)), (3, 2));
+    assert_eq!(data.train.len(), 7);
+    let again = TaskData::split_balanced(TaskKind::Mr, examples.clone(), 5, 3).unwrap();
+    assert_eq!(data.test, again.test, "the seed fixes the draw");
+    let Err(err) = TaskData::split_balanced(TaskKind::Mr, examples.clone(), 8, 3) else {
+        panic!("4 negatives are not available");
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains("needs 4 examples of class 0, and there are 3"),
+        "{message}"
+    );
+    let mut official = TaskData {
+        task: TaskKind::Mr,
+        train: Vec::new(),
+        test: examples,
+    };
+    official.subsample_test_balanced(6, 1).unwrap();
+    assert_eq!((count(&official.test, 0), count(&official.test, 1)), (3, 3));
 }

@@ -605,23 +605,30 @@ pub fn load_task_dir(task: TaskKind, dir: &Path) -> Result<TaskData, IclError> {
 }
 
 /// Loads an offline-asset task from `path` (the snippet file, or the BBC `data` directory) and
-/// splits off `n_test` evaluation examples with `seed`. Amazon fine food has an official split: its
-/// test set is subsampled to at most `n_test` examples with `seed` instead (see
-/// [`load_amazon_fine_food`] for `path`).
+/// splits off `n_test` evaluation examples with `seed` — balanced by class when `balanced_test`
+/// ([`TaskData::split_balanced`]). Amazon fine food has an official split: its test set is
+/// subsampled to at most `n_test` examples with `seed` instead (exactly `n_test`, balanced, when
+/// `balanced_test`; see [`load_amazon_fine_food`] for `path`).
 ///
 /// # Errors
 ///
-/// As the loaders and [`TaskData::split`]; [`IclError::InvalidSetting`] for a standard-layout task.
+/// As the loaders, [`TaskData::split`] and [`TaskData::split_balanced`];
+/// [`IclError::InvalidSetting`] for a standard-layout task.
 pub fn load_offline_task(
     task: TaskKind,
     path: &Path,
     n_test: usize,
     seed: u64,
+    balanced_test: bool,
 ) -> Result<TaskData, IclError> {
     let examples = match task {
         TaskKind::AmazonFineFood => {
             let mut data = load_amazon_fine_food(path)?;
-            data.subsample_test(n_test, seed);
+            if balanced_test {
+                data.subsample_test_balanced(n_test, seed)?;
+            } else {
+                data.subsample_test(n_test, seed);
+            }
             return Ok(data);
         }
         TaskKind::MrSnippets => load_mr_snippets(path)?,
@@ -635,5 +642,9 @@ pub fn load_offline_task(
             })
         }
     };
-    TaskData::split(task, examples, n_test, seed)
+    if balanced_test {
+        TaskData::split_balanced(task, examples, n_test, seed)
+    } else {
+        TaskData::split(task, examples, n_test, seed)
+    }
 }

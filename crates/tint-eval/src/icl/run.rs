@@ -105,11 +105,23 @@ fn load_task(
         }
     };
     let mut data = if offline.is_some() {
-        load_offline_task(task, &path, args.n_test, args.split_seed)?
+        load_offline_task(
+            task,
+            &path,
+            args.n_test,
+            args.split_seed,
+            args.balanced_test,
+        )?
     } else {
-        load_task_dir(task, &path)?
+        let mut data = load_task_dir(task, &path)?;
+        if args.balanced_test {
+            data.subsample_test_balanced(args.n_test, args.split_seed)?;
+        }
+        data
     };
-    data.subsample_test(args.n_test, args.split_seed);
+    if !args.balanced_test {
+        data.subsample_test(args.n_test, args.split_seed);
+    }
     Ok(data)
 }
 

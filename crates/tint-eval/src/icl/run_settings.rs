@@ -113,6 +113,10 @@ pub struct IclRunSettings {
     /// Draw k / n_classes demonstrations per class.
     #[cfg_attr(feature = "clap", arg(long))]
     pub balanced: bool,
+    /// Choose the `--n-test` evaluation examples balanced by class (each class `n_test /
+    /// classes`; an error names a class with too few) instead of a plain random draw.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub balanced_test: bool,
     /// Calibration prior: `prompt` (the paper's, appendix L: the plain model on the prompt template
     /// alone, the same for every row) or `demos` (each method on the calibration prompt with the
     /// cell's demonstrations in its context).
@@ -185,6 +189,7 @@ impl Default for IclRunSettings {
             split_seed: 0,
             max_input_tokens: 96,
             balanced: false,
+            balanced_test: false,
             calibration: "prompt".into(),
             lr: None,
             inner_lr: None,
@@ -331,6 +336,9 @@ impl IclRunSettings {
         if self.tune_per_seed {
             later += ", tune_per_seed: true";
         }
+        if self.balanced_test {
+            later += ", balanced_test: true";
+        }
         match text.strip_suffix(" }") {
             Some(head) if !later.is_empty() => format!("{head}{later} }}"),
             _ => text,
@@ -376,6 +384,9 @@ impl IclRunSettings {
         }
         if self.tune_per_seed {
             cmd += " --tune-per-seed";
+        }
+        if self.balanced_test {
+            cmd += " --balanced-test";
         }
         if let Some(lr) = &self.lr {
             cmd += &format!(" --lr {}", nums(lr));

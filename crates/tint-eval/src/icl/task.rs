@@ -166,6 +166,43 @@ impl TaskData {
         })
     }
 
+    /// Splits one labelled set into a test part of `n_test` examples **balanced by class** (each
+    /// class `n_test / n_classes` examples, the first `n_test % n_classes` classes one more) and a
+    /// training pool of the rest, after a shuffle with `seed`.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_balanced`], and [`IclError::InvalidSetting`] when nothing is left for the pool.
+    pub fn split_balanced(
+        task: TaskKind,
+        examples: Vec<Example>,
+        n_test: usize,
+        seed: u64,
+    ) -> Result<Self, IclError> {
+        let available = examples.len();
+        let (test, train) = take_balanced(examples, n_test, task.n_classes(), seed, "examples")?;
+        if train.is_empty() {
+            return Err(IclError::InvalidSetting {
+                name: "n_test",
+                value: n_test.to_string(),
+                rule: format!("must leave a demonstration pool ({available} examples available)"),
+            });
+        }
+        Ok(Self { task, train, test })
+    }
+
+    /// Keeps `n` evaluation examples balanced by class (as [`Self::split_balanced`]), chosen by a
+    /// shuffle with `seed`.
+    ///
+    /// # Errors
+    ///
+    /// As [`take_balanced`].
+    pub fn subsample_test_balanced(&mut self, n: usize, seed: u64) -> Result<(), IclError> {
+        let test = std::mem::take(&mut self.test);
+        self.test = take_balanced(test, n, self.task.n_classes(), seed, "evaluation examples")?.0;
+        Ok(())
+    }
+
     /// Carves a development set of `n_dev` examples out of the demonstration pool (after a shuffle
     /// with `seed`), for choosing step sizes: returns `(evaluation data, dev data)`. The evaluation
     /// data keeps the test examples and the rest of the pool; the dev data has the same pool and the
@@ -240,4 +277,53 @@ impl TaskData {
             self.test.truncate(n);
         }
     }
+}
+
+/// Takes `n` of `examples` balanced by class (class `c` gets `n / n_classes`, plus one for the
+/// first `n % n_classes` classes) after a shuffle with `seed`; returns `(taken, rest)`, both in the
+/// shuffled order.
+///
+/// # Errors
+///
+/// [`IclError::InvalidSetting`] for `n = 0`, and naming the class, its count and the quota when a
+/// class has too few of the `what` (e.g. `examples`).
+pub fn take_balanced(
+    mut examples: Vec<Example>,
+    n: usize,
+    n_classes: usize,
+    seed: u64,
+    what: &str,
+) -> Result<(Vec<Example>, Vec<Example>), IclError> {
+    if n == 0 || n_classes == 0 {
+        return Err(IclError::InvalidSetting {
+            name: "n_test",
+            value: n.to_string(),
+            rule: "a balanced selection needs at least one example".into(),
+        });
+    }
+    let quota = |c: usize| n / n_classes + usize::from(c < n % n_classes);
+    rng::shuffle(&mut rng::seeded(seed), &mut examples);
+    let mut counts = vec![0usize; n_classes];
+    let (mut taken, mut rest) = (Vec::with_capacity(n), Vec::new());
+    for example in examples {
+        match counts.get_mut(example.label) {
+            Some(count) if *count < quota(example.label) => {
+                *count += 1;
+                taken.push(example);
+            }
+            _ => rest.push(example),
+        }
+    }
+    if let Some(c) = (0..n_classes).find(|&c| counts[c] < quota(c)) {
+        return Err(IclError::InvalidSetting {
+            name: "n_test",
+            value: n.to_string(),
+            rule: format!(
+                "a selection balanced by class needs {} {what} of class {c}, and there are {}",
+                quota(c),
+                counts[c]
+            ),
+        });
+    }
+    Ok((taken, rest))
 }
