@@ -280,3 +280,54 @@ fn a_changed_prefix_is_trained_anew() {
     config.official_compat = true;
     assert!(!Tint::reference(&model, config).unwrap().trains_once());
 }
+
+fn tiny_llama_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/llama/tiny")
+}
+
+/// On a LLaMA model the updated weights go back into the model's own forward, and single-token
+/// label words are scored reusing the keys and values of the demonstrations: the scores equal
+/// those of the whole step run per query, and the cache did serve the shared prefix.
+#[test]
+fn llama_updates_score_with_the_key_value_cache_like_the_whole_step() {
+    let device = Default::default();
+    let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
+    let mut config = default_tint_config(64, 4, None, None, None);
+    config.step.inner_lr = INNER_LR;
+    let reference = || Tint::reference(&model, config.clone()).unwrap();
+    let mut once = TintIcl::new(reference(), "tint-ref", &device);
+    let mut per_query = TintIcl::new(reference(), "tint-ref", &device).per_query();
+    let mut unchanged = TintIcl::new(
+        {
+            let mut zero = config.clone();
+            zero.step.inner_lr = 0.0;
+            Tint::reference(&model, zero).unwrap()
+        },
+        "tint-ref",
+        &device,
+    );
+    let demos: Vec<u32> = vec![5, 17, 23, 90, 4, 61, 8, 50, 31, 77];
+    let targets: Vec<bool> = (0..demos.len()).map(|t| t == 3 || t == 7).collect();
+    let single: Vec<Vec<u32>> = vec![vec![42], vec![7]];
+    let mut effect = 0.0f64;
+    for query in [&[12u32, 13, 14][..], &[40, 41], &[9, 8, 7, 6, 5]] {
+        let context = [&demos[..], query].concat();
+        let request = ScoreRequest {
+            context: &context,
+            demo_len: demos.len(),
+            demo_targets: &targets,
+            candidates: &single,
+        };
+        let fast = once.score(&request).unwrap();
+        let slow = per_query.score(&request).unwrap();
+        let base = unchanged.score(&request).unwrap();
+        let diff = max_diff(&fast, &slow);
+        assert!(diff <= TRAIN_ONCE_TOL, "{fast:?} vs {slow:?}");
+        effect = effect.max(max_diff(&fast, &base));
+    }
+    assert!(effect >= MIN_EFFECT, "step too small ({effect})");
+    assert_eq!(once.updates_trained(), 1);
+    // Queries 2 and 3 reuse the 10 demonstration positions.
+    assert_eq!(once.positions_reused(), 20);
+    assert_eq!(per_query.positions_reused(), 0);
+}

@@ -76,6 +76,18 @@ pub trait UpdatedModel<B: Backend>: Send + Sync {
     /// # Errors
     /// [`SimError::InvalidInput`] for ids that do not fit the model.
     fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError>;
+
+    /// The updated weights in a copy of `base` (the auxiliary model the step was built from), to
+    /// run with the model's own forward and key/value cache; `None` (the default) where the
+    /// weights do not map back onto an [`AuxModel`] (the GPT-2/OPT reference: plain
+    /// [`Self::logits`] only).
+    ///
+    /// # Errors
+    /// [`SimError::UnsupportedModel`] when `base` is not the model the step was built from.
+    fn to_aux(&self, base: &AuxModel<B>) -> Option<Result<AuxModel<B>, SimError>> {
+        let _ = base;
+        None
+    }
 }
 
 impl<B: Backend> UpdatedModel<B> for FunctionalReference<B> {
@@ -87,6 +99,10 @@ impl<B: Backend> UpdatedModel<B> for FunctionalReference<B> {
 impl<B: Backend> UpdatedModel<B> for LlamaReference<B> {
     fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError> {
         LlamaReference::logits(self, input_ids)
+    }
+
+    fn to_aux(&self, base: &AuxModel<B>) -> Option<Result<AuxModel<B>, SimError>> {
+        Some(self.params().to_aux(base))
     }
 }
 

@@ -128,7 +128,7 @@ pub fn candidate_log_probs<B: Backend>(
 /// [`candidate_log_probs`]; with a `cache`, single-token label words are scored reusing the
 /// keys and values of the prefix `context` shares with the last context the cache saw
 /// ([`AuxModel::last_position_logits_reusing`]: the demonstrations before every query of a cell).
-fn score_candidates<B: Backend>(
+pub(crate) fn score_candidates<B: Backend>(
     model: &AuxModel<B>,
     context: &[u32],
     candidates: &[Vec<u32>],

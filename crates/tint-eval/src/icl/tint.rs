@@ -12,7 +12,8 @@
 //! demonstrations only: `tint-sim/tests/query_independence.rs`), so the functional reference
 //! (`tint-ref`) trains once per demonstration prefix — on the prefix alone, with the same loss
 //! targets — and scores every query with the updated model by plain forwards
-//! ([`tint_sim::UpdatedModel`]), instead of rerunning the whole step (first forward, backward,
+//! ([`tint_sim::UpdatedModel`]; on LLaMA models the updated weights in the model's own forward,
+//! reusing the demonstrations' keys and values across the queries), instead of rerunning the whole step (first forward, backward,
 //! final forward) per query. The update is kept with the prefix tokens and targets it was trained
 //! on and used only for a context that starts with exactly that prefix; any other prefix (a long
 //! query that leaves room for fewer demonstrations, the next seed) trains anew. The simulators,
@@ -21,12 +22,13 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
+use tint_aux::{AuxModel, PrefixCache};
 use tint_sim::{SimInput, SimOutput, UpdatedModel};
 
 use super::error::IclError;
 use super::method::{
-    candidate_batch, next_token_log_probs, padded_ids, sum_candidate_log_probs, IclMethod,
-    ScoreRequest,
+    candidate_batch, next_token_log_probs, padded_ids, score_candidates, sum_candidate_log_probs,
+    IclMethod, ScoreRequest,
 };
 use super::prompt::{DemoFormat, TrainingSequences};
 use crate::methods::Tint;
@@ -45,6 +47,8 @@ pub struct TintIcl<B: Backend> {
     trained: Option<TrainedPrefix<B>>,
     /// Updates trained once so far.
     updates_trained: usize,
+    /// Positions the key/value caches of earlier updates reused.
+    positions_reused_before: usize,
 }
 
 /// An update trained once on a demonstration prefix, with what it was trained on.
@@ -55,6 +59,12 @@ struct TrainedPrefix<B: Backend> {
     targets: Vec<bool>,
     /// The updated model.
     model: Box<dyn UpdatedModel<B>>,
+    /// The same weights in the auxiliary model's own forward, where they map back onto it (LLaMA):
+    /// single-token label words are then scored reusing the keys and values of the
+    /// demonstrations every query of the prefix shares ([`Self::cache`]).
+    aux: Option<AuxModel<B>>,
+    /// Keys and values of the last context `aux` scored.
+    cache: PrefixCache<B>,
 }
 
 impl<B: Backend> TintIcl<B> {
@@ -68,6 +78,7 @@ impl<B: Backend> TintIcl<B> {
             train_once: true,
             trained: None,
             updates_trained: 0,
+            positions_reused_before: 0,
         }
     }
 
@@ -83,6 +94,23 @@ impl<B: Backend> TintIcl<B> {
         self.updates_trained
     }
 
+    /// Context positions whose keys and values were reused from the query before, over every
+    /// update (0 where the updated weights do not map back onto the auxiliary model).
+    pub fn positions_reused(&self) -> usize {
+        self.positions_reused_before
+            + self
+                .trained
+                .as_ref()
+                .map_or(0, |p| p.cache.reused_positions())
+    }
+
+    /// Drops the kept update (memory), counting what its cache reused.
+    fn drop_update(&mut self) {
+        if let Some(p) = self.trained.take() {
+            self.positions_reused_before += p.cache.reused_positions();
+        }
+    }
+
     /// The model updated on `request`'s demonstration prefix, trained now unless the last one was
     /// trained on the same tokens with the same targets; `None` where the whole step runs per
     /// query (no demonstrations, or fewer than two tokens of them; an engine that cannot train
@@ -90,7 +118,7 @@ impl<B: Backend> TintIcl<B> {
     fn updated_for(
         &mut self,
         request: &ScoreRequest<'_>,
-    ) -> Result<Option<&dyn UpdatedModel<B>>, IclError> {
+    ) -> Result<Option<&mut TrainedPrefix<B>>, IclError> {
         let demo_len = request.demo_len;
         // A step needs a sequence of two tokens or more.
         if !self.train_once || !self.tint.trains_once() || demo_len < 2 {
@@ -107,7 +135,7 @@ impl<B: Backend> TintIcl<B> {
             .is_some_and(|p| p.ids == ids && p.targets == targets);
         if !fresh {
             // Drop the old update before training the new one (memory).
-            self.trained = None;
+            self.drop_update();
             let ids_tensor = padded_ids::<B>(&[ids.to_vec()], ids[0], &self.device);
             let gradient_mask = Tensor::<B, 2, Bool>::from_data(
                 TensorData::new(targets.clone(), [1, demo_len]),
@@ -119,14 +147,21 @@ impl<B: Backend> TintIcl<B> {
             let Some(model) = self.tint.train_once(&input) else {
                 return Ok(None);
             };
+            let model = model?;
+            let aux = model
+                .to_aux(self.tint.model())
+                .transpose()
+                .map_err(|e| IclError::Eval(e.into()))?;
             self.trained = Some(TrainedPrefix {
                 ids: ids.to_vec(),
                 targets,
-                model: model?,
+                model,
+                aux,
+                cache: PrefixCache::default(),
             });
             self.updates_trained += 1;
         }
-        Ok(self.trained.as_ref().map(|p| p.model.as_ref()))
+        Ok(self.trained.as_mut())
     }
 }
 
@@ -145,7 +180,7 @@ impl<B: Backend> IclMethod for TintIcl<B> {
 
     fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
         // A new adaptation: no update of the last one is reused (nor kept in memory).
-        self.trained = None;
+        self.drop_update();
         if train.ids.len() > 1 {
             return Err(IclError::InvalidSetting {
                 name: "format",
@@ -161,7 +196,15 @@ impl<B: Backend> IclMethod for TintIcl<B> {
         let context = request.context;
         let (ids, single_token) = self.scored_ids(request);
         let logits = match self.updated_for(request)? {
-            Some(model) => model
+            Some(TrainedPrefix {
+                aux: Some(aux),
+                cache,
+                ..
+            }) if single_token => {
+                return score_candidates(aux, context, request.candidates, Some(cache));
+            }
+            Some(trained) => trained
+                .model
                 .logits(ids.clone())
                 .map_err(|e| IclError::Eval(e.into()))?,
             None => self.forward(request)?.0.final_logits,

@@ -1,6 +1,7 @@
 //! [`LlamaParams`]: the weights of a LLaMA-family auxiliary model as plain tensors (`[in, out]`
 //! layout), read from an [`AuxModel::Llama`].
 
+use burn::module::Param;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor};
 use tint_aux::AuxModel;
@@ -110,6 +111,60 @@ impl<B: Backend> LlamaParams<B> {
             rope_theta: llama.rope_theta,
             max_positions: llama.max_positions,
         })
+    }
+
+    /// These weights in a copy of `base`, the LLaMA model they were read from
+    /// ([`Self::from_aux`]): an auxiliary model that runs them with the model's own forward (and
+    /// its key/value cache), e.g. the weights a TinT step updated.
+    ///
+    /// # Errors
+    /// [`SimError::UnsupportedModel`] when `base` is not a LLaMA model with as many blocks and the
+    /// same kind of LM head (tied or untied).
+    pub fn to_aux(&self, base: &AuxModel<B>) -> Result<AuxModel<B>, SimError> {
+        let AuxModel::Llama(llama) = base else {
+            return Err(SimError::UnsupportedModel(format!(
+                "LLaMA weights go into a LLaMA model, got {}",
+                base.model_type()
+            )));
+        };
+        if llama.blocks.len() != self.layers.len()
+            || llama.lm_head.is_some() != self.lm_head.is_some()
+        {
+            return Err(SimError::UnsupportedModel(format!(
+                "weights of {} blocks ({} LM head) do not fit a model of {} blocks ({} LM head)",
+                self.layers.len(),
+                if self.lm_head.is_some() {
+                    "untied"
+                } else {
+                    "tied"
+                },
+                llama.blocks.len(),
+                if llama.lm_head.is_some() {
+                    "untied"
+                } else {
+                    "tied"
+                },
+            )));
+        }
+        let mut llama = llama.clone();
+        let param = |t: &Tensor<B, 2>| Param::from_tensor(t.clone());
+        llama.embedding.weight = param(&self.embedding);
+        for (block, layer) in llama.blocks.iter_mut().zip(&self.layers) {
+            block.attn_norm.weight = Param::from_tensor(layer.attn_norm.clone());
+            block.attention.query.weight = param(&layer.w_q);
+            block.attention.key.weight = param(&layer.w_k);
+            block.attention.value.weight = param(&layer.w_v);
+            block.attention.output.weight = param(&layer.w_o);
+            block.mlp_norm.weight = Param::from_tensor(layer.mlp_norm.clone());
+            block.mlp.gate.weight = param(&layer.w_gate);
+            block.mlp.up.weight = param(&layer.w_up);
+            block.mlp.down.weight = param(&layer.w_down);
+        }
+        llama.final_norm.weight = Param::from_tensor(self.final_norm.clone());
+        if let (Some(head), Some(w)) = (llama.lm_head.as_mut(), &self.lm_head) {
+            head.weight = param(w);
+        }
+        Ok(AuxModel::Llama(llama))
     }
 
     /// Model width.
