@@ -515,3 +515,95 @@ fn an_error_states_each_cause_once_and_exits_with_status_1() {
     assert!(!err.contains("Caused by"), "{err}");
     assert_eq!(run.status.code(), Some(1));
 }
+
+/// `--tune-per-seed` with two formats: every (format, seed) gets its own bracketed step, each
+/// cell runs each seed with its own, and the rows say the step is per seed.
+#[test]
+fn eval_icl_tunes_every_format_and_seed() {
+    let dir = scratch("icl-tune");
+    let data = dir.join("mr");
+    std::fs::create_dir_all(&data).unwrap();
+    let lines = |texts: &[(&str, u8)]| {
+        texts
+            .iter()
+            .map(|(t, l)| format!("{}\n", serde_json::json!({"text": t, "label": l})))
+            .collect::<String>()
+    };
+    // Two texts, each always with the same label: a step on the demonstrations helps on the dev
+    // examples (the same texts) up to a size, so every grid has an interior best even on the
+    // random micro model.
+    let pool = [("good", 1), ("bad", 0)].repeat(4);
+    std::fs::write(data.join("train.jsonl"), lines(&pool)).unwrap();
+    std::fs::write(
+        data.join("test.jsonl"),
+        lines(&[("lovely film", 1), ("awful plot", 0)]),
+    )
+    .unwrap();
+    let out = dir.join("icl.json");
+    let micro = micro();
+    let run = xtask(&[
+        "eval",
+        "icl",
+        "--model",
+        micro.to_str().unwrap(),
+        "--task",
+        "mr",
+        "--data",
+        data.to_str().unwrap(),
+        "--methods",
+        "dyn-eval",
+        "--shots",
+        "2",
+        "--seeds",
+        "0,1",
+        "--formats",
+        "single,multi",
+        "--n-test",
+        "2",
+        "--n-dev",
+        "4",
+        "--balanced",
+        "--max-input-tokens",
+        "16",
+        "--tune",
+        "lr=1e-2,1e-1,1",
+        "--tune-extend",
+        "8",
+        "--tune-per-seed",
+        "--balanced-test",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    succeeds(&run);
+    let json = report(&out);
+    let tuning: Vec<&str> = json["tuning"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tuning,
+        [
+            "dyn-eval on mr [single, label], seed 0",
+            "dyn-eval on mr [single, label], seed 1",
+            "dyn-eval on mr [multi, label], seed 0",
+            "dyn-eval on mr [multi, label], seed 1",
+        ]
+    );
+    for t in json["tuning"].as_array().unwrap() {
+        assert_eq!(t["interior"], true, "{t}");
+    }
+    let cells = json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for cell in cells {
+        assert_eq!(cell["key"]["method"], "dyn-eval(lr=per-seed,steps=1)");
+        let settings = cell["settings"]["method_settings"].as_str().unwrap();
+        assert!(
+            settings.starts_with("seed 0: ") && settings.contains("; seed 1: "),
+            "{settings}"
+        );
+        assert_eq!(cell["runs"].as_array().unwrap().len(), 2);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -205,6 +205,10 @@ pub fn render_icl_report(out: &Path) -> Result<IclReport, EvalError> {
 fn write_outputs(report: &IclReport, out: &Path) -> Result<(), EvalError> {
     report.write_json(out)?;
     write_file(&out.with_extension("md"), report.markdown().as_bytes())?;
+    // Before the first cell (tuning records only) there is nothing to chart yet.
+    if report.cells.is_empty() {
+        return Ok(());
+    }
     for (calibrated, suffix) in [(false, "accuracy"), (true, "accuracy-calibrated")] {
         write_file(
             &accuracy_svg_path(out, suffix),
@@ -497,7 +501,14 @@ pub fn run_icl<AB: AutodiffBackend>(
     for (_, eval, dev) in &loaded {
         for spec in &specs {
             if let Some(Step::Tune(grid)) = &spec.step {
-                total += tune_seed_sets.len() * grid.len() * dev.test.len();
+                let trained_variants = if !spec.method.adapts() || k_max == 0 {
+                    1
+                } else if spec.method.is_tint() {
+                    losses.len()
+                } else {
+                    formats.len() * losses.len()
+                };
+                total += trained_variants * tune_seed_sets.len() * grid.len() * dev.test.len();
             }
             for &k in &args.shots {
                 let n_variants = if !spec.method.adapts() || k == 0 {
@@ -537,107 +548,125 @@ pub fn run_icl<AB: AutodiffBackend>(
         };
         for spec in &specs {
             let label = format!("{} on {task}", spec.name());
-            // One value for every seed, or (`--tune-per-seed`) one tuned for each seed.
-            let values: Vec<f64> = match &spec.step {
-                None => vec![0.0],
-                Some(Step::Given(v)) => {
-                    let flag = if spec.parameter() == "lr" {
-                        "--lr"
+            // The formats and losses the method trains in at the largest k: each gets its own
+            // step (a summed loss over a full context wants a smaller step than over the label
+            // words alone); a cell without training uses the first's.
+            let probe_value = match &spec.step {
+                None => 0.0,
+                Some(Step::Given(v)) => *v,
+                Some(Step::Tune(grid)) => grid[0],
+            };
+            let probe = build_method(spec, probe_value, args, &models)?.0;
+            let trained_variants = variants(probe.as_ref(), k_max, &formats, &losses, &mut |n| {
+                on_event(RunEvent::Note(n))
+            });
+            drop(probe);
+            if let Some(Step::Given(v)) = &spec.step {
+                let flag = if spec.parameter() == "lr" {
+                    "--lr"
+                } else {
+                    "--inner-lr"
+                };
+                report
+                    .tuning
+                    .push(TuneRecord::given(&label, spec.parameter(), *v, flag));
+            }
+            // Per variant: one value for every seed, or (`--tune-per-seed`) one for each seed.
+            let mut steps: Vec<((DemoFormat, TrainLoss), Vec<f64>)> = Vec::new();
+            for &(format, loss) in &trained_variants {
+                let Some(Step::Tune(grid)) = &spec.step else {
+                    steps.push(((format, loss), vec![probe_value]));
+                    continue;
+                };
+                let variant = if trained_variants.len() > 1 {
+                    format!(" [{}, {}]", format.name(), loss.name())
+                } else {
+                    String::new()
+                };
+                let mut values = Vec::with_capacity(tune_seed_sets.len());
+                for seeds in &tune_seed_sets {
+                    let label = if args.tune_per_seed {
+                        format!("{label}{variant}, seed {}", seeds[0])
                     } else {
-                        "--inner-lr"
+                        format!("{label}{variant}")
                     };
-                    report
-                        .tuning
-                        .push(TuneRecord::given(&label, spec.parameter(), *v, flag));
-                    vec![*v]
+                    let reused = stored_tuning
+                        .iter()
+                        .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
+                        .cloned();
+                    let record = match reused {
+                        Some(r) => {
+                            done += grid.len() * dev.test.len();
+                            r
+                        }
+                        None => {
+                            let settings = IclSettings {
+                                k: k_max,
+                                seeds: seeds.clone(),
+                                format,
+                                loss,
+                                balanced: args.balanced,
+                                demos_in_context: None,
+                                method_settings: String::new(),
+                                prior: prior.clone(),
+                                // Tuning treats a diverging value as a grid outcome.
+                                allow_non_finite: false,
+                            };
+                            let before = done;
+                            // The units counted for the grid; an extension adds its own.
+                            let mut grid_units = grid.len() * dev.test.len();
+                            let record = tune_icl(
+                                &label,
+                                spec.parameter(),
+                                grid,
+                                args.tune_extend,
+                                &encoder,
+                                dev,
+                                &settings,
+                                &mut |v| {
+                                    build_method(spec, v, args, &models)
+                                        .map(|m| m.0)
+                                        .map_err(IclError::from)
+                                },
+                                &mut |d, grown| {
+                                    total += grown.saturating_sub(grid_units);
+                                    grid_units = grown.max(grid_units);
+                                    done = before + d;
+                                    on_event(RunEvent::Progress {
+                                        done,
+                                        total,
+                                        message: format!("tuning {label}"),
+                                    });
+                                },
+                            )
+                            .map_err(non_finite_hint(TUNING_HINT))?;
+                            on_event(RunEvent::Note(record.summary()));
+                            record
+                        }
+                    };
+                    values.push(record.choice);
+                    report.tuning.push(record);
+                    write_outputs(&report, &args.out)?;
                 }
-                Some(Step::Tune(grid)) => {
-                    let mut values = Vec::with_capacity(tune_seed_sets.len());
-                    for seeds in &tune_seed_sets {
-                        let label = if args.tune_per_seed {
-                            format!("{label}, seed {}", seeds[0])
-                        } else {
-                            label.clone()
-                        };
-                        let reused = stored_tuning
-                            .iter()
-                            .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
-                            .cloned();
-                        let record = match reused {
-                            Some(r) => {
-                                done += grid.len() * dev.test.len();
-                                r
-                            }
-                            None => {
-                                // Tune where the method trains on demonstrations (the largest
-                                // k), in the first format it trains in and the first loss.
-                                let probe = build_method(spec, grid[0], args, &models)?.0;
-                                let (format, loss) =
-                                    variants(probe.as_ref(), k_max, &formats, &losses, &mut |n| {
-                                        on_event(RunEvent::Note(n))
-                                    })[0];
-                                drop(probe);
-                                let settings = IclSettings {
-                                    k: k_max,
-                                    seeds: seeds.clone(),
-                                    format,
-                                    loss,
-                                    balanced: args.balanced,
-                                    demos_in_context: None,
-                                    method_settings: String::new(),
-                                    prior: prior.clone(),
-                                    // Tuning treats a diverging value as a grid outcome.
-                                    allow_non_finite: false,
-                                };
-                                let before = done;
-                                // The units counted for the grid; an extension adds its own.
-                                let mut grid_units = grid.len() * dev.test.len();
-                                let record = tune_icl(
-                                    &label,
-                                    spec.parameter(),
-                                    grid,
-                                    args.tune_extend,
-                                    &encoder,
-                                    dev,
-                                    &settings,
-                                    &mut |v| {
-                                        build_method(spec, v, args, &models)
-                                            .map(|m| m.0)
-                                            .map_err(IclError::from)
-                                    },
-                                    &mut |d, grown| {
-                                        total += grown.saturating_sub(grid_units);
-                                        grid_units = grown.max(grid_units);
-                                        done = before + d;
-                                        on_event(RunEvent::Progress {
-                                            done,
-                                            total,
-                                            message: format!("tuning {label}"),
-                                        });
-                                    },
-                                )
-                                .map_err(non_finite_hint(TUNING_HINT))?;
-                                on_event(RunEvent::Note(record.summary()));
-                                record
-                            }
-                        };
-                        values.push(record.choice);
-                        report.tuning.push(record);
-                        write_outputs(&report, &args.out)?;
-                    }
-                    values
-                }
-            };
-            let (mut method, method_settings) = if values.len() == 1 {
-                build_method(spec, values[0], args, &models)?
-            } else {
-                build_per_seed(spec, &values, args, &models)?
-            };
+                steps.push(((format, loss), values));
+            }
             for &k in &args.shots {
-                let cell_variants = variants(method.as_ref(), k, &formats, &losses, &mut |n| {
-                    on_event(RunEvent::Note(n))
-                });
+                // Zero-shot cells do not train on demonstrations (format and loss do not apply).
+                let cell_variants: Vec<(DemoFormat, TrainLoss)> = if k > 0 {
+                    trained_variants.clone()
+                } else {
+                    vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
+                };
                 for (format, loss) in cell_variants {
+                    let values = steps
+                        .iter()
+                        .find(|(v, _)| *v == (format, loss))
+                        .map_or(&steps[0].1, |(_, values)| values);
+                    let (mut method, method_settings) = if values.len() == 1 {
+                        build_method(spec, values[0], args, &models)?
+                    } else {
+                        build_per_seed(spec, values, args, &models)?
+                    };
                     let settings = IclSettings {
                         k,
                         seeds: args.seeds.clone(),
@@ -645,7 +674,7 @@ pub fn run_icl<AB: AutodiffBackend>(
                         loss,
                         balanced: args.balanced,
                         demos_in_context: None,
-                        method_settings: method_settings.clone(),
+                        method_settings,
                         prior: prior.clone(),
                         allow_non_finite: args.allow_non_finite,
                     };
