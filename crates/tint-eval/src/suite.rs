@@ -405,8 +405,7 @@ mod tests {
             [
                 Method::Vanilla,
                 Method::DynEval,
-                Method::Tint(TintMethod::Constructed),
-                Method::Tint(TintMethod::Structured),
+                Method::Tint(TintMethod::Reference),
             ]
         );
         assert!(
@@ -415,8 +414,10 @@ mod tests {
         );
         assert_eq!(icl.grid("lr").len(), 4);
         assert_eq!(icl.grid("eta").len(), 4);
-        assert_eq!(icl.tint.sim_layers, "2");
-        assert!(icl.n_test > icl_reduced.n_test && icl.n_dev > icl_reduced.n_dev);
+        assert_eq!(icl.tint.sim_layers, "all");
+        assert!(icl.tune_per_seed && icl.balanced_test);
+        assert!(icl.n_test >= 100 && icl.n_test > icl_reduced.n_test);
+        assert!(icl.n_dev >= icl_reduced.n_dev);
 
         assert_eq!(
             SuiteProtocol::Full.section_markers(),
