@@ -116,6 +116,14 @@ fn eval_lm(model: &Path, out: &Path, extra: &[&str]) -> Output {
     xtask(&args)
 }
 
+/// Labelled examples as the JSON lines of a standard-layout task file.
+fn jsonl_lines(texts: &[(&str, u8)]) -> String {
+    texts
+        .iter()
+        .map(|(t, l)| format!("{}\n", serde_json::json!({"text": t, "label": l})))
+        .collect()
+}
+
 fn report(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -192,12 +200,6 @@ fn eval_icl_names_a_nan_weight_and_records_it_only_when_allowed() {
     let model = poisoned(&dir);
     let data = dir.join("mr");
     std::fs::create_dir_all(&data).unwrap();
-    let lines = |texts: &[(&str, u8)]| {
-        texts
-            .iter()
-            .map(|(t, l)| format!("{}\n", serde_json::json!({"text": t, "label": l})))
-            .collect::<String>()
-    };
     let pool = [
         ("a joy", 1),
         ("so dull", 0),
@@ -206,10 +208,10 @@ fn eval_icl_names_a_nan_weight_and_records_it_only_when_allowed() {
         ("moving", 1),
         ("boring", 0),
     ];
-    std::fs::write(data.join("train.jsonl"), lines(&pool)).unwrap();
+    std::fs::write(data.join("train.jsonl"), jsonl_lines(&pool)).unwrap();
     std::fs::write(
         data.join("test.jsonl"),
-        lines(&[("lovely film", 1), ("awful plot", 0)]),
+        jsonl_lines(&[("lovely film", 1), ("awful plot", 0)]),
     )
     .unwrap();
     let out = dir.join("icl.json");
@@ -523,20 +525,14 @@ fn eval_icl_tunes_every_format_and_seed() {
     let dir = scratch("icl-tune");
     let data = dir.join("mr");
     std::fs::create_dir_all(&data).unwrap();
-    let lines = |texts: &[(&str, u8)]| {
-        texts
-            .iter()
-            .map(|(t, l)| format!("{}\n", serde_json::json!({"text": t, "label": l})))
-            .collect::<String>()
-    };
     // Two texts, each always with the same label: a step on the demonstrations helps on the dev
     // examples (the same texts) up to a size, so every grid has an interior best even on the
     // random micro model.
     let pool = [("good", 1), ("bad", 0)].repeat(4);
-    std::fs::write(data.join("train.jsonl"), lines(&pool)).unwrap();
+    std::fs::write(data.join("train.jsonl"), jsonl_lines(&pool)).unwrap();
     std::fs::write(
         data.join("test.jsonl"),
-        lines(&[("lovely film", 1), ("awful plot", 0)]),
+        jsonl_lines(&[("lovely film", 1), ("awful plot", 0)]),
     )
     .unwrap();
     let out = dir.join("icl.json");

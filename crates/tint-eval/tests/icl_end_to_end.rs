@@ -526,34 +526,22 @@ fn per_seed_steps_run_each_seed_with_its_own_rate() {
             .flat_map(|p| p.scores.clone())
             .collect()
     };
+    // One seed's run of `lr` alone.
+    let alone = |lr: f64, seed: u64| {
+        let settings = IclSettings {
+            seeds: vec![seed],
+            ..settings.clone()
+        };
+        let cell = run_icl_cell(&mut dyn_eval(lr), &encoder, &data, &settings, &mut |_| {});
+        scores(&cell.unwrap().runs[0])
+    };
     for (run, &(seed, lr)) in cell.runs.iter().zip(&rates) {
-        let alone = run_icl_cell(
-            &mut dyn_eval(lr),
-            &encoder,
-            &data,
-            &IclSettings {
-                seeds: vec![seed],
-                ..settings.clone()
-            },
-            &mut |_| {},
-        )
-        .unwrap();
         assert_eq!(run.seed, seed);
-        assert_eq!(scores(run), scores(&alone.runs[0]), "seed {seed}");
-        let other = run_icl_cell(
-            &mut dyn_eval(rates[1 - seed as usize].1),
-            &encoder,
-            &data,
-            &IclSettings {
-                seeds: vec![seed],
-                ..settings.clone()
-            },
-            &mut |_| {},
-        )
-        .unwrap();
+        assert_eq!(scores(run), alone(lr, seed), "seed {seed}");
+        let other = rates[1 - seed as usize].1;
         assert_ne!(
             scores(run),
-            scores(&other.runs[0]),
+            alone(other, seed),
             "seed {seed}: rates must matter"
         );
     }

@@ -725,37 +725,27 @@ fn icl_tuning_extends_an_edge_choice_until_it_is_interior() {
     let mut make =
         |value: f64| -> Result<Box<dyn IclMethod>, IclError> { Ok(Box::new(PeakAt1e2 { value })) };
     let mut seen = Vec::new();
-    let record = tune_icl(
-        "peak on mr",
-        "lr",
-        &grid,
-        3,
-        &encoder,
-        &dev,
-        &settings,
-        &mut make,
-        &mut |done, total| seen.push((done, total)),
-    )
-    .unwrap();
+    let mut tune = |max_extensions: usize| {
+        tune_icl(
+            "peak on mr",
+            "lr",
+            &grid,
+            max_extensions,
+            &encoder,
+            &dev,
+            &settings,
+            &mut make,
+            &mut |done, total| seen.push((done, total)),
+        )
+    };
+    let record = tune(3).unwrap();
+    let err = tune(2).unwrap_err();
     assert_eq!(record.extended, vec![2.7e-3, 8.1e-3, 2.43e-2]);
     assert_eq!(record.choice, 8.1e-3);
     assert!(record.is_interior() && record.interior);
     assert_eq!(record.given_grid(), grid.to_vec());
     // Progress counts every scored value: 6 values of 4 dev examples.
-    assert_eq!(seen.last(), Some(&(24, 24)));
-
-    let err = tune_icl(
-        "peak on mr",
-        "lr",
-        &grid,
-        2,
-        &encoder,
-        &dev,
-        &settings,
-        &mut make,
-        &mut |_, _| {},
-    )
-    .unwrap_err();
+    assert!(seen.contains(&(24, 24)), "{seen:?}");
     let message = err.to_string();
     assert!(
         matches!(err, tint_eval::EvalError::Unbracketed(_)) && message.contains("largest"),

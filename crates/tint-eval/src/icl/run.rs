@@ -854,14 +854,20 @@ mod tests {
 
     /// The settings string stored with every cell names the execution that actually runs (the
     /// engine picks it from the method; the flags' config alone would always say `Constructed`).
-    #[test]
-    fn recorded_settings_name_the_execution_that_runs() {
-        use crate::methods::TintMethod;
-        type AB = burn::backend::Autodiff<burn::backend::Flex>;
+    type AB = burn::backend::Autodiff<burn::backend::Flex>;
+
+    /// The committed micro GPT-2 and its device.
+    fn micro_model() -> (AuxModel<AB>, burn::tensor::Device<AB>) {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../fixtures/official-tint/micro-gpt2-random");
         let device = Default::default();
-        let model: AuxModel<AB> = tint_aux::load_model(&dir, &device).unwrap();
+        (tint_aux::load_model(&dir, &device).unwrap(), device)
+    }
+
+    #[test]
+    fn recorded_settings_name_the_execution_that_runs() {
+        use crate::methods::TintMethod;
+        let (model, device) = micro_model();
         let inference = model.valid();
         let models = Models {
             model: &model,
@@ -887,11 +893,7 @@ mod tests {
 
     #[test]
     fn per_seed_rows_name_the_step_per_seed_and_record_every_seed_s_settings() {
-        type AB = burn::backend::Autodiff<burn::backend::Flex>;
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures/official-tint/micro-gpt2-random");
-        let device = Default::default();
-        let model: AuxModel<AB> = tint_aux::load_model(&dir, &device).unwrap();
+        let (model, device) = micro_model();
         let inference = model.valid();
         let models = Models {
             model: &model,
