@@ -131,7 +131,7 @@ pub fn merge_lm_reports(parts: &[PathBuf]) -> Result<LmReport, EvalError> {
         for cell in &part.results {
             if let Some((_, _, other)) = owner
                 .iter()
-                .find(|(m, f, _)| *m == cell.method && (f - cell.train_fraction).abs() < 1e-12)
+                .find(|(m, f, _)| *m == cell.method && same_fraction(*f, cell.train_fraction))
             {
                 return Err(EvalError::Report {
                     path: path.clone(),
@@ -158,7 +158,7 @@ pub fn merge_lm_reports(parts: &[PathBuf]) -> Result<LmReport, EvalError> {
         validate_cell(cell, blocks, block_size).map_err(|reason| EvalError::Report {
             path: owner
                 .iter()
-                .find(|(m, f, _)| *m == cell.method && *f == cell.train_fraction)
+                .find(|(m, f, _)| *m == cell.method && same_fraction(*f, cell.train_fraction))
                 .map_or_else(|| first_path.clone(), |(_, _, p)| p.clone()),
             reason: format!("cell {} f={}: {reason}", cell.method, cell.train_fraction),
         })?;
@@ -168,7 +168,7 @@ pub fn merge_lm_reports(parts: &[PathBuf]) -> Result<LmReport, EvalError> {
     for c in &merged.results {
         if !fractions
             .iter()
-            .any(|f| (f - c.train_fraction).abs() < 1e-12)
+            .any(|&f| same_fraction(f, c.train_fraction))
         {
             fractions.push(c.train_fraction);
         }
@@ -212,7 +212,7 @@ fn sort_cells(cells: &mut [MethodResult]) {
 /// What the merged report says of one part.
 fn part_summary(path: &Path, report: &LmReport, fp: &Fingerprint) -> serde_json::Value {
     let mut fractions: Vec<f64> = report.results.iter().map(|c| c.train_fraction).collect();
-    fractions.dedup_by(|a, b| (*a - *b).abs() < 1e-12);
+    fractions.dedup_by(|a, b| same_fraction(*a, *b));
     let mut methods: Vec<&str> = Vec::new();
     for c in &report.results {
         if !methods.contains(&c.method.as_str()) {
@@ -228,26 +228,18 @@ fn part_summary(path: &Path, report: &LmReport, fp: &Fingerprint) -> serde_json:
     })
 }
 
+/// Two train fractions are the same cell's when they agree to 1e-12 (they are parsed from the same
+/// decimal text; the tolerance only absorbs a round trip through JSON).
+fn same_fraction(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::perplexity::{bootstrap, BlockNll};
 
     fn cell(method: &str, f: f64, shift: f64) -> MethodResult {
-        let targets = 10 - (10.0 * f).floor() as usize;
-        let blocks: Vec<BlockNll> = (0..4)
-            .map(|b| BlockNll {
-                sum_nll: targets as f64 * (1.0 + 0.1 * b as f64 + shift),
-                count: targets,
-            })
-            .collect();
-        MethodResult {
-            method: method.into(),
-            train_fraction: f,
-            perplexity: bootstrap(&blocks, 0.95, 50, 0),
-            blocks,
-            seconds: 1.0,
-        }
+        crate::resume::test_cells::cell(method, f, 4, shift)
     }
 
     fn part(dir: &Path, name: &str, fraction: f64, settings_tweak: f64, code: &str) -> PathBuf {

@@ -157,17 +157,19 @@ pub fn merge(computed: Vec<MethodResult>, stored: &[MethodResult]) -> Vec<Method
     out
 }
 
+/// Cells with made-up losses for the tests of this module and of `lm_merge`.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_cells {
     use crate::perplexity::{bootstrap, BlockNll};
+    use crate::MethodResult;
 
-    fn cell(method: &str, f: f64) -> MethodResult {
-        // Blocks of 10 tokens: floor(10 f) training tokens, the rest targets.
+    /// `n_blocks` blocks of 10 tokens at train fraction `f` (floor(10 f) training tokens, the
+    /// rest targets), block `b` with NLL `1 + 0.1 b + shift` per target.
+    pub(crate) fn cell(method: &str, f: f64, n_blocks: usize, shift: f64) -> MethodResult {
         let targets = 10 - (10.0 * f).floor() as usize;
-        let blocks: Vec<BlockNll> = (0..3)
+        let blocks: Vec<BlockNll> = (0..n_blocks)
             .map(|b| BlockNll {
-                sum_nll: targets as f64 * (1.0 + 0.1 * b as f64),
+                sum_nll: targets as f64 * (1.0 + 0.1 * b as f64 + shift),
                 count: targets,
             })
             .collect();
@@ -178,6 +180,15 @@ mod tests {
             blocks,
             seconds: 1.0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(method: &str, f: f64) -> MethodResult {
+        test_cells::cell(method, f, 3, 0.0)
     }
 
     #[test]
