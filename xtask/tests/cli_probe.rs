@@ -603,3 +603,29 @@ fn eval_icl_tunes_every_format_and_seed() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `--help` is plain text: no rustdoc link syntax (``[`Type`]``) in any command's help.
+#[test]
+fn help_texts_have_no_rustdoc_links() {
+    for command in [
+        &["--help"][..],
+        &["eval", "--help"],
+        &["eval", "lm", "--help"],
+        &["eval", "lm-merge", "--help"],
+        &["eval", "icl", "--help"],
+        &["eval", "cgt", "--help"],
+        &["logits", "--help"],
+        &["fetch", "--help"],
+        &["bench", "--help"],
+        &["orchestrator", "--help"],
+    ] {
+        let run = xtask(command);
+        succeeds(&run);
+        let help = String::from_utf8_lossy(&run.stdout);
+        assert!(help.len() > 100, "{command:?}: {help}");
+        assert!(
+            !help.contains("[`") && !help.contains("`]"),
+            "{command:?} prints rustdoc links:\n{help}"
+        );
+    }
+}
