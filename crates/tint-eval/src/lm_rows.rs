@@ -7,7 +7,7 @@ use crate::lm_settings::LmRunSettings;
 use crate::lm_tune::TuneRecord;
 use crate::method::Method;
 use crate::methods::TintMethod;
-use crate::run_settings::check_steps;
+use crate::run_settings::{check_step_count, check_steps, refuse_repeats};
 use crate::EvalError;
 
 /// A row of the run before its step size is known.
@@ -41,9 +41,14 @@ pub enum StepSource {
 ///
 /// # Errors
 ///
-/// [`EvalError::InvalidSetting`] for negative or non-finite step sizes, a bad `sim_layers`, and
-/// `tune_tint_via_ref` without `tint-ref` among the methods.
+/// [`EvalError::InvalidSetting`] for negative or non-finite step sizes, zero steps, a method,
+/// fraction or budget named twice, a bad `sim_layers`, and `tune_tint_via_ref` without `tint-ref`
+/// among the methods.
 pub fn pending_rows(settings: &LmRunSettings) -> Result<Vec<PendingRow>, EvalError> {
+    refuse_repeats("--methods", &settings.methods)?;
+    refuse_repeats("--train-fraction", &settings.train_fraction)?;
+    refuse_repeats("--budget", &settings.budget)?;
+    check_step_count(settings.steps)?;
     if let Some(etas) = &settings.inner_lr {
         check_steps("--inner-lr", etas)?;
     }

@@ -148,7 +148,11 @@ mod tests {
             message.contains(&path.display().to_string()) && message.contains("read the report"),
             "{message}"
         );
-        assert_eq!(std::fs::read(&path).unwrap(), bytes, "the file is untouched");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "the file is untouched"
+        );
         std::fs::remove_file(&path).ok();
         let dir = std::env::temp_dir().join(format!("tint-report-dir-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

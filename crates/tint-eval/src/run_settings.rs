@@ -212,6 +212,47 @@ pub fn check_steps(flag: &'static str, values: &[f64]) -> Result<(), EvalError> 
     Ok(())
 }
 
+/// Refuses a list that names a value twice: a repeated method, fraction, budget, task, shot count,
+/// seed, format or loss would give duplicate cells, or an interval over one repeated seed.
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] naming the flag and the repeated value.
+pub fn refuse_repeats<T: PartialEq + std::fmt::Debug>(
+    flag: &'static str,
+    values: &[T],
+) -> Result<(), EvalError> {
+    match values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+    {
+        Some((_, v)) => Err(EvalError::InvalidSetting {
+            name: flag,
+            value: format!("{v:?} (in {values:?})"),
+            rule: "name each value once",
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Refuses zero SGD / simulated steps (no step: the adapted model would be the unadapted one under
+/// another name).
+///
+/// # Errors
+///
+/// [`EvalError::InvalidSetting`] naming `--steps`.
+pub fn check_step_count(steps: usize) -> Result<(), EvalError> {
+    if steps == 0 {
+        return Err(EvalError::InvalidSetting {
+            name: "--steps",
+            value: "0".into(),
+            rule: "at least one step (a method without a step is `vanilla` / `icl`)",
+        });
+    }
+    Ok(())
+}
+
 /// Checks that a report path ends in `.ext` (so `--out x.md` never receives JSON and a markdown
 /// file is never overwritten by a report).
 ///
@@ -252,6 +293,22 @@ mod tests {
         assert!(!json(&unset).contains("attention"));
         assert!(format!("{set:?}").ends_with("no_reuse: false, exact_attention_backward: true }"));
         assert!(json(&set).contains("\"exact_attention_backward\":true"));
+    }
+
+    #[test]
+    fn repeated_values_and_zero_steps_are_refused_by_name() {
+        assert!(refuse_repeats("--seeds", &[0u64, 1, 2]).is_ok());
+        let err = refuse_repeats("--seeds", &[0u64, 1, 0])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--seeds") && err.contains("0 (in [0, 1, 0])"),
+            "{err}"
+        );
+        assert!(refuse_repeats("--train-fraction", &[0.5, 0.5]).is_err());
+        assert!(check_step_count(1).is_ok());
+        let err = check_step_count(0).unwrap_err().to_string();
+        assert!(err.contains("--steps"), "{err}");
     }
 
     #[test]

@@ -28,7 +28,9 @@ use crate::paired::PairedSettings;
 use crate::results_doc::write_file;
 use crate::run_env::RunEnv;
 use crate::run_event::{OnEvent, RunEvent};
-use crate::run_settings::{check_out_extension, check_steps, parse_layers};
+use crate::run_settings::{
+    check_out_extension, check_step_count, check_steps, parse_layers, refuse_repeats,
+};
 use crate::EvalError;
 
 /// Parses a training format: `single` or `multi`.
@@ -388,6 +390,13 @@ fn check(args: &IclRunSettings) -> Result<Checked, EvalError> {
             rule: "one path per task",
         });
     }
+    refuse_repeats("--task", &tasks)?;
+    refuse_repeats("--methods", &args.methods)?;
+    refuse_repeats("--shots", &args.shots)?;
+    refuse_repeats("--seeds", &args.seeds)?;
+    refuse_repeats("--formats", &args.formats)?;
+    refuse_repeats("--losses", &args.losses)?;
+    check_step_count(args.steps)?;
     if args.calibration != "prompt" && args.calibration != "demos" {
         return Err(EvalError::InvalidSetting {
             name: "--calibration",
