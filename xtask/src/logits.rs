@@ -212,6 +212,9 @@ fn run_tint(args: &LogitsArgs, ids: &IdsFile, model: &tint_aux::AuxModel<B>) -> 
             args.ids.display()
         );
     };
+    // The same rules as `eval lm` / `eval icl`: a finite, non-negative step, at least one step.
+    tint_eval::run_settings::check_steps("--inner-lr", &[args.inner_lr])?;
+    tint_eval::run_settings::check_step_count(args.steps)?;
     let mut config = args.tint_flags.config(model, args.inner_lr, args.steps)?;
     config.execution = args.execution.into();
     if args.tanh_gates {

@@ -422,6 +422,15 @@ fn logits_fails_on_non_finite_outputs_and_useless_masks_writing_nothing() {
         &logits(&micro(), &zero, &MICRO_TINT),
         &["train_mask row 0 has no training token"],
     );
+    // The step rules of `eval lm`: a negative step or no step at all is refused by its flag.
+    for (arg, flag, rule) in [
+        ("--inner-lr=-1e-3", "--inner-lr", "finite, non-negative"),
+        ("--steps=0", "--steps", "at least one step"),
+    ] {
+        let mut bad = MICRO_TINT.to_vec();
+        bad.push(arg);
+        fails_with(&logits(&micro(), &ids, &bad), &[flag, rule]);
+    }
     assert!(!out.exists(), "nothing written");
     blow_up.push("--allow-non-finite");
     succeeds(&logits(&micro(), &ids, &blow_up));
