@@ -26,6 +26,7 @@ pub mod method;
 pub mod methods;
 pub mod model_source;
 pub mod non_finite;
+pub mod output_lock;
 pub mod paired;
 pub mod perplexity;
 pub mod report;

@@ -129,6 +129,7 @@ pub fn run_lm<AB: AutodiffBackend>(
     on_event: OnEvent<'_>,
 ) -> Result<LmOutcome, EvalError> {
     check_out_extension(&args.out, "json")?;
+    let _lock = crate::output_lock::OutputLock::acquire(&args.out)?;
     // A shard runs its own train fractions and records which shard it is.
     let sharded;
     let args = match args.shard {

@@ -444,6 +444,7 @@ pub fn run_icl<AB: AutodiffBackend>(
         losses,
         specs,
     } = check(args)?;
+    let _lock = crate::output_lock::OutputLock::acquire(&args.out)?;
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
             operation: "create the directory",
