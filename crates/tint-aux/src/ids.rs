@@ -17,8 +17,10 @@ use crate::AuxError;
 /// Most bytes an ids file may have (1 GiB): the file is read whole.
 pub const MAX_IDS_FILE_BYTES: u64 = 1 << 30;
 
-/// A parsed token-ids file.
+/// A parsed token-ids file. Any other key (e.g. an `attention_mask`, which nothing here would apply)
+/// is refused by name rather than ignored.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TokenIds {
     /// Token ids, one row per sequence.
     pub input_ids: Vec<Vec<i64>>,
@@ -207,6 +209,10 @@ mod tests {
             (r#"{"ids": [[1]]}"#, "expected"),
             (r#"{"input_ids": [[1.5]]}"#, "integer"),
             (r#"{"input_ids": [[9223372036854775808]]}"#, "expected"),
+            (
+                r#"{"input_ids": [[1, 2]], "attention_mask": [[1, 0]]}"#,
+                "unknown field `attention_mask`",
+            ),
         ];
         for (text, expected) in cases {
             let err = parse(text).unwrap_err();
