@@ -330,6 +330,17 @@ pub fn run_lm<AB: AutodiffBackend>(
                             && t.given_grid() == grid
                             && tuned_at(t, tf, args.tune_per_fraction)
                     });
+                    // A record whose numbers do not say its choice is tuned again.
+                    let reused = reused.filter(|t| match t.check() {
+                        Ok(()) => true,
+                        Err(why) => {
+                            on_event(RunEvent::Note(format!(
+                                "{} f={tf}: stored tuning fails its check ({why}); tuned again",
+                                spec.label
+                            )));
+                            false
+                        }
+                    });
                     let record = match reused {
                         Some(r) => {
                             done += grid.len() * tune_tokens.len();

@@ -70,6 +70,44 @@ impl TuneRecord {
         self.tuned && below && above
     }
 
+    /// Checks that a stored tuned record says what its own numbers say (before `--resume` reuses
+    /// it): one score per grid value, an increasing grid holding the added values, the choice the
+    /// best finite score's value, and `interior` as the grid makes it. A hand-edited choice or
+    /// score fails.
+    ///
+    /// # Errors
+    ///
+    /// The first rule broken, in words.
+    pub fn check(&self) -> Result<(), String> {
+        if self.grid.len() != self.scores.len() {
+            return Err(format!(
+                "{} grid values but {} scores",
+                self.grid.len(),
+                self.scores.len()
+            ));
+        }
+        if !self.grid.windows(2).all(|w| w[0] < w[1]) {
+            return Err(format!("grid {:?} is not increasing", self.grid));
+        }
+        if let Some(v) = self.extended.iter().find(|v| !self.grid.contains(v)) {
+            return Err(format!("extension {v:e} is not in the grid"));
+        }
+        let best = best_index(&self.scores, true).map_err(|e| e.to_string())?;
+        if self.grid[best] != self.choice {
+            return Err(format!(
+                "choice {:e} is not the best score's value {:e}",
+                self.choice, self.grid[best]
+            ));
+        }
+        if self.interior != self.is_interior() {
+            return Err(format!(
+                "`interior` = {} disagrees with the grid",
+                self.interior
+            ));
+        }
+        Ok(())
+    }
+
     /// The grid the settings gave: `grid` without the values [`bracket`] added.
     pub fn given_grid(&self) -> Vec<f64> {
         self.grid
@@ -581,6 +619,30 @@ mod tests {
         let json = serde_json::to_value(&record).unwrap();
         assert_eq!(json["interior"], true);
         assert_eq!(json["train_fraction"], 0.3);
+
+        // `--resume` reuses it only while its numbers say its choice.
+        assert_eq!(record.check(), Ok(()));
+        let edited = [
+            TuneRecord {
+                choice: record.grid[0],
+                ..record.clone()
+            },
+            TuneRecord {
+                scores: record.scores.iter().rev().copied().collect(),
+                ..record.clone()
+            },
+            TuneRecord {
+                interior: false,
+                ..record.clone()
+            },
+            TuneRecord {
+                scores: record.scores[1..].to_vec(),
+                ..record.clone()
+            },
+        ];
+        for bad in edited {
+            assert!(bad.check().is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -603,7 +603,17 @@ pub fn run_icl<AB: AutodiffBackend>(
                     let reused = stored_tuning
                         .iter()
                         .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
-                        .cloned();
+                        .cloned()
+                        // A record whose numbers do not say its choice is tuned again.
+                        .filter(|t| match t.check() {
+                            Ok(()) => true,
+                            Err(why) => {
+                                on_event(RunEvent::Note(format!(
+                                    "{label}: stored tuning fails its check ({why}); tuned again"
+                                )));
+                                false
+                            }
+                        });
                     let record = match reused {
                         Some(r) => {
                             done += grid.len() * dev.test.len();
