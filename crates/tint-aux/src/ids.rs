@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::config::io_error;
 use crate::AuxError;
 
 /// Most bytes an ids file may have (1 GiB): the file is read whole.
@@ -30,22 +29,12 @@ pub struct TokenIds {
 }
 
 impl TokenIds {
-    /// Reads and parses `path` (at most [`MAX_IDS_FILE_BYTES`]).
+    /// Reads and parses `path` (at most [`MAX_IDS_FILE_BYTES`], whatever kind of file it is).
     ///
     /// # Errors
     /// [`AuxError::MissingFile`], [`AuxError::Io`], [`AuxError::InvalidIds`].
     pub fn read(path: &Path) -> Result<Self, AuxError> {
-        let meta = std::fs::metadata(path).map_err(|e| io_error(path, "token ids (JSON)", e))?;
-        if meta.is_file() && meta.len() > MAX_IDS_FILE_BYTES {
-            return Err(invalid(
-                path,
-                format!(
-                    "{} bytes, above the limit of {MAX_IDS_FILE_BYTES}",
-                    meta.len()
-                ),
-            ));
-        }
-        let text = crate::config::read_text(path, "token ids (JSON)")?;
+        let text = crate::config::read_text_limited(path, "token ids (JSON)", MAX_IDS_FILE_BYTES)?;
         Self::parse(&text, path)
     }
 
@@ -219,6 +208,29 @@ mod tests {
             assert!(matches!(err, AuxError::InvalidIds { .. }), "{text}: {err}");
             assert!(err.to_string().contains(expected), "{text}: {err}");
         }
+    }
+
+    /// Any kind of file is read up to the limit: a device without a size (`/dev/zero`) is refused
+    /// after `limit + 1` bytes instead of filling the memory.
+    #[test]
+    fn reads_stop_at_the_limit_whatever_the_file() {
+        let err =
+            crate::config::read_text_limited(Path::new("/dev/zero"), "token ids (JSON)", 1024)
+                .unwrap_err()
+                .to_string();
+        assert!(
+            err.contains("/dev/zero") && err.contains("more than the limit of 1024 bytes"),
+            "{err}"
+        );
+        let path = std::env::temp_dir().join(format!("tint-ids-limit-{}.json", std::process::id()));
+        let text = r#"{"input_ids": [[1, 2]]}"#;
+        let n = text.len() as u64;
+        std::fs::write(&path, text).unwrap();
+        assert!(crate::config::read_text_limited(&path, "ids", n).is_ok());
+        assert!(crate::config::read_text_limited(&path, "ids", n - 1).is_err());
+        std::fs::write(&path, b"\xff\xfe").unwrap();
+        assert!(crate::config::read_text_limited(&path, "ids", n).is_err());
+        std::fs::remove_file(&path).ok();
     }
 
     #[test]

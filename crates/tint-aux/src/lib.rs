@@ -56,7 +56,7 @@ pub mod tokenizer;
 pub mod trace;
 
 pub use checkpoint::linear;
-pub use config::AuxConfig;
+pub use config::{read_text_limited, AuxConfig};
 pub use dyn_eval::{dynamic_eval, sgd_update, DynEvalConfig, DynEvalOutcome, ParamSelection};
 pub use error::AuxError;
 pub use finite::{check_finite, count_non_finite, first_non_finite_weight};

@@ -8,6 +8,9 @@ use sha2::{Digest, Sha256};
 
 use crate::EvalError;
 
+/// Most bytes one text file of a corpus may have (256 MiB; read whole, then tokenized).
+pub const MAX_TEXT_FILE_BYTES: u64 = 256 << 20;
+
 /// A document of the corpus: its name (the file name) and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextDocument {
@@ -22,8 +25,9 @@ pub struct TextDocument {
 ///
 /// # Errors
 ///
-/// [`EvalError::Io`] naming the file or directory that cannot be read, and
-/// [`EvalError::InvalidSetting`] for a directory without a `.txt` file.
+/// [`EvalError::Io`] naming a directory that cannot be listed, [`EvalError::Aux`] naming a file
+/// that cannot be read, is not UTF-8 or has more than [`MAX_TEXT_FILE_BYTES`] bytes (whatever kind
+/// of file), and [`EvalError::InvalidSetting`] for a directory without a `.txt` file.
 pub fn load_documents(path: &Path) -> Result<Vec<TextDocument>, EvalError> {
     let io = |operation: &'static str, path: &Path| {
         let path = path.to_path_buf();
@@ -34,7 +38,7 @@ pub fn load_documents(path: &Path) -> Result<Vec<TextDocument>, EvalError> {
         }
     };
     if !path.is_dir() {
-        let content = std::fs::read_to_string(path).map_err(io("read", path))?;
+        let content = tint_aux::read_text_limited(path, "text", MAX_TEXT_FILE_BYTES)?;
         return Ok(vec![TextDocument {
             name: file_label(path),
             content,
@@ -57,7 +61,7 @@ pub fn load_documents(path: &Path) -> Result<Vec<TextDocument>, EvalError> {
     files
         .iter()
         .map(|f| {
-            let content = std::fs::read_to_string(f).map_err(io("read", f))?;
+            let content = tint_aux::read_text_limited(f, "text", MAX_TEXT_FILE_BYTES)?;
             Ok(TextDocument {
                 name: file_label(f),
                 content: content.trim().to_string(),
@@ -189,7 +193,8 @@ mod tests {
         let missing = std::env::temp_dir().join(format!("tint-no-text-{}.txt", std::process::id()));
         let message = load_documents(&missing).unwrap_err().to_string();
         assert!(
-            message.starts_with(&format!("cannot read {}: ", missing.display())),
+            message.contains(&format!("missing file {}", missing.display()))
+                && !message.contains("write"),
             "{message}"
         );
         let err = sha256_files(std::slice::from_ref(&missing)).unwrap_err();
