@@ -23,7 +23,7 @@
 #   merge                one report from the four shards (`cargo xtask eval lm-merge`).
 #
 #   scripts/table2_paper.sh shard 1          # one piece (50 %); about 1.5-2 h on the 2-core CPU
-#   scripts/table2_paper.sh ablation
+#   scripts/table2_paper.sh ablation 15x2    # and 8x4
 #   scripts/table2_paper.sh constructed 0.5
 #   scripts/table2_paper.sh merge
 #
@@ -52,11 +52,12 @@ shard)
         --out "$OUT/shard-${i}of4.json"
     ;;
 ablation)
-    # The all-layers x 1 step cells at 50 % are shard-1of4.json's (same blocks, tuning blocks and
-    # grid): not run again.
-    "$XTASK" eval lm --train-fraction 0.5 --budget 15x2,8x4 \
+    # One budget per piece (15x2 or 8x4), each landing its own JSON; the all-layers x 1 step cells
+    # at 50 % are shard-1of4.json's (same blocks, tuning blocks and grid): not run again.
+    b=${2:?budget: 15x2 or 8x4}
+    "$XTASK" eval lm --train-fraction 0.5 --budget "$b" \
         --methods vanilla,dyn-eval-matched,tint-ref "${COMMON[@]}" \
-        --out "$OUT/ablation-50.json"
+        --out "$OUT/ablation-$b-50.json"
     ;;
 constructed)
     f=${2:?train fraction, e.g. 0.5}
@@ -107,7 +108,7 @@ merge)
         --title "SmolLM2-135M-Instruct (Q4_1) on SOTU, all layers x 1 step" "${parts[@]}"
     ;;
 *)
-    echo "usage: $0 shard I | ablation | constructed F | exact-derivatives | exact-attention |" \
+    echo "usage: $0 shard I | ablation B | constructed F | exact-derivatives | exact-attention |" \
         "all-exact | merge" >&2
     exit 2
     ;;
