@@ -471,7 +471,7 @@ fn eval_lm_resume_refuses_changed_weights_and_recomputes_a_tampered_cell() {
     .unwrap();
     fails_with(
         &eval_lm(&model, &out, &["--methods", "vanilla", "--resume"]),
-        &["--resume", "checkpoint content (SHA-256)"],
+        &["--resume", "checkpoint SHA-256", "in the report"],
     );
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::paired::PairedSettings;
 use crate::report::{LmReport, MethodResult};
-use crate::resume::{validate_cell, Fingerprint};
+use crate::resume::{differing_keys, validate_cell, Fingerprint};
 use crate::EvalError;
 
 /// Keys of `settings.args` that may differ between the parts of one protocol.
@@ -26,34 +26,6 @@ fn comparable(fingerprint: &Fingerprint) -> serde_json::Value {
         }
     }
     settings
-}
-
-/// The keys of two settings objects whose values differ (dotted one level down into `args`).
-fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return vec!["settings".into()];
-    };
-    let mut keys: Vec<String> = Vec::new();
-    for key in a.keys().chain(b.keys()) {
-        if a.get(key) == b.get(key)
-            || keys
-                .iter()
-                .any(|k| k == key || k.starts_with(&format!("{key}.")))
-        {
-            continue;
-        }
-        match (a.get(key), b.get(key)) {
-            (Some(x @ serde_json::Value::Object(_)), Some(y @ serde_json::Value::Object(_))) => {
-                keys.extend(
-                    differing_keys(x, y)
-                        .into_iter()
-                        .map(|k| format!("{key}.{k}")),
-                )
-            }
-            _ => keys.push(key.clone()),
-        }
-    }
-    keys
 }
 
 /// Reads one part: a finished `eval lm` report with a fingerprint.

@@ -578,11 +578,11 @@ pub fn previous_report(
                     .into(),
             )
         })?;
-    let differences = theirs.differences(fingerprint);
+    let differences = fingerprint.describe_differences(&theirs);
     if !differences.is_empty() {
         return Err(report_error(format!(
-            "--resume: the report was made with another {}; use another --out or drop --resume",
-            differences.join(", ")
+            "--resume: the report was made otherwise ({}); use another --out or drop --resume",
+            differences.join("; ")
         )));
     }
     Ok(Some(previous))
@@ -710,7 +710,19 @@ mod tests {
         other.checkpoint_sha256 = "b".into();
         let err = previous_report(&out, &other).unwrap_err().to_string();
         assert!(
-            err.contains("checkpoint content") && err.contains("lm.json"),
+            err.contains("checkpoint SHA-256 a… in the report, b… now") && err.contains("lm.json"),
+            "{err}"
+        );
+        // A changed setting is named by its key with both values.
+        let steps = Fingerprint::new(
+            &serde_json::json!({"args": {"max_blocks": 16}}),
+            "a",
+            "t",
+            "v",
+        );
+        let err = previous_report(&out, &steps).unwrap_err().to_string();
+        assert!(
+            err.contains("setting args.max_blocks: 8 in the report, 16 in this run"),
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();

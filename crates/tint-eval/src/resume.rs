@@ -74,6 +74,89 @@ impl Fingerprint {
     }
 }
 
+/// The keys of two settings objects whose values differ, dotted into nested objects
+/// (`args.steps`).
+pub(crate) fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return vec!["settings".into()];
+    };
+    let mut keys: Vec<String> = Vec::new();
+    for key in a.keys().chain(b.keys()) {
+        if a.get(key) == b.get(key)
+            || keys
+                .iter()
+                .any(|k| k == key || k.starts_with(&format!("{key}.")))
+        {
+            continue;
+        }
+        match (a.get(key), b.get(key)) {
+            (Some(x @ serde_json::Value::Object(_)), Some(y @ serde_json::Value::Object(_))) => {
+                keys.extend(
+                    differing_keys(x, y)
+                        .into_iter()
+                        .map(|k| format!("{key}.{k}")),
+                )
+            }
+            _ => keys.push(key.clone()),
+        }
+    }
+    keys
+}
+
+/// The value at a dotted key (`args.steps`), as short text (`absent` when missing).
+fn value_at(settings: &serde_json::Value, dotted: &str) -> String {
+    let value = dotted
+        .split('.')
+        .try_fold(settings, |v, k| v.get(k))
+        .map_or_else(|| "absent".to_string(), |v| v.to_string());
+    if value.chars().count() > 80 {
+        format!("{}…", value.chars().take(80).collect::<String>())
+    } else {
+        value
+    }
+}
+
+impl Fingerprint {
+    /// What differs from `other` (a stored report's fingerprint), in words a user can act on: each
+    /// differing setting by its key with the stored value and this run's, the checkpoint or text
+    /// by their SHA-256, the code by its two versions.
+    pub fn describe_differences(&self, stored: &Fingerprint) -> Vec<String> {
+        let mut out: Vec<String> = differing_keys(&stored.settings, &self.settings)
+            .into_iter()
+            .filter(|_| stored.settings != self.settings)
+            .map(|key| {
+                format!(
+                    "setting {key}: {} in the report, {} in this run",
+                    value_at(&stored.settings, &key),
+                    value_at(&self.settings, &key)
+                )
+            })
+            .collect();
+        let short = |h: &str| h.chars().take(12).collect::<String>();
+        if stored.checkpoint_sha256 != self.checkpoint_sha256 {
+            out.push(format!(
+                "checkpoint SHA-256 {}… in the report, {}… now",
+                short(&stored.checkpoint_sha256),
+                short(&self.checkpoint_sha256)
+            ));
+        }
+        if stored.text_sha256 != self.text_sha256 {
+            out.push(format!(
+                "text SHA-256 {}… in the report, {}… now",
+                short(&stored.text_sha256),
+                short(&self.text_sha256)
+            ));
+        }
+        if stored.code_version != self.code_version {
+            out.push(format!(
+                "code version {} in the report, {} now",
+                stored.code_version, self.code_version
+            ));
+        }
+        out
+    }
+}
+
 /// Checks that a stored cell's numbers are self-consistent for `n_blocks` blocks of `block_size`
 /// tokens: every block has `block_size − floor(block_size · f)` targets and a finite, non-negative
 /// summed NLL; the perplexity is `exp(Σ nll / Σ count)` of those blocks (relative 1e-9: it was
