@@ -7,6 +7,7 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
+use crate::results_doc::create_parent_dir;
 use crate::EvalError;
 
 /// Holds the lock on a report's output for as long as it lives.
@@ -17,7 +18,8 @@ pub struct OutputLock {
 }
 
 impl OutputLock {
-    /// Takes the lock of the report `out` (the file `OUT.lock` next to it).
+    /// Takes the lock of the report `out` (the file `OUT.lock` next to it, creating `out`'s
+    /// directory).
     ///
     /// # Errors
     ///
@@ -25,13 +27,7 @@ impl OutputLock {
     /// [`EvalError::Io`] naming the lock file when it cannot be opened or locked.
     pub fn acquire(out: &Path) -> Result<Self, EvalError> {
         let path = PathBuf::from(format!("{}.lock", out.display()));
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
-                operation: "create the directory",
-                path: parent.to_path_buf(),
-                source,
-            })?;
-        }
+        create_parent_dir(&path)?;
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)

@@ -48,15 +48,25 @@ pub fn write_marked_section(
         }
         _ => format!("{}\n\n{block}\n", existing.trim_end()),
     };
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
+    create_parent_dir(path)?;
+    // Atomic (temporary file, fsync, rename): a reader or a crash never sees a cut report.
+    write_file(path, updated.as_bytes())
+}
+
+/// Creates the directory `path` goes in (if `path` names one), with its parents.
+///
+/// # Errors
+///
+/// [`EvalError::Io`] naming the directory that could not be created.
+pub fn create_parent_dir(path: &Path) -> Result<(), EvalError> {
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
             operation: "create the directory",
             path: parent.to_path_buf(),
             source,
-        })?;
+        }),
+        None => Ok(()),
     }
-    // Atomic (temporary file, fsync, rename): a reader or a crash never sees a cut report.
-    write_file(path, updated.as_bytes())
 }
 
 /// Copies `file` into `dir` (atomically); returns its file name.

@@ -444,14 +444,8 @@ pub fn run_icl<AB: AutodiffBackend>(
         losses,
         specs,
     } = check(args)?;
+    // Also creates the output's directory.
     let _lock = crate::output_lock::OutputLock::acquire(&args.out)?;
-    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|source| EvalError::Io {
-            operation: "create the directory",
-            path: parent.to_path_buf(),
-            source,
-        })?;
-    }
     let tokenizer = args.model.tokenizer(env.assets)?;
     let model: AuxModel<AB> = args.model.load(env.assets, &env.device)?;
     let inference = model.valid();
