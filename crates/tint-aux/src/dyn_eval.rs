@@ -112,13 +112,19 @@ impl Default for DynEvalConfig {
 
 impl DynEvalConfig {
     fn validate(&self, n_layers: usize) -> Result<(), AuxError> {
-        if !self.lr.is_finite() || self.lr < 0.0 {
-            return Err(AuxError::InvalidOption {
-                reason: format!("lr must be finite and >= 0, got {}", self.lr),
-            });
-        }
+        check_lr(self.lr)?;
         self.params.validate(n_layers)
     }
+}
+
+/// A learning rate must be finite and non-negative.
+fn check_lr(lr: f64) -> Result<(), AuxError> {
+    if !lr.is_finite() || lr < 0.0 {
+        return Err(AuxError::InvalidOption {
+            reason: format!("lr must be finite and >= 0, got {lr}"),
+        });
+    }
+    Ok(())
 }
 
 /// The model after the SGD steps, and the training loss before each step.
@@ -190,25 +196,15 @@ pub fn sgd_update<B: AutodiffBackend>(
 ) -> Result<DynEvalUpdate<B>, AuxError> {
     let n_layers = model.n_layers();
     config.validate(n_layers)?;
-    let selection = &config.params;
-    let mut current = model.clone().map_named_params(&mut MarkTrainable {
-        selection,
-        n_layers,
-    });
+    let mut current = mark_trainable(model, &config.params);
     let mut losses = Vec::with_capacity(config.steps);
     for _ in 0..config.steps {
-        let loss = lm_loss(
-            &current,
-            input_ids.clone(),
-            &config.loss_mask,
-            config.reduction,
-        )?;
-        losses.push(scalar_f64(loss.clone()));
-        let grads = loss.backward();
+        let (loss, grads) = loss_and_gradients(&current, input_ids.clone(), config)?;
+        losses.push(loss);
         current = current.map_named_params(&mut SgdStep {
             grads: &grads,
             lr: config.lr,
-            selection,
+            selection: &config.params,
             n_layers,
         });
     }
@@ -216,6 +212,104 @@ pub fn sgd_update<B: AutodiffBackend>(
         model: current,
         losses,
     })
+}
+
+/// `model` with the selected parameters marked as trainable leaves and the others detached.
+fn mark_trainable<B: AutodiffBackend>(
+    model: &AuxModel<B>,
+    selection: &ParamSelection,
+) -> AuxModel<B> {
+    let n_layers = model.n_layers();
+    model.clone().map_named_params(&mut MarkTrainable {
+        selection,
+        n_layers,
+    })
+}
+
+/// The training loss of `model` on `input_ids` and its gradients.
+///
+/// # Shapes
+///
+/// - input_ids: `[batch_size, seq_length]`
+fn loss_and_gradients<B: AutodiffBackend>(
+    model: &AuxModel<B>,
+    input_ids: Tensor<B, 2, Int>,
+    config: &DynEvalConfig,
+) -> Result<(f64, B::Gradients), AuxError> {
+    let loss = lm_loss(model, input_ids, &config.loss_mask, config.reduction)?;
+    let value = scalar_f64(loss.clone());
+    Ok((value, loss.backward()))
+}
+
+/// The gradient of one SGD step of dynamic evaluation on one training batch, before it is scaled
+/// by the learning rate ([`sgd_gradient`]): [`SgdGradient::step`] gives what [`sgd_update`] with
+/// one step gives at any learning rate, with the same operations, from one backward pass — what
+/// tuning the learning rate on a grid needs.
+pub struct SgdGradient<B: AutodiffBackend> {
+    /// The model with the trained parameters marked (the gradients are keyed by them).
+    model: AuxModel<B>,
+    grads: B::Gradients,
+    /// The training loss before the step.
+    loss: f64,
+    selection: ParamSelection,
+}
+
+impl<B: AutodiffBackend> std::fmt::Debug for SgdGradient<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SgdGradient")
+            .field("loss", &self.loss)
+            .field("selection", &self.selection)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The gradient of the training loss of `model` on `input_ids` with `config`'s loss mask,
+/// reduction and parameter selection (`config.lr` and `config.steps` are not used).
+///
+/// # Shapes
+///
+/// - input_ids: `[batch_size, seq_length]`
+///
+/// # Errors
+///
+/// As [`sgd_update`].
+pub fn sgd_gradient<B: AutodiffBackend>(
+    model: &AuxModel<B>,
+    input_ids: Tensor<B, 2, Int>,
+    config: &DynEvalConfig,
+) -> Result<SgdGradient<B>, AuxError> {
+    config.params.validate(model.n_layers())?;
+    let marked = mark_trainable(model, &config.params);
+    let (loss, grads) = loss_and_gradients(&marked, input_ids, config)?;
+    Ok(SgdGradient {
+        model: marked,
+        grads,
+        loss,
+        selection: config.params.clone(),
+    })
+}
+
+impl<B: AutodiffBackend> SgdGradient<B> {
+    /// The model after one SGD step with learning rate `lr`: equal (to the bit) to
+    /// [`sgd_update`] with one step at `lr` on the same batch.
+    ///
+    /// # Errors
+    ///
+    /// [`AuxError::InvalidOption`] for a negative or non-finite `lr`.
+    pub fn step(&self, lr: f64) -> Result<DynEvalUpdate<B>, AuxError> {
+        check_lr(lr)?;
+        let n_layers = self.model.n_layers();
+        let model = self.model.clone().map_named_params(&mut SgdStep {
+            grads: &self.grads,
+            lr,
+            selection: &self.selection,
+            n_layers,
+        });
+        Ok(DynEvalUpdate {
+            model,
+            losses: vec![self.loss],
+        })
+    }
 }
 
 /// Result of dynamic evaluation of one batch of sequences.

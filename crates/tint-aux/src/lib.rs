@@ -57,7 +57,10 @@ pub mod trace;
 
 pub use checkpoint::linear;
 pub use config::{read_text_limited, AuxConfig};
-pub use dyn_eval::{dynamic_eval, sgd_update, DynEvalConfig, DynEvalOutcome, ParamSelection};
+pub use dyn_eval::{
+    dynamic_eval, sgd_gradient, sgd_update, DynEvalConfig, DynEvalOutcome, ParamSelection,
+    SgdGradient,
+};
 pub use error::AuxError;
 pub use finite::{check_finite, count_non_finite, first_non_finite_weight};
 pub use ids::TokenIds;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use burn::module::Param;
 use burn::tensor::{backend::Backend, DType, Int, Tensor, TensorData};
 use common::*;
-use tint_aux::dyn_eval::{dynamic_eval, sgd_update, DynEvalConfig, ParamSelection};
+use tint_aux::dyn_eval::{dynamic_eval, sgd_gradient, sgd_update, DynEvalConfig, ParamSelection};
 use tint_aux::loss::{
     continuation_nll, continuation_nll_of_logits, lm_loss, LossMask, LossReduction,
 };
@@ -112,6 +112,44 @@ fn small_steps_lower_the_training_loss() {
                 "{name} {reduction:?}: losses {losses:?}"
             );
         }
+    }
+}
+
+/// One backward pass serves every learning rate: the gradient stepped at `lr` equals (to the bit,
+/// in float32) one SGD step of `sgd_update` at `lr`, with a loss mask and a parameter selection,
+/// on a batch of two sequences.
+#[test]
+fn a_gradient_stepped_at_any_lr_is_the_sgd_step_at_that_lr_to_the_bit() {
+    for name in ["gpt2-tiny", "opt-pre-ln"] {
+        let original = model(name);
+        let input = Tensor::cat(vec![ids::<Ad>(12, 1), ids::<Ad>(12, 4)], 0);
+        let targets: Vec<Vec<bool>> = (0..2)
+            .map(|b| (0..12).map(|t| t > 0 && (t + b) % 3 != 0).collect())
+            .collect();
+        let base = DynEvalConfig {
+            steps: 1,
+            loss_mask: LossMask::Targets(targets),
+            params: ParamSelection::top_layers(1),
+            ..Default::default()
+        };
+        let gradient = sgd_gradient(&original, input.clone(), &base).unwrap();
+        let before = snapshot(&original);
+        for lr in [0.05, 1e-3, 0.4] {
+            let config = DynEvalConfig { lr, ..base.clone() };
+            let stepped = sgd_update(&original, input.clone(), &config).unwrap();
+            let applied = gradient.step(lr).unwrap();
+            assert_eq!(applied.losses, stepped.losses, "{name} lr {lr}");
+            let (stepped, applied) = (snapshot(&stepped.model), snapshot(&applied.model));
+            assert!(
+                !changed(&before, &stepped).is_empty(),
+                "{name} lr {lr}: the step changed nothing"
+            );
+            assert_eq!(stepped, applied, "{name} lr {lr}: weights differ");
+        }
+        assert!(matches!(
+            gradient.step(f64::NAN),
+            Err(AuxError::InvalidOption { .. })
+        ));
     }
 }
 

@@ -38,7 +38,8 @@ pub struct TuneRecord {
     #[serde(default)]
     pub extended: Vec<f64>,
     /// Whether the choice has a scored value on both sides in `grid` (a bracketed optimum; a
-    /// diverged value counts as a worse one). Always true for a tuned record written since
+    /// diverged value counts as a worse one), or is 0 (no step, the end of the step's domain)
+    /// with a worse positive value above. Always true for a tuned record written since
     /// bracketing exists ([`bracket`] refuses an edge choice); false for a given value.
     #[serde(default)]
     pub interior: bool,
@@ -65,9 +66,14 @@ impl TuneRecord {
     /// Whether the choice has a grid value on each side: from the grid itself, so that records
     /// written before `interior` was (whose field reads as false) are described truly.
     pub fn is_interior(&self) -> bool {
-        let below = self.grid.iter().any(|g| *g < self.choice);
+        let below = self.grid.iter().any(|g| *g < self.choice) || self.is_no_step();
         let above = self.grid.iter().any(|g| *g > self.choice);
         self.tuned && below && above
+    }
+
+    /// Whether the tuning chose no step (0): every positive step scored worse.
+    pub fn is_no_step(&self) -> bool {
+        self.tuned && self.choice == 0.0 && self.grid.first() == Some(&0.0)
     }
 
     /// Checks that a stored tuned record says what its own numbers say (before `--resume` reuses
@@ -140,7 +146,9 @@ impl TuneRecord {
                 added.join(", ")
             )
         };
-        let bracketed = if self.is_interior() {
+        let bracketed = if self.is_no_step() {
+            "no step: every step tried scored worse"
+        } else if self.is_interior() {
             "interior"
         } else {
             "on the grid's edge"
@@ -233,7 +241,10 @@ fn tidy(v: f64) -> f64 {
 /// smallest or largest value, extends the grid past that edge by the ratio of the two values at
 /// that edge (`g₀² / g₁` below, `gₙ² / gₙ₋₁` above) and scores the new value, at most
 /// `max_extensions` times. A non-finite score (a diverged step) is never best but counts as a worse
-/// neighbour: the best value below a diverged one is interior.
+/// neighbour: the best value below a diverged one is interior. When the extensions downwards are
+/// spent and the smallest value is still best, the end of the step's domain, 0 (no update), is
+/// scored as well: either it is best (the step does not help on the tuning data, and 0 is the
+/// choice, bracketed by the domain) or the smallest positive value is interior.
 ///
 /// # Errors
 ///
@@ -258,7 +269,15 @@ pub fn bracket(
     loop {
         let best = best_index(&scores, true)?;
         let last = values.len() - 1;
-        let edge = if best == 0 {
+        // A step of 0 (no update) ends the step's domain: chosen there, the step is bracketed.
+        let edge = if best == 0 && values[0] == 0.0 {
+            return Ok(Bracketed {
+                grid: values,
+                scores,
+                extended,
+                best,
+            });
+        } else if best == 0 {
             "smallest"
         } else if best == last {
             "largest"
@@ -270,6 +289,15 @@ pub fn bracket(
                 best,
             });
         };
+        let zero_tried = values[0] == 0.0;
+        if best == 0 && extended.len() >= max_extensions && !zero_tried {
+            // The extensions downwards are spent: the domain's end, no step, is scored last.
+            let s = score(0.0)?;
+            values.insert(0, 0.0);
+            scores.insert(0, if s.is_finite() { s } else { f64::NAN });
+            extended.push(0.0);
+            continue;
+        }
         if extended.len() >= max_extensions {
             return Err(EvalError::Unbracketed(Box::new(
                 crate::error::Unbracketed {
@@ -565,6 +593,50 @@ mod tests {
         );
         // Without extensions, an edge choice is refused at once.
         assert!(bracket("bowl", "eta", &[1e-6, 1e-5], 0, &mut bowl_score).is_err());
+    }
+
+    #[test]
+    fn a_lower_edge_that_stays_scores_no_step_and_brackets_there() {
+        // Every step hurts (the objective rises with the step): after the extensions the domain's
+        // end, 0, is scored and chosen.
+        let mut scored = Vec::new();
+        let none = bracket("dyn-eval", "lr", &[1e-4, 1e-3], 2, &mut |v| {
+            scored.push(v);
+            Ok(1.0 + v)
+        })
+        .unwrap();
+        assert_eq!(scored, vec![1e-4, 1e-3, 1e-5, 1e-6, 0.0]);
+        assert_eq!((none.best, none.grid[0]), (0, 0.0));
+        assert_eq!(none.extended.last(), Some(&0.0));
+        let record = TuneRecord {
+            method: "dyn-eval".into(),
+            parameter: "lr".into(),
+            choice: 0.0,
+            grid: none.grid.clone(),
+            scores: none.scores.clone(),
+            objective: "test".into(),
+            source: "test".into(),
+            tuned: true,
+            train_fraction: None,
+            extended: none.extended.clone(),
+            interior: true,
+        };
+        assert!(record.is_no_step() && record.is_interior());
+        assert_eq!(record.check(), Ok(()));
+        assert!(record.summary().contains("no step"), "{}", record.summary());
+        // No step scores worse than the smallest step: that step is interior.
+        let small = bracket("dyn-eval", "lr", &[1e-4, 1e-3], 1, &mut |v| {
+            Ok(if v == 0.0 { 2.0 } else { 1.0 + v })
+        })
+        .unwrap();
+        assert_eq!(small.grid, vec![0.0, 1e-5, 1e-4, 1e-3]);
+        assert_eq!(small.best, 1);
+        // No step that diverges (a NaN) is never chosen either.
+        let nan = bracket("x", "eta", &[1e-4, 1e-3], 0, &mut |v| {
+            Ok(if v == 0.0 { f64::NAN } else { 1.0 + v })
+        })
+        .unwrap();
+        assert_eq!((nan.grid[0], nan.best), (0.0, 1));
     }
 
     #[test]

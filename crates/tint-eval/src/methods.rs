@@ -10,7 +10,9 @@ use tint_aux::loss::next_token_nll;
 use tint_aux::{
     continuation_nll, continuation_nll_of_logits, dynamic_eval, AuxModel, DynEvalConfig,
 };
-use tint_sim::{Engine, Execution, SimInput, SimOutput, TintConfig, TintStep, UpdatedModel};
+use tint_sim::{
+    Engine, Execution, SimInput, SimOutput, StepDirection, TintConfig, TintStep, UpdatedModel,
+};
 
 use crate::lm::LmMethod;
 use crate::non_finite::{adapted_origin, all_finite, weights_origin, NonFiniteOrigin};
@@ -447,6 +449,30 @@ impl<B: Backend> Tint<B> {
         }
         let updated = self.engine.updated(input)?;
         Some(updated.map(|(_, model)| model).map_err(EvalError::from))
+    }
+}
+
+impl<B: Backend> Tint<B> {
+    /// The step size `η` of the step.
+    pub fn inner_lr(&self) -> f64 {
+        self.engine.step().inner_lr
+    }
+
+    /// The descent direction of the step on `input` (one sequence), which gives
+    /// [`Self::train_once`]'s model at any step size ([`tint_sim::StepDirection`]); `None` where
+    /// [`Self::trains_once`] is false or the engine gives none (more than one forward-backward
+    /// pass, the GPT-2/OPT reference).
+    ///
+    /// # Errors
+    /// The engine's errors ([`EvalError::Sim`]).
+    pub fn direction(
+        &self,
+        input: &SimInput<B>,
+    ) -> Option<Result<Box<dyn StepDirection<B>>, EvalError>> {
+        if !self.trains_once() {
+            return None;
+        }
+        Some(self.engine.direction(input)?.map_err(EvalError::from))
     }
 }
 

@@ -331,3 +331,81 @@ fn llama_updates_score_with_the_key_value_cache_like_the_whole_step() {
     assert_eq!(once.positions_reused(), 20);
     assert_eq!(per_query.positions_reused(), 0);
 }
+
+/// Tuning a step size: methods built for the values of a grid share one descent direction per
+/// demonstration prefix (`StepReuse`). On the tiny LLaMA the shared direction gives every step
+/// size the scores of a method that computes its own step (to the bit: the same operations), it
+/// is computed once per prefix, and another prefix computes its own. Dynamic evaluation shares
+/// its one-step gradient the same way.
+#[test]
+fn a_grid_of_step_sizes_shares_one_gradient_per_training_set_with_equal_scores() {
+    use burn::backend::Autodiff;
+    use tint_aux::DynEvalConfig;
+    use tint_eval::icl::{DynEvalIcl, StepReuse, TrainingSequences};
+
+    let device = Default::default();
+    let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
+    let config = |eta: f64| {
+        let mut config = default_tint_config(64, 4, None, None, None);
+        config.step.inner_lr = eta;
+        config
+    };
+    let candidates: Vec<Vec<u32>> = vec![vec![42], vec![7]];
+    let prefixes: [Vec<u32>; 2] = [
+        vec![5, 17, 23, 90, 4, 61, 8, 50, 31, 77],
+        vec![6, 18, 23, 90, 4, 61, 8, 50, 31, 70],
+    ];
+    let targets: Vec<bool> = (0..10).map(|t| t == 3 || t == 7).collect();
+    let reuse = StepReuse::default();
+    let mut shared_effect = 0.0f64;
+    for demos in &prefixes {
+        let context = [&demos[..], &[12, 13, 14]].concat();
+        let request = ScoreRequest {
+            context: &context,
+            demo_len: demos.len(),
+            demo_targets: &targets,
+            candidates: &candidates,
+        };
+        let mut scores = Vec::new();
+        for eta in [INNER_LR, INNER_LR / 10.0, INNER_LR * 3.0] {
+            let tint = || Tint::reference(&model, config(eta)).unwrap();
+            let mut shared = TintIcl::new(tint(), "tint-ref", &device)
+                .with_step_reuse(reuse.clone(), "tiny, all layers");
+            let mut own = TintIcl::new(tint(), "tint-ref", &device);
+            let (a, b) = (shared.score(&request).unwrap(), own.score(&request).unwrap());
+            assert_eq!(a, b, "eta {eta}");
+            scores.push(a);
+        }
+        shared_effect = shared_effect.max(max_diff(&scores[1], &scores[2]));
+    }
+    assert!(shared_effect >= MIN_EFFECT, "steps too alike ({shared_effect})");
+    // One direction per prefix: the other two step sizes of each reused it.
+    assert_eq!(reuse.reused(), 4);
+
+    let ad_model: AuxModel<Autodiff<B>> = load_model(&tiny_llama_dir(), &device).unwrap();
+    let train = TrainingSequences {
+        ids: vec![prefixes[0].clone(), prefixes[1].clone()],
+        targets: vec![targets.clone(), targets.clone()],
+    };
+    let context = [&prefixes[0][..], &[12, 13, 14]].concat();
+    let request = ScoreRequest::plain(&context, &candidates);
+    let gradients = StepReuse::default();
+    for lr in [0.5, 0.05] {
+        let config = DynEvalConfig {
+            lr,
+            ..Default::default()
+        };
+        let mut shared =
+            DynEvalIcl::new(&ad_model, config.clone()).with_step_reuse(gradients.clone());
+        let mut own = DynEvalIcl::new(&ad_model, config);
+        shared.adapt(&train).unwrap();
+        own.adapt(&train).unwrap();
+        assert_eq!(shared.last_losses, own.last_losses);
+        assert_eq!(
+            shared.score(&request).unwrap(),
+            own.score(&request).unwrap(),
+            "lr {lr}"
+        );
+    }
+    assert_eq!(gradients.reused(), 1);
+}

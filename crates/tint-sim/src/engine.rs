@@ -11,7 +11,7 @@ use crate::any_model::ModelSimulator;
 use crate::config::{Execution, TintConfig};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::llama::{LlamaParams, LlamaReference, LlamaSimulator, LlamaTintConfig};
+use crate::llama::{LlamaDirection, LlamaParams, LlamaReference, LlamaSimulator, LlamaTintConfig};
 use crate::params::AuxParams;
 use crate::reference::{FunctionalReference, SimOutput};
 use crate::simulator::TintSimulator;
@@ -60,6 +60,38 @@ pub trait TintStep<B: Backend>: Send + Sync {
     fn updated(&self, input: &SimInput<B>) -> Option<Result<Updated<B>, SimError>> {
         let _ = input;
         None
+    }
+
+    /// The step's descent direction on `input` (a batch of one sequence): what
+    /// [`Self::updated`] gives at any step size ([`StepDirection::updated`]) from one backward
+    /// pass. `None` (the default) for an engine that does not hand out its updated weights and
+    /// for a step of more than one forward-backward pass (its later gradients depend on `η`);
+    /// the LLaMA functional reference gives one.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[1, seq_length]`.
+    ///
+    /// # Errors
+    /// As [`Self::updated`].
+    fn direction(
+        &self,
+        input: &SimInput<B>,
+    ) -> Option<Result<Box<dyn StepDirection<B>>, SimError>> {
+        let _ = input;
+        None
+    }
+}
+
+/// The descent direction of one TinT step on one sequence ([`TintStep::direction`]).
+pub trait StepDirection<B: Backend>: Send + Sync {
+    /// The updated model at step size `inner_lr`: the model [`TintStep::updated`] of the same
+    /// engine configured with that step size returns, computed with the same operations.
+    fn updated(&self, inner_lr: f64) -> Box<dyn UpdatedModel<B>>;
+}
+
+impl<B: Backend> StepDirection<B> for LlamaDirection<B> {
+    fn updated(&self, inner_lr: f64) -> Box<dyn UpdatedModel<B>> {
+        Box::new(LlamaDirection::updated(self, inner_lr))
     }
 }
 
@@ -162,6 +194,18 @@ impl<B: Backend> TintStep<B> for LlamaReference<B> {
         Some(
             LlamaReference::updated(self, input)
                 .map(|(output, model)| (output, Box::new(model) as Box<dyn UpdatedModel<B>>)),
+        )
+    }
+    fn direction(
+        &self,
+        input: &SimInput<B>,
+    ) -> Option<Result<Box<dyn StepDirection<B>>, SimError>> {
+        if self.config().step.n_forward_backward != 1 {
+            return None;
+        }
+        Some(
+            LlamaReference::direction(self, input)
+                .map(|direction| Box::new(direction) as Box<dyn StepDirection<B>>),
         )
     }
 }

@@ -63,7 +63,7 @@ pub mod step_config;
 
 pub use any_model::ModelSimulator;
 pub use config::{Execution, GateMode, TintConfig};
-pub use engine::{build, Engine, TintStep, Updated, UpdatedModel};
+pub use engine::{build, Engine, StepDirection, TintStep, Updated, UpdatedModel};
 pub use error::SimError;
 pub use input::SimInput;
 pub use loss::EvalLoss;

@@ -623,3 +623,98 @@ fn icl_mask_isolates_a_block_and_rotary_scores_are_relative() {
     let masked_tail = masked.slice([0..1, k..seq_length, 0..vocab_size]);
     assert!(max_abs_diff(&values(unmasked_tail), &values(masked_tail)) > 1e-3);
 }
+
+/// Every weight of `params`, in one vector.
+fn all_weights<B: Backend>(params: &LlamaParams<B>) -> Vec<f64> {
+    let mut all = values(params.embedding.clone());
+    for layer in &params.layers {
+        for t in [&layer.attn_norm, &layer.mlp_norm] {
+            all.extend(values(t.clone()));
+        }
+        for t in [
+            &layer.w_q,
+            &layer.w_k,
+            &layer.w_v,
+            &layer.w_o,
+            &layer.w_gate,
+            &layer.w_up,
+            &layer.w_down,
+        ] {
+            all.extend(values(t.clone()));
+        }
+    }
+    all.extend(values(params.final_norm.clone()));
+    all
+}
+
+/// One backward pass gives the update at every step size: the direction of a step applied at
+/// η equals, to the bit, the step of a reference configured with η (float32, where a reordered
+/// operation would show), with either attention backward and a gradient mask.
+#[test]
+fn a_direction_applied_at_any_step_size_is_the_step_at_that_size_to_the_bit() {
+    for name in ["tiny", "tiny_tied"] {
+        let model = load::<Flex>(name);
+        let (seq_length, train_length) = (14, 10);
+        let targets: Vec<bool> = (0..seq_length).map(|t| t % 3 != 0).collect();
+        let mask = Tensor::<Flex, 2, burn::tensor::Bool>::from_data(
+            TensorData::new(targets, [1, seq_length]),
+            &Default::default(),
+        );
+        let input = SimInput::with_train_lengths(ids::<Flex>(seq_length, 3), &[train_length])
+            .unwrap()
+            .with_gradient_mask(mask);
+        let other_ids = ids::<Flex>(seq_length + 3, 8);
+        for attention in [
+            AttentionBackwardMode::ValuesOnly,
+            AttentionBackwardMode::Exact,
+        ] {
+            let config = |lr: f64, steps: usize| LlamaTintConfig {
+                step: StepConfig {
+                    n_forward_backward: steps,
+                    inner_lr: lr,
+                    attention_backward: attention,
+                    ..StepConfig::default()
+                },
+                updates: LlamaUpdates {
+                    attn_value: true,
+                    attn_output: true,
+                    mlp: true,
+                    norm_gains: true,
+                },
+            };
+            let base = LlamaReference::new(&model, config(0.01, 1)).unwrap();
+            let direction = base.direction(&input).unwrap();
+            let before = all_weights(base.params());
+            for lr in [0.01, 0.3, 2e-4] {
+                let (_, stepped) = LlamaReference::new(&model, config(lr, 1))
+                    .unwrap()
+                    .updated(&input)
+                    .unwrap();
+                let applied = direction.updated(lr);
+                let (stepped_w, applied_w) =
+                    (all_weights(stepped.params()), all_weights(applied.params()));
+                assert!(
+                    max_abs_diff(&stepped_w, &before) > 0.0,
+                    "{name} {attention:?} lr {lr}: the step changed nothing"
+                );
+                assert_eq!(
+                    max_abs_diff(&stepped_w, &applied_w),
+                    0.0,
+                    "{name} {attention:?} lr {lr}: weights differ"
+                );
+                assert_eq!(applied.config().step.inner_lr, lr);
+                let d = max_abs_diff(
+                    &values(stepped.logits(other_ids.clone()).unwrap()),
+                    &values(applied.logits(other_ids.clone()).unwrap()),
+                );
+                assert_eq!(d, 0.0, "{name} {attention:?} lr {lr}: logits differ");
+            }
+            // Two forward-backward passes: the second gradient depends on η.
+            let two = LlamaReference::new(&model, config(0.01, 2)).unwrap();
+            assert!(matches!(
+                two.direction(&input),
+                Err(SimError::InvalidInput(m)) if m.contains("one forward-backward")
+            ));
+        }
+    }
+}

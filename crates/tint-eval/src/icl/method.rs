@@ -6,11 +6,15 @@ use burn::module::{AutodiffModule, Module};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
+use std::rc::Rc;
 use tint_aux::loss::next_token_nll;
-use tint_aux::{sgd_update, AuxModel, DynEvalConfig, LossMask, PrefixCache};
+use tint_aux::{
+    sgd_gradient, sgd_update, AuxModel, DynEvalConfig, LossMask, PrefixCache, SgdGradient,
+};
 
 use super::error::IclError;
 use super::prompt::{DemoFormat, TrainingSequences};
+use super::step_reuse::{StepKey, StepReuse};
 use crate::non_finite::{adapted_origin, weights_origin, NonFiniteOrigin};
 
 /// What a method scores: candidate continuations of a context, and which part of the context is
@@ -323,9 +327,18 @@ pub struct DynEvalIcl<'a, B: AutodiffBackend> {
     pub last_losses: Vec<f64>,
     /// Keys and values of the last context scored by the current (base or adapted) model.
     cache: PrefixCache<B::InnerBackend>,
+    /// The gradient shared with the methods of the other learning rates of a grid.
+    reuse: Option<StepReuse<SgdGradient<B>>>,
 }
 
 impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
+    /// This method taking its one-step gradient from `reuse` when another learning rate computed
+    /// it on the same training set ([`super::step_reuse`]; steps > 1 compute afresh).
+    pub fn with_step_reuse(mut self, reuse: StepReuse<SgdGradient<B>>) -> Self {
+        self.reuse = Some(reuse);
+        self
+    }
+
     /// Dynamic evaluation of `model` with `config`.
     pub fn new(model: &'a AuxModel<B>, config: DynEvalConfig) -> Self {
         Self {
@@ -335,6 +348,7 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
             adapted: None,
             last_losses: Vec::new(),
             cache: PrefixCache::default(),
+            reuse: None,
         }
     }
 }
@@ -376,7 +390,24 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
             ..self.config.clone()
         };
         // Non-finite losses are checked by the runner (which may be told to record them).
-        let update = sgd_update(self.model, ids, &config)?;
+        let update = match &self.reuse {
+            Some(reuse) if config.steps == 1 => {
+                let key = StepKey {
+                    settings: format!("dyn-eval {:?} {:?}", config.params, config.reduction),
+                    ids: train.ids.clone(),
+                    targets: train.targets.clone(),
+                };
+                let (model, batch) = (self.model, ids.clone());
+                let gradient = match reuse.get_or_compute(key, || {
+                    Some(sgd_gradient(model, batch, &config).map(Rc::new))
+                }) {
+                    Some(gradient) => gradient?,
+                    None => Rc::new(sgd_gradient(self.model, ids, &config)?),
+                };
+                gradient.step(config.lr)?
+            }
+            _ => sgd_update(self.model, ids, &config)?,
+        };
         self.last_losses = update.losses;
         self.adapted = Some(update.model.valid());
         Ok(())

@@ -23,6 +23,7 @@ pub mod run;
 pub mod run_settings;
 pub mod runner;
 pub mod sampling;
+pub mod step_reuse;
 pub mod task;
 pub mod template;
 pub mod tint;
@@ -36,6 +37,7 @@ pub use prompt::{DemoFormat, EncodedDemo, InContext, PromptEncoder, TrainLoss, T
 pub use report::{IclPaired, IclReport};
 pub use result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
 pub use runner::{calibration_prior, cell_key, run_icl_cell, IclProgress, IclSettings};
+pub use step_reuse::{StepKey, StepReuse};
 pub use task::{Example, TaskData, TaskKind};
 pub use template::Template;
 pub use tint::TintIcl;

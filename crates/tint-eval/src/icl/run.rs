@@ -9,14 +9,15 @@ use std::path::{Path, PathBuf};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use sha2::{Digest, Sha256};
-use tint_aux::{AuxModel, DynEvalConfig, ParamSelection};
+use tint_aux::{AuxModel, DynEvalConfig, ParamSelection, SgdGradient};
+use tint_sim::StepDirection;
 
 use super::loaders::{load_offline_task, load_task_dir};
 use super::run_settings::IclRunSettings;
 use super::{
     accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, DemoFormat, DynEvalIcl,
-    IclError, IclMethod, IclReport, IclSettings, PerSeedStep, PlainIcl, PromptEncoder, TaskData,
-    TaskKind, Template, TintIcl, TrainLoss,
+    IclError, IclMethod, IclReport, IclSettings, PerSeedStep, PlainIcl, PromptEncoder, StepReuse,
+    TaskData, TaskKind, Template, TintIcl, TrainLoss,
 };
 use crate::documents::sha256_files;
 use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
@@ -296,6 +297,26 @@ struct Models<'a, AB: AutodiffBackend> {
     model: &'a AuxModel<AB>,
     inference: &'a AuxModel<AB::InnerBackend>,
     device: &'a AB::Device,
+    /// Dynamic evaluation's last one-step gradient, shared across a grid's learning rates.
+    dyn_eval_steps: StepReuse<SgdGradient<AB>>,
+    /// TinT's last descent direction, shared across a grid's step sizes.
+    tint_steps: StepReuse<dyn StepDirection<AB::InnerBackend>>,
+}
+
+impl<'a, AB: AutodiffBackend> Models<'a, AB> {
+    fn new(
+        model: &'a AuxModel<AB>,
+        inference: &'a AuxModel<AB::InnerBackend>,
+        device: &'a AB::Device,
+    ) -> Self {
+        Self {
+            model,
+            inference,
+            device,
+            dyn_eval_steps: StepReuse::default(),
+            tint_steps: StepReuse::default(),
+        }
+    }
 }
 
 /// Builds the method of `spec` with step `value` (ignored for `icl`); returns it and its settings
@@ -325,7 +346,9 @@ fn build_method<'a, AB: AutodiffBackend>(
                 ..Default::default()
             };
             let settings = format!("{config:?}");
-            (Box::new(DynEvalIcl::new(models.model, config)), settings)
+            let method = DynEvalIcl::new(models.model, config)
+                .with_step_reuse(models.dyn_eval_steps.clone());
+            (Box::new(method), settings)
         }
         Method::Tint(method) => {
             let mut config = args.tint.config(models.inference, value, args.steps)?;
@@ -334,9 +357,15 @@ fn build_method<'a, AB: AutodiffBackend>(
                 config.execution = execution;
             }
             let settings = format!("{config:?} {}", method.name());
+            // The same settings with the step size left out: what a descent direction depends on.
+            let mut unscaled = config.clone();
+            unscaled.step.inner_lr = 0.0;
+            let direction_settings = format!("{unscaled:?} {}", method.name());
             let tint = Tint::for_method(models.inference, config, method)?;
             let label = format!("{}(eta={value:e},steps={})", method.name(), args.steps);
-            (Box::new(TintIcl::new(tint, label, models.device)), settings)
+            let icl = TintIcl::new(tint, label, models.device)
+                .with_step_reuse(models.tint_steps.clone(), direction_settings);
+            (Box::new(icl), settings)
         }
     })
 }
@@ -449,11 +478,7 @@ pub fn run_icl<AB: AutodiffBackend>(
     let tokenizer = args.model.tokenizer(env.assets)?;
     let model: AuxModel<AB> = args.model.load(env.assets, &env.device)?;
     let inference = model.valid();
-    let models = Models {
-        model: &model,
-        inference: &inference,
-        device: &env.device,
-    };
+    let models = Models::new(&model, &inference, &env.device);
 
     // Load every task first: the fingerprint covers their examples.
     let mut loaded = Vec::new();
@@ -883,11 +908,7 @@ mod tests {
         use crate::methods::TintMethod;
         let (model, device) = micro_model();
         let inference = model.valid();
-        let models = Models {
-            model: &model,
-            inference: &inference,
-            device: &device,
-        };
+        let models = Models::new(&model, &inference, &device);
         let args = IclRunSettings::default();
         for (method, execution) in [
             (TintMethod::Constructed, "execution: Constructed"),
@@ -909,11 +930,7 @@ mod tests {
     fn per_seed_rows_name_the_step_per_seed_and_record_every_seed_s_settings() {
         let (model, device) = micro_model();
         let inference = model.valid();
-        let models = Models {
-            model: &model,
-            inference: &inference,
-            device: &device,
-        };
+        let models = Models::new(&model, &inference, &device);
         let args = IclRunSettings {
             seeds: vec![4, 7],
             tune_per_seed: true,

@@ -22,8 +22,9 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
+use std::rc::Rc;
 use tint_aux::{AuxModel, PrefixCache};
-use tint_sim::{SimInput, SimOutput, UpdatedModel};
+use tint_sim::{SimInput, SimOutput, StepDirection, UpdatedModel};
 
 use super::error::IclError;
 use super::method::{
@@ -31,6 +32,7 @@ use super::method::{
     IclMethod, ScoreRequest,
 };
 use super::prompt::{DemoFormat, TrainingSequences};
+use super::step_reuse::{StepKey, StepReuse};
 use crate::methods::Tint;
 use crate::non_finite::{weights_origin, NonFiniteOrigin};
 
@@ -49,6 +51,9 @@ pub struct TintIcl<B: Backend> {
     updates_trained: usize,
     /// Positions the key/value caches of earlier updates reused.
     positions_reused_before: usize,
+    /// The descent direction shared with the methods of the other step sizes of a grid, and
+    /// this method's settings without its step size (the key's settings).
+    reuse: Option<(StepReuse<dyn StepDirection<B>>, String)>,
 }
 
 /// An update trained once on a demonstration prefix, with what it was trained on.
@@ -79,7 +84,21 @@ impl<B: Backend> TintIcl<B> {
             trained: None,
             updates_trained: 0,
             positions_reused_before: 0,
+            reuse: None,
         }
+    }
+
+    /// This method taking the descent direction of a demonstration prefix from `reuse` when a
+    /// method of another step size computed it with the same `settings` (the method's settings
+    /// without its step size; [`super::step_reuse`]). Only where the engine gives directions
+    /// (the LLaMA functional reference, one step) and the method trains once.
+    pub fn with_step_reuse(
+        mut self,
+        reuse: StepReuse<dyn StepDirection<B>>,
+        settings: impl Into<String>,
+    ) -> Self {
+        self.reuse = Some((reuse, settings.into()));
+        self
     }
 
     /// This method running the whole step for every query (also for the functional reference):
@@ -144,10 +163,25 @@ impl<B: Backend> TintIcl<B> {
             let input = SimInput::with_train_lengths(ids_tensor, &[demo_len])
                 .map_err(|e| IclError::Eval(e.into()))?
                 .with_gradient_mask(gradient_mask);
-            let Some(model) = self.tint.train_once(&input) else {
-                return Ok(None);
+            let tint = &self.tint;
+            let direction = self.reuse.as_ref().and_then(|(reuse, settings)| {
+                let key = StepKey {
+                    settings: settings.clone(),
+                    ids: vec![ids.to_vec()],
+                    targets: vec![targets.clone()],
+                };
+                reuse.get_or_compute(key, || {
+                    tint.direction(&input)
+                        .map(|d| d.map(Rc::from).map_err(IclError::Eval))
+                })
+            });
+            let model = match direction {
+                Some(direction) => direction?.updated(tint.inner_lr()),
+                None => match tint.train_once(&input) {
+                    Some(model) => model?,
+                    None => return Ok(None),
+                },
             };
-            let model = model?;
             let aux = model
                 .to_aux(self.tint.model())
                 .transpose()

@@ -31,8 +31,10 @@ pub mod params;
 pub mod reference;
 mod residual;
 pub mod simulator;
+pub mod step_gradients;
 
 pub use config::{LlamaTintConfig, LlamaUpdates};
 pub use params::{LlamaLayerParams, LlamaParams};
 pub use reference::LlamaReference;
 pub use simulator::{LlamaSimulator, LlamaSimulatorConfig};
+pub use step_gradients::LlamaDirection;

@@ -15,6 +15,7 @@ use tint_aux::AuxModel;
 use super::config::LlamaTintConfig;
 use super::math::{rms_gain_gradient, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
 use super::params::{LlamaLayerParams, LlamaParams};
+use super::step_gradients::{LayerGradients, LlamaDirection, StepGradients};
 use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::{eval_loss, loss_gradient_with_logits};
@@ -179,18 +180,13 @@ fn attention_score_backward<B: Backend>(
         + unrotate(d_k_rot).matmul(layer.w_k.clone().transpose())
 }
 
-/// `W - eta xᵀ dy` (the rows of `dy` are already multiplied by the training mask).
-fn descend<B: Backend>(
-    w: &Tensor<B, 2>,
-    x: &Tensor<B, 2>,
-    dy_train: &Tensor<B, 2>,
-    lr: f64,
-) -> Tensor<B, 2> {
-    w.clone()
-        - x.clone()
-            .transpose()
-            .matmul(dy_train.clone())
-            .mul_scalar(lr)
+/// The gradient `xᵀ dy` of a weight whose input is `x` (the rows of `dy` are already multiplied by
+/// the training mask); the step subtracts `η` times it.
+///
+/// # Shapes
+/// `x`: `[seq_length, in]`, `dy_train`: `[seq_length, out]` → `[in, out]`.
+fn weight_gradient<B: Backend>(x: &Tensor<B, 2>, dy_train: &Tensor<B, 2>) -> Tensor<B, 2> {
+    x.clone().transpose().matmul(dy_train.clone())
 }
 
 /// Runs one block; returns its output and, if `keep`, its trace.
@@ -370,6 +366,53 @@ impl<B: Backend> LlamaReference<B> {
                 config,
             },
         ))
+    }
+
+    /// The descent direction of one step on `input` (a batch of one sequence): the gradients the
+    /// step computes before scaling them by `η`, from which [`LlamaDirection::updated`] gives the
+    /// reference [`Self::updated`] would return at any step size — one first pass and backward
+    /// pass for a whole grid of step sizes, and no final forward pass.
+    ///
+    /// # Shapes
+    /// `input.input_ids`: `[1, seq_length]`.
+    ///
+    /// # Errors
+    /// As [`Self::updated`], and [`SimError::InvalidInput`] for a step of more than one
+    /// forward-backward pass (its later gradients depend on `η`).
+    pub fn direction(&self, input: &SimInput<B>) -> Result<LlamaDirection<B>, SimError> {
+        let [batch_size, _] = input.dims();
+        if batch_size != 1 {
+            return Err(SimError::InvalidInput(format!(
+                "a descent direction comes from one sequence; got a batch of {batch_size}"
+            )));
+        }
+        let steps = self.config.step.n_forward_backward;
+        if steps != 1 {
+            return Err(SimError::InvalidInput(format!(
+                "a descent direction independent of the step size exists for one forward-backward \
+                 pass; the step has {steps}"
+            )));
+        }
+        self.validate(input)?;
+        let device = input.input_ids.device();
+        let gradients = tint_ops::branches::on_worker::<B, _, _>(&device, || {
+            let contexts = self.sequence_contexts(input);
+            let ctx = &contexts[0];
+            let (_, first, pass) = self.first_pass(ctx);
+            self.step_gradients(&self.params, &pass, first, ctx, &mut |_, _| {})
+        });
+        Ok(LlamaDirection {
+            base: self.clone(),
+            gradients,
+        })
+    }
+
+    /// This reference with `params` (its own weights after a step) as weights and `inner_lr` as
+    /// its step size.
+    pub(crate) fn with_weights(&self, params: LlamaParams<B>, inner_lr: f64) -> Self {
+        let mut config = self.config.clone();
+        config.step.inner_lr = inner_lr;
+        Self { params, config }
     }
 
     /// The plain forward of the auxiliary model with this reference's weights — embedding, every
@@ -633,14 +676,8 @@ impl<B: Backend> LlamaReference<B> {
         ctx: &SequenceContext<B>,
         observe: &mut dyn FnMut(&str, Tensor<B, 2>),
     ) -> (Tensor<B, 2>, Tensor<B, 2>, LlamaParams<B>) {
-        let n_layers = self.params.layers.len();
-        let first = n_layers - self.config.simulated_layers(n_layers);
-        let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
-        for layer in &self.params.layers[..first] {
-            h = layer_forward(layer, &self.params, h, ctx, false).0;
-        }
+        let (h, first, mut pass) = self.first_pass(ctx);
         let mut params = self.params.clone();
-        let mut pass = top_pass(&params, h.clone(), first, ctx);
         let first_logits = pass.logits.clone();
         for (l, trace) in pass.traces.iter().enumerate() {
             let l = first + l;
@@ -668,22 +705,38 @@ impl<B: Backend> LlamaReference<B> {
             };
             let mut step_observe =
                 |name: &str, t: Tensor<B, 2>| observe(&format!("{prefix}{name}"), t);
-            self.descend_step(&mut params, &pass, first, ctx, &mut step_observe);
+            let gradients = self.step_gradients(&params, &pass, first, ctx, &mut step_observe);
+            gradients.descend(&mut params, self.config.step.inner_lr);
             pass = top_pass(&params, h.clone(), first, ctx);
         }
         observe("final_logits", pass.logits.clone());
         (first_logits, pass.logits, params)
     }
 
-    /// One approximate backward pass and descent step on `params` (all updates use the old weights).
-    fn descend_step(
+    /// The first forward pass of one sequence: the input of the first updated layer, that
+    /// layer's index, and the traced pass through the updated layers.
+    fn first_pass(&self, ctx: &SequenceContext<B>) -> (Tensor<B, 2>, usize, TopPass<B>) {
+        let n_layers = self.params.layers.len();
+        let first = n_layers - self.config.simulated_layers(n_layers);
+        let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
+        for layer in &self.params.layers[..first] {
+            h = layer_forward(layer, &self.params, h, ctx, false).0;
+        }
+        let pass = top_pass(&self.params, h.clone(), first, ctx);
+        (h, first, pass)
+    }
+
+    /// One approximate backward pass on `params` (the weights of `pass`): the gradient of every
+    /// weight the step updates, which [`StepGradients::descend`] scales by `η` and subtracts. The
+    /// observed `dw_*` are `−η ×` those gradients.
+    fn step_gradients(
         &self,
-        params: &mut LlamaParams<B>,
+        params: &LlamaParams<B>,
         pass: &TopPass<B>,
         first: usize,
         ctx: &SequenceContext<B>,
         observe: &mut dyn FnMut(&str, Tensor<B, 2>),
-    ) {
+    ) -> StepGradients<B> {
         let cfg = &self.config;
         let (lr, s, mode, eps) = (
             cfg.step.inner_lr,
@@ -693,6 +746,11 @@ impl<B: Backend> LlamaReference<B> {
         );
         let updates = cfg.updates;
         let train = &ctx.train;
+        let mut gradients = StepGradients {
+            final_norm: None,
+            first,
+            layers: Vec::with_capacity(pass.traces.len()),
+        };
         let [seq_length, d_model] = pass.hf.dims();
         // The pass's logits are `hf Hᵀ` already: the gradient reads their training rows.
         let grad = loss_gradient_with_logits(
@@ -715,8 +773,7 @@ impl<B: Backend> LlamaReference<B> {
         );
         observe("delta_top", delta.clone());
         if updates.norm_gains {
-            let g = rms_gain_gradient(pass.h_last.clone(), grad, train, eps);
-            params.final_norm = params.final_norm.clone() - g.mul_scalar(lr);
+            gradients.final_norm = Some(rms_gain_gradient(pass.h_last.clone(), grad, train, eps));
         }
         let n_rep = params.n_heads / params.n_kv_heads;
         for (l, trace) in pass.traces.iter().enumerate().rev() {
@@ -724,7 +781,7 @@ impl<B: Backend> LlamaReference<B> {
             let mut see = |name: &str, t: &Tensor<B, 2>| {
                 observe(&format!("L{} {name}", first + l), t.clone());
             };
-            let mut updated = layer.clone();
+            let mut layer_gradients = LayerGradients::default();
             // SwiGLU MLP.
             let d_hidden = delta.clone().matmul(layer.w_down.clone().transpose());
             see("d_hidden", &d_hidden);
@@ -736,18 +793,20 @@ impl<B: Backend> LlamaReference<B> {
                 + d_up.clone().matmul(layer.w_up.clone().transpose());
             see("dm", &dm);
             if updates.mlp {
-                updated.w_down = descend(
-                    &layer.w_down,
+                layer_gradients.w_down = Some(weight_gradient(
                     &trace.hidden,
                     &(delta.clone() * train.clone()),
-                    lr,
-                );
-                updated.w_gate = descend(&layer.w_gate, &trace.m, &(d_gate * train.clone()), lr);
-                updated.w_up = descend(&layer.w_up, &trace.m, &(d_up * train.clone()), lr);
+                ));
+                layer_gradients.w_gate = Some(weight_gradient(&trace.m, &(d_gate * train.clone())));
+                layer_gradients.w_up = Some(weight_gradient(&trace.m, &(d_up * train.clone())));
             }
             if updates.norm_gains {
-                let g = rms_gain_gradient(trace.h_mid.clone(), dm.clone(), train, eps);
-                updated.mlp_norm = layer.mlp_norm.clone() - g.mul_scalar(lr);
+                layer_gradients.mlp_norm = Some(rms_gain_gradient(
+                    trace.h_mid.clone(),
+                    dm.clone(),
+                    train,
+                    eps,
+                ));
             }
             let rms2_back =
                 rms_norm_backward(trace.h_mid.clone(), &layer.mlp_norm, dm, eps, mode, s);
@@ -758,12 +817,10 @@ impl<B: Backend> LlamaReference<B> {
             let d_o = delta_mid.clone().matmul(layer.w_o.clone().transpose());
             see("d_o", &d_o);
             if updates.attn_output {
-                updated.w_o = descend(
-                    &layer.w_o,
+                layer_gradients.w_o = Some(weight_gradient(
                     &trace.o,
                     &(delta_mid.clone() * train.clone()),
-                    lr,
-                );
+                ));
             }
             let probs = attention_probs(&trace.q_rot, &trace.k_rot, &ctx.attention_bias);
             let weights = probs.clone() * ctx.backward_mask.clone(); // [n_heads, i, j]
@@ -780,29 +837,39 @@ impl<B: Backend> LlamaReference<B> {
             }
             see("da", &da);
             if updates.attn_value {
-                updated.w_v = descend(&layer.w_v, &trace.a, &(dv * train.clone()), lr);
+                layer_gradients.w_v = Some(weight_gradient(&trace.a, &(dv * train.clone())));
             }
             if updates.norm_gains {
-                let g = rms_gain_gradient(trace.h_in.clone(), da.clone(), train, eps);
-                updated.attn_norm = layer.attn_norm.clone() - g.mul_scalar(lr);
+                layer_gradients.attn_norm = Some(rms_gain_gradient(
+                    trace.h_in.clone(),
+                    da.clone(),
+                    train,
+                    eps,
+                ));
             }
             let rms1_back =
                 rms_norm_backward(trace.h_in.clone(), &layer.attn_norm, da, eps, mode, s);
             see("rms1_back", &rms1_back);
             let delta_in = delta_mid + rms1_back;
             see("delta_in", &delta_in);
-            for (name, new, old) in [
-                ("dw_gate", &updated.w_gate, &layer.w_gate),
-                ("dw_up", &updated.w_up, &layer.w_up),
-                ("dw_down", &updated.w_down, &layer.w_down),
-                ("dw_o", &updated.w_o, &layer.w_o),
-                ("dw_v", &updated.w_v, &layer.w_v),
+            for (name, gradient, old) in [
+                ("dw_gate", &layer_gradients.w_gate, &layer.w_gate),
+                ("dw_up", &layer_gradients.w_up, &layer.w_up),
+                ("dw_down", &layer_gradients.w_down, &layer.w_down),
+                ("dw_o", &layer_gradients.w_o, &layer.w_o),
+                ("dw_v", &layer_gradients.w_v, &layer.w_v),
             ] {
-                see(name, &(new.clone() - old.clone()));
+                match gradient {
+                    Some(g) => see(name, &g.clone().mul_scalar(-lr)),
+                    None => see(name, &old.zeros_like()),
+                }
             }
-            params.layers[first + l] = updated;
+            gradients.layers.push(layer_gradients);
             delta = delta_in;
         }
+        // Bottom to top, as the layers.
+        gradients.layers.reverse();
+        gradients
     }
 }
 

@@ -1,0 +1,92 @@
+//! The gradients one approximate TinT step computes on a LLaMA-family model, before they are scaled
+//! by the step size `η`, and the descent direction they give: with one forward-backward step the
+//! update is `W − η G` with `G` independent of `η`, so a caller that tries several step sizes on
+//! the same training part (tuning `η` on a grid) computes `G` once ([`LlamaDirection`]) and applies
+//! each `η` to it, with the same floating-point operations as the step itself.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+
+use super::params::LlamaParams;
+use super::reference::LlamaReference;
+
+/// The gradients of one layer's updated weights (`None`: the weight is not updated).
+#[derive(Debug, Clone)]
+pub(crate) struct LayerGradients<B: Backend> {
+    pub(crate) attn_norm: Option<Tensor<B, 1>>,
+    pub(crate) w_v: Option<Tensor<B, 2>>,
+    pub(crate) w_o: Option<Tensor<B, 2>>,
+    pub(crate) mlp_norm: Option<Tensor<B, 1>>,
+    pub(crate) w_gate: Option<Tensor<B, 2>>,
+    pub(crate) w_up: Option<Tensor<B, 2>>,
+    pub(crate) w_down: Option<Tensor<B, 2>>,
+}
+
+impl<B: Backend> Default for LayerGradients<B> {
+    fn default() -> Self {
+        Self {
+            attn_norm: None,
+            w_v: None,
+            w_o: None,
+            mlp_norm: None,
+            w_gate: None,
+            w_up: None,
+            w_down: None,
+        }
+    }
+}
+
+/// The gradients of one step: the final norm's gain and those of the updated layers.
+#[derive(Debug, Clone)]
+pub(crate) struct StepGradients<B: Backend> {
+    /// Gradient of the final norm's gain, when norm gains are updated.
+    pub(crate) final_norm: Option<Tensor<B, 1>>,
+    /// Index of the first updated layer.
+    pub(crate) first: usize,
+    /// Layers `first..`, bottom to top.
+    pub(crate) layers: Vec<LayerGradients<B>>,
+}
+
+/// `w − η g`, the descent of one weight (the step's own operation).
+fn descend<B: Backend, const D: usize>(w: &mut Tensor<B, D>, g: &Option<Tensor<B, D>>, lr: f64) {
+    if let Some(g) = g {
+        *w = w.clone() - g.clone().mul_scalar(lr);
+    }
+}
+
+impl<B: Backend> StepGradients<B> {
+    /// Subtracts `lr` times every gradient from its weight in `params`.
+    pub(crate) fn descend(&self, params: &mut LlamaParams<B>, lr: f64) {
+        descend(&mut params.final_norm, &self.final_norm, lr);
+        for (layer, g) in params.layers[self.first..].iter_mut().zip(&self.layers) {
+            descend(&mut layer.attn_norm, &g.attn_norm, lr);
+            descend(&mut layer.w_v, &g.w_v, lr);
+            descend(&mut layer.w_o, &g.w_o, lr);
+            descend(&mut layer.mlp_norm, &g.mlp_norm, lr);
+            descend(&mut layer.w_gate, &g.w_gate, lr);
+            descend(&mut layer.w_up, &g.w_up, lr);
+            descend(&mut layer.w_down, &g.w_down, lr);
+        }
+    }
+}
+
+/// The descent direction of one step of a [`LlamaReference`] on one training sequence
+/// ([`LlamaReference::direction`]): the reference updated at any step size, without a backward
+/// pass per step size.
+#[derive(Debug, Clone)]
+pub struct LlamaDirection<B: Backend> {
+    /// The reference the gradients were computed with (its weights are the ones updated).
+    pub(crate) base: LlamaReference<B>,
+    pub(crate) gradients: StepGradients<B>,
+}
+
+impl<B: Backend> LlamaDirection<B> {
+    /// The reference whose weights are the base weights after the step at step size `inner_lr`:
+    /// equal (to the bit) to [`LlamaReference::updated`] of the base reference configured with
+    /// that step size, on the same sequence.
+    pub fn updated(&self, inner_lr: f64) -> LlamaReference<B> {
+        let mut params = self.base.params().clone();
+        self.gradients.descend(&mut params, inner_lr);
+        self.base.with_weights(params, inner_lr)
+    }
+}
