@@ -21,10 +21,13 @@ pub struct StepKey {
     pub targets: Vec<Vec<bool>>,
 }
 
+/// The kept gradient and what it was computed from.
+type Kept<T> = Option<(StepKey, Rc<T>)>;
+
 /// The last gradient computed, shared by the methods built for the values of one grid (a cheap
 /// handle: clones share the slot).
 pub struct StepReuse<T: ?Sized> {
-    slot: Rc<RefCell<Option<(StepKey, Rc<T>)>>>,
+    slot: Rc<RefCell<Kept<T>>>,
     reused: Rc<RefCell<usize>>,
 }
 
