@@ -458,21 +458,27 @@ impl<B: Backend> Tint<B> {
         self.engine.step().inner_lr
     }
 
-    /// The descent direction of the step on `input` (one sequence), which gives
-    /// [`Self::train_once`]'s model at any step size ([`tint_sim::StepDirection`]); `None` where
-    /// [`Self::trains_once`] is false or the engine gives none (more than one forward-backward
-    /// pass, the GPT-2/OPT reference).
+    /// Whether [`Self::direction`] gives a direction: the engine trains once and gives them
+    /// (the LLaMA functional reference, one forward-backward pass) — also what lets TinT train
+    /// in the Single format (each demonstration an input of its own).
+    pub fn gives_directions(&self) -> bool {
+        self.trains_once() && self.engine.gives_directions()
+    }
+
+    /// The descent direction of the step on the summed loss of `inputs` (each one sequence),
+    /// which gives [`Self::train_once`]'s model at any step size ([`tint_sim::StepDirection`]);
+    /// `None` where [`Self::gives_directions`] is false.
     ///
     /// # Errors
     /// The engine's errors ([`EvalError::Sim`]).
     pub fn direction(
         &self,
-        input: &SimInput<B>,
+        inputs: &[SimInput<B>],
     ) -> Option<Result<Box<dyn StepDirection<B>>, EvalError>> {
-        if !self.trains_once() {
+        if !self.gives_directions() {
             return None;
         }
-        Some(self.engine.direction(input)?.map_err(EvalError::from))
+        Some(self.engine.direction(inputs)?.map_err(EvalError::from))
     }
 }
 

@@ -468,6 +468,7 @@ fn scoring_with_a_reused_prefix_equals_scoring_whole_contexts() {
     let train = |seed: u32| TrainingSequences {
         ids: vec![(0..12).map(|i| (seed * 31 + i * 17 + 2) % vocab).collect()],
         targets: vec![(0..12).map(|i| i > 0).collect()],
+        format: None,
     };
     let mut reusing = DynEvalIcl::new(&model, config.clone());
     for seed in [1, 2] {

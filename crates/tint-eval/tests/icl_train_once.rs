@@ -372,13 +372,19 @@ fn a_grid_of_step_sizes_shares_one_gradient_per_training_set_with_equal_scores()
             let mut shared = TintIcl::new(tint(), "tint-ref", &device)
                 .with_step_reuse(reuse.clone(), "tiny, all layers");
             let mut own = TintIcl::new(tint(), "tint-ref", &device);
-            let (a, b) = (shared.score(&request).unwrap(), own.score(&request).unwrap());
+            let (a, b) = (
+                shared.score(&request).unwrap(),
+                own.score(&request).unwrap(),
+            );
             assert_eq!(a, b, "eta {eta}");
             scores.push(a);
         }
         shared_effect = shared_effect.max(max_diff(&scores[1], &scores[2]));
     }
-    assert!(shared_effect >= MIN_EFFECT, "steps too alike ({shared_effect})");
+    assert!(
+        shared_effect >= MIN_EFFECT,
+        "steps too alike ({shared_effect})"
+    );
     // One direction per prefix: the other two step sizes of each reused it.
     assert_eq!(reuse.reused(), 4);
 
@@ -386,6 +392,7 @@ fn a_grid_of_step_sizes_shares_one_gradient_per_training_set_with_equal_scores()
     let train = TrainingSequences {
         ids: vec![prefixes[0].clone(), prefixes[1].clone()],
         targets: vec![targets.clone(), targets.clone()],
+        format: Some(DemoFormat::Single),
     };
     let context = [&prefixes[0][..], &[12, 13, 14]].concat();
     let request = ScoreRequest::plain(&context, &candidates);
@@ -408,4 +415,87 @@ fn a_grid_of_step_sizes_shares_one_gradient_per_training_set_with_equal_scores()
         );
     }
     assert_eq!(gradients.reused(), 1);
+}
+
+/// TinT's Single format on a LLaMA model: the demonstrations, each an input of its own, train
+/// the functional reference's weights with their gradients summed, and queries are scored by the
+/// updated model without demonstrations in the context: equal to scoring with the weights of
+/// `LlamaReference::direction` over the same sequences. Engines without descent directions (the
+/// GPT-2 reference, the constructed network) refuse the format by name.
+#[test]
+fn the_single_format_trains_on_the_summed_loss_of_separate_demonstrations() {
+    use tint_eval::icl::{DemoFormat, IclMethod, TrainingSequences};
+    use tint_sim::llama::{LlamaReference, LlamaTintConfig};
+
+    let device = Default::default();
+    let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
+    let mut config = default_tint_config(64, 4, None, None, None);
+    config.step.inner_lr = INNER_LR;
+    let mut single = TintIcl::new(
+        Tint::reference(&model, config.clone()).unwrap(),
+        "tint-ref",
+        &device,
+    );
+    assert!(single.supports(DemoFormat::Single) && single.supports(DemoFormat::Multi));
+    let rows: Vec<Vec<u32>> = vec![vec![5, 17, 23, 90, 4], vec![61, 8, 50, 31, 77, 3]];
+    let targets: Vec<Vec<bool>> = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|t| t + 1 == r.len()).collect())
+        .collect();
+    let train = TrainingSequences {
+        ids: rows.clone(),
+        targets: targets.clone(),
+        format: Some(DemoFormat::Single),
+    };
+    single.adapt(&train).unwrap();
+    assert_eq!(single.updates_trained(), 1);
+    let candidates: Vec<Vec<u32>> = vec![vec![42], vec![7]];
+    let query: Vec<u32> = vec![12, 13, 14, 15];
+    let got = single
+        .score(&ScoreRequest::plain(&query, &candidates))
+        .unwrap();
+
+    let reference = LlamaReference::new(&model, LlamaTintConfig::from_tint(&config)).unwrap();
+    let inputs: Vec<_> = rows
+        .iter()
+        .zip(&targets)
+        .map(|(r, t)| {
+            let ids = burn::tensor::Tensor::<B, 2, burn::tensor::Int>::from_data(
+                burn::tensor::TensorData::new(
+                    r.iter().map(|&x| x as i64).collect::<Vec<_>>(),
+                    [1, r.len()],
+                ),
+                &device,
+            );
+            let mask = burn::tensor::Tensor::<B, 2, burn::tensor::Bool>::from_data(
+                burn::tensor::TensorData::new(t.clone(), [1, r.len()]),
+                &device,
+            );
+            tint_sim::SimInput::with_train_lengths(ids, &[r.len()])
+                .unwrap()
+                .with_gradient_mask(mask)
+        })
+        .collect();
+    let updated = reference.direction(&inputs).unwrap().updated(INNER_LR);
+    let aux = updated.params().to_aux(&model).unwrap();
+    let want = tint_eval::icl::candidate_log_probs(&aux, &query, &candidates).unwrap();
+    assert!(
+        max_diff(&got, &want) <= TRAIN_ONCE_TOL,
+        "{got:?} vs {want:?}"
+    );
+    let base = tint_eval::icl::candidate_log_probs(&model, &query, &candidates).unwrap();
+    assert!(
+        max_diff(&got, &base) >= MIN_EFFECT,
+        "the step changed nothing"
+    );
+
+    // The GPT-2 reference has no descent direction: the format is refused by name.
+    let micro: AuxModel<B> = load_model(&micro_dir(), &device).unwrap();
+    let mut gpt2 = TintIcl::new(tint(&micro), "tint-ref", &device);
+    assert!(!gpt2.supports(DemoFormat::Single));
+    let err = gpt2.adapt(&train).unwrap_err().to_string();
+    assert!(
+        err.contains("single") && err.contains("multi format"),
+        "{err}"
+    );
 }

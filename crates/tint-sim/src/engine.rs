@@ -62,27 +62,34 @@ pub trait TintStep<B: Backend>: Send + Sync {
         None
     }
 
-    /// The step's descent direction on `input` (a batch of one sequence): what
+    /// Whether [`Self::direction`] gives a direction: the LLaMA functional reference with one
+    /// forward-backward pass. The default: no.
+    fn gives_directions(&self) -> bool {
+        false
+    }
+
+    /// The step's descent direction on the summed loss of `inputs` (each a batch of one
+    /// sequence, trained apart from the others on the same weights): with one input, what
     /// [`Self::updated`] gives at any step size ([`StepDirection::updated`]) from one backward
-    /// pass. `None` (the default) for an engine that does not hand out its updated weights and
-    /// for a step of more than one forward-backward pass (its later gradients depend on `η`);
-    /// the LLaMA functional reference gives one.
+    /// pass; with several, TinT's Single format. `None` where [`Self::gives_directions`] is false
+    /// (an engine that does not hand out its updated weights, a step of more than one
+    /// forward-backward pass, whose later gradients depend on `η`).
     ///
     /// # Shapes
-    /// `input.input_ids`: `[1, seq_length]`.
+    /// every `inputs[i].input_ids`: `[1, seq_length_i]`.
     ///
     /// # Errors
-    /// As [`Self::updated`].
+    /// As [`Self::updated`] for each input; no input.
     fn direction(
         &self,
-        input: &SimInput<B>,
+        inputs: &[SimInput<B>],
     ) -> Option<Result<Box<dyn StepDirection<B>>, SimError>> {
-        let _ = input;
+        let _ = inputs;
         None
     }
 }
 
-/// The descent direction of one TinT step on one sequence ([`TintStep::direction`]).
+/// The descent direction of one TinT step on one or more sequences ([`TintStep::direction`]).
 pub trait StepDirection<B: Backend>: Send + Sync {
     /// The updated model at step size `inner_lr`: the model [`TintStep::updated`] of the same
     /// engine configured with that step size returns, computed with the same operations.
@@ -196,15 +203,18 @@ impl<B: Backend> TintStep<B> for LlamaReference<B> {
                 .map(|(output, model)| (output, Box::new(model) as Box<dyn UpdatedModel<B>>)),
         )
     }
+    fn gives_directions(&self) -> bool {
+        self.config().step.n_forward_backward == 1
+    }
     fn direction(
         &self,
-        input: &SimInput<B>,
+        inputs: &[SimInput<B>],
     ) -> Option<Result<Box<dyn StepDirection<B>>, SimError>> {
-        if self.config().step.n_forward_backward != 1 {
+        if !self.gives_directions() {
             return None;
         }
         Some(
-            LlamaReference::direction(self, input)
+            LlamaReference::direction(self, inputs)
                 .map(|direction| Box::new(direction) as Box<dyn StepDirection<B>>),
         )
     }

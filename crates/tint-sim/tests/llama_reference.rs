@@ -683,7 +683,7 @@ fn a_direction_applied_at_any_step_size_is_the_step_at_that_size_to_the_bit() {
                 },
             };
             let base = LlamaReference::new(&model, config(0.01, 1)).unwrap();
-            let direction = base.direction(&input).unwrap();
+            let direction = base.direction(std::slice::from_ref(&input)).unwrap();
             let before = all_weights(base.params());
             for lr in [0.01, 0.3, 2e-4] {
                 let (_, stepped) = LlamaReference::new(&model, config(lr, 1))
@@ -712,9 +712,78 @@ fn a_direction_applied_at_any_step_size_is_the_step_at_that_size_to_the_bit() {
             // Two forward-backward passes: the second gradient depends on η.
             let two = LlamaReference::new(&model, config(0.01, 2)).unwrap();
             assert!(matches!(
-                two.direction(&input),
+                two.direction(std::slice::from_ref(&input)),
                 Err(SimError::InvalidInput(m)) if m.contains("one forward-backward")
             ));
         }
+    }
+}
+
+/// TinT's Single format: the direction of several sequences, each with its own first pass on the
+/// same weights, is the gradient of their summed loss. With every approximation replaced by its
+/// exact form (float64) one step along it equals autodiff SGD on the two-sequence batch with the
+/// summed loss, on every layer; no input is a typed error.
+#[test]
+fn a_direction_over_several_sequences_is_sgd_on_their_summed_loss_in_f64() {
+    for name in ["tiny", "tiny_tied"] {
+        let model = load::<Ad>(name).map_named_params(&mut CastF64);
+        let (seq_length, lr) = (9, 0.05);
+        let rows = [ids::<Ad>(seq_length, 5), ids::<Ad>(seq_length, 6)];
+        let config = LlamaTintConfig {
+            step: StepConfig {
+                inner_lr: lr,
+                derivatives: DerivativeMode::Exact,
+                attention_backward: AttentionBackwardMode::Exact,
+                ..StepConfig::default()
+            },
+            updates: LlamaUpdates {
+                attn_value: true,
+                attn_output: true,
+                mlp: true,
+                norm_gains: true,
+            },
+        };
+        let reference = LlamaReference::new(&model, config).unwrap();
+        let inputs: Vec<SimInput<Ad>> = rows
+            .iter()
+            .map(|r| SimInput::with_train_lengths(r.clone(), &[seq_length]).unwrap())
+            .collect();
+        let ours = reference.direction(&inputs).unwrap().updated(lr);
+        let sgd = sgd_update(
+            &model,
+            Tensor::cat(rows.to_vec(), 0),
+            &DynEvalConfig {
+                lr,
+                steps: 1,
+                reduction: LossReduction::Sum,
+                params: ParamSelection {
+                    top_layers: None,
+                    groups: Some(vec![
+                        ParamGroup::AttnValue,
+                        ParamGroup::AttnOutput,
+                        ParamGroup::Mlp,
+                        ParamGroup::LayerNorm,
+                    ]),
+                },
+                loss_mask: LossMask::AllTokens,
+            },
+        )
+        .unwrap();
+        let theirs = LlamaParams::from_aux(&sgd.model).unwrap();
+        let before = all_weights(reference.params());
+        let (ours, theirs) = (all_weights(ours.params()), all_weights(&theirs));
+        assert!(
+            max_abs_diff(&theirs, &before) > 1e-4,
+            "{name}: SGD moved nothing"
+        );
+        let err = max_abs_diff(&ours, &theirs);
+        assert!(err < F64_EXACT_TOL, "{name}: weights differ by {err}");
+        // One sequence alone moves the weights differently: the sum is of both.
+        let one = reference.direction(&inputs[..1]).unwrap().updated(lr);
+        assert!(max_abs_diff(&all_weights(one.params()), &theirs) > 1e3 * F64_EXACT_TOL);
+        assert!(matches!(
+            reference.direction(&[]),
+            Err(SimError::InvalidInput(m)) if m.contains("at least one")
+        ));
     }
 }

@@ -61,6 +61,9 @@ pub struct TrainingSequences {
     /// `targets[b][j]`: whether token `j` of sequence `b` is a training target (`targets[b][0]` is
     /// false: nothing predicts the first token). Same shape as `ids`.
     pub targets: Vec<Vec<bool>>,
+    /// The demonstration format the sequences are in; `None` for the query's own context
+    /// (zero-shot) and for no training.
+    pub format: Option<DemoFormat>,
 }
 
 impl TrainingSequences {
@@ -324,7 +327,10 @@ impl<'a> PromptEncoder<'a> {
         format: DemoFormat,
         loss: TrainLoss,
     ) -> (TrainingSequences, usize) {
-        let mut out = TrainingSequences::default();
+        let mut out = TrainingSequences {
+            format: Some(format),
+            ..TrainingSequences::default()
+        };
         let mut push = |ids: Vec<u32>, spans: &[(usize, usize)]| {
             out.targets.push(targets_for(ids.len(), spans, loss));
             out.ids.push(ids);
@@ -357,6 +363,7 @@ impl<'a> PromptEncoder<'a> {
         TrainingSequences {
             ids: vec![query.to_vec()],
             targets: vec![targets],
+            format: None,
         }
     }
 }

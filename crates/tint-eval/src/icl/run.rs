@@ -281,6 +281,16 @@ fn variants(
     }
 }
 
+/// The step a method is probed at (its formats, its label): the given step, the grid's first
+/// value, or 0 for a method without one.
+fn probe_value(spec: &MethodSpec) -> f64 {
+    match &spec.step {
+        None => 0.0,
+        Some(Step::Given(v)) => *v,
+        Some(Step::Tune(grid)) => grid[0],
+    }
+}
+
 /// SHA-256 of a task's examples (pool and test, texts and labels), for the resume fingerprint.
 fn sha256_task(data: &TaskData) -> String {
     let mut hasher = Sha256::new();
@@ -526,29 +536,34 @@ pub fn run_icl<AB: AutodiffBackend>(
     } else {
         vec![vec![args.seeds.first().copied().unwrap_or(0)]]
     };
+    // The formats each method trains in (a probe built at its first step answers).
+    let mut trained_formats = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let probe = build_method(spec, probe_value(spec), args, &models)?.0;
+        let supported: Vec<DemoFormat> = formats
+            .iter()
+            .copied()
+            .filter(|&f| probe.supports(f))
+            .collect();
+        trained_formats.push(supported.len().max(1));
+    }
     let mut total = 0usize;
     for (_, eval, dev) in &loaded {
-        for spec in &specs {
-            if let Some(Step::Tune(grid)) = &spec.step {
-                let trained_variants = if !spec.method.adapts() || k_max == 0 {
+        for (spec, &n_formats) in specs.iter().zip(&trained_formats) {
+            let trained_variants = |k: usize| {
+                if !spec.method.adapts() || k == 0 {
                     1
-                } else if spec.method.is_tint() {
-                    losses.len()
                 } else {
-                    formats.len() * losses.len()
-                };
-                total += trained_variants * tune_seed_sets.len() * grid.len() * dev.test.len();
+                    n_formats * losses.len()
+                }
+            };
+            if let Some(Step::Tune(grid)) = &spec.step {
+                total +=
+                    trained_variants(k_max) * tune_seed_sets.len() * grid.len() * dev.test.len();
             }
             for &k in &args.shots {
-                let n_variants = if !spec.method.adapts() || k == 0 {
-                    1
-                } else if spec.method.is_tint() {
-                    losses.len()
-                } else {
-                    formats.len() * losses.len()
-                };
                 let seeds = if k == 0 { 1 } else { args.seeds.len() };
-                total += n_variants * seeds * eval.test.len();
+                total += trained_variants(k) * seeds * eval.test.len();
             }
         }
     }
@@ -580,11 +595,7 @@ pub fn run_icl<AB: AutodiffBackend>(
             // The formats and losses the method trains in at the largest k: each gets its own
             // step (a summed loss over a full context wants a smaller step than over the label
             // words alone); a cell without training uses the first's.
-            let probe_value = match &spec.step {
-                None => 0.0,
-                Some(Step::Given(v)) => *v,
-                Some(Step::Tune(grid)) => grid[0],
-            };
+            let probe_value = probe_value(spec);
             let probe = build_method(spec, probe_value, args, &models)?.0;
             let trained_variants = variants(probe.as_ref(), k_max, &formats, &losses, &mut |n| {
                 on_event(RunEvent::Note(n))

@@ -3,8 +3,12 @@
 //! scores the label words after the query with the updated model.
 //!
 //! TinT reads its training data from the same input, so it supports the Multi format (demonstrations
-//! and query in one sequence) and zero-shot (training on the query's own context); the Single format
-//! (a batch of separate demonstrations) is rejected. Calibration follows the same rule: the prior
+//! and query in one sequence) and zero-shot (training on the query's own context). The Single
+//! format (each demonstration an input of its own, trained on the same weights with their
+//! gradients summed — what the official code's demonstration masks and restarted positions
+//! compute — and the query scored without demonstrations) needs the step's descent direction
+//! ([`Tint::gives_directions`]: the LLaMA functional reference); other engines refuse it.
+//! Calibration follows the same rule: the prior
 //! `P(c | prompt)` is scored with the demonstrations (k-shot) or the prompt itself (zero-shot) as the
 //! training part.
 //!
@@ -45,8 +49,11 @@ pub struct TintIcl<B: Backend> {
     device: B::Device,
     /// Train once per demonstration prefix where the engine can ([`Tint::trains_once`]).
     train_once: bool,
-    /// The update of the last demonstration prefix trained once.
+    /// The update of the last demonstration prefix trained once, or of the last Single-format
+    /// adaptation.
     trained: Option<TrainedPrefix<B>>,
+    /// `trained` is the adaptation to Single-format demonstrations (scored contexts hold none).
+    trained_apart: bool,
     /// Updates trained once so far.
     updates_trained: usize,
     /// Positions the key/value caches of earlier updates reused.
@@ -82,6 +89,7 @@ impl<B: Backend> TintIcl<B> {
             device: device.clone(),
             train_once: true,
             trained: None,
+            trained_apart: false,
             updates_trained: 0,
             positions_reused_before: 0,
             reuse: None,
@@ -155,37 +163,12 @@ impl<B: Backend> TintIcl<B> {
         if !fresh {
             // Drop the old update before training the new one (memory).
             self.drop_update();
-            let ids_tensor = padded_ids::<B>(&[ids.to_vec()], ids[0], &self.device);
-            let gradient_mask = Tensor::<B, 2, Bool>::from_data(
-                TensorData::new(targets.clone(), [1, demo_len]),
-                &self.device,
-            );
-            let input = SimInput::with_train_lengths(ids_tensor, &[demo_len])
-                .map_err(|e| IclError::Eval(e.into()))?
-                .with_gradient_mask(gradient_mask);
-            let tint = &self.tint;
-            let direction = self.reuse.as_ref().and_then(|(reuse, settings)| {
-                let key = StepKey {
-                    settings: settings.clone(),
-                    ids: vec![ids.to_vec()],
-                    targets: vec![targets.clone()],
-                };
-                reuse.get_or_compute(key, || {
-                    tint.direction(&input)
-                        .map(|d| d.map(Rc::from).map_err(IclError::Eval))
-                })
-            });
-            let model = match direction {
-                Some(direction) => direction?.updated(tint.inner_lr()),
-                None => match tint.train_once(&input) {
-                    Some(model) => model?,
-                    None => return Ok(None),
-                },
+            let input = self.training_input(ids, &targets)?;
+            let Some((model, aux)) =
+                self.train(vec![ids.to_vec()], vec![targets.clone()], &[input])?
+            else {
+                return Ok(None);
             };
-            let aux = model
-                .to_aux(self.tint.model())
-                .transpose()
-                .map_err(|e| IclError::Eval(e.into()))?;
             self.trained = Some(TrainedPrefix {
                 ids: ids.to_vec(),
                 targets,
@@ -196,6 +179,64 @@ impl<B: Backend> TintIcl<B> {
             self.updates_trained += 1;
         }
         Ok(self.trained.as_mut())
+    }
+
+    /// The step's input for one training sequence `ids` with loss `targets`.
+    ///
+    /// # Shapes
+    /// `[1, ids.len()]`.
+    fn training_input(&self, ids: &[u32], targets: &[bool]) -> Result<SimInput<B>, IclError> {
+        let ids_tensor = padded_ids::<B>(&[ids.to_vec()], ids[0], &self.device);
+        let gradient_mask = Tensor::<B, 2, Bool>::from_data(
+            TensorData::new(targets.to_vec(), [1, ids.len()]),
+            &self.device,
+        );
+        Ok(SimInput::with_train_lengths(ids_tensor, &[ids.len()])
+            .map_err(|e| IclError::Eval(e.into()))?
+            .with_gradient_mask(gradient_mask))
+    }
+
+    /// The model updated on the summed loss of `inputs` (the sequences `ids` with `targets`),
+    /// and the same weights in the auxiliary model where they map back onto it: from the step's
+    /// descent direction where the engine gives one (shared with the other step sizes of a grid
+    /// through [`Self::with_step_reuse`]), else from the engine's own step (one input); `None`
+    /// where the engine trains neither way.
+    #[allow(clippy::type_complexity)]
+    fn train(
+        &self,
+        ids: Vec<Vec<u32>>,
+        targets: Vec<Vec<bool>>,
+        inputs: &[SimInput<B>],
+    ) -> Result<Option<(Box<dyn UpdatedModel<B>>, Option<AuxModel<B>>)>, IclError> {
+        let tint = &self.tint;
+        let compute = || {
+            tint.direction(inputs)
+                .map(|d| d.map(Rc::from).map_err(IclError::Eval))
+        };
+        let direction = match &self.reuse {
+            Some((reuse, settings)) => {
+                let key = StepKey {
+                    settings: settings.clone(),
+                    ids,
+                    targets,
+                };
+                reuse.get_or_compute(key, compute)
+            }
+            None => compute(),
+        };
+        let model = match (direction, inputs) {
+            (Some(direction), _) => direction?.updated(tint.inner_lr()),
+            (None, [input]) => match tint.train_once(input) {
+                Some(model) => model?,
+                None => return Ok(None),
+            },
+            (None, _) => return Ok(None),
+        };
+        let aux = model
+            .to_aux(tint.model())
+            .transpose()
+            .map_err(|e| IclError::Eval(e.into()))?;
+        Ok(Some((model, aux)))
     }
 }
 
@@ -208,18 +249,49 @@ impl<B: Backend> IclMethod for TintIcl<B> {
         true
     }
 
+    /// The Multi format; the Single format (each demonstration an input of its own, trained on
+    /// the same weights, their gradients summed: the official code's demonstration masks and
+    /// restarted positions) where the engine gives descent directions.
     fn supports(&self, format: DemoFormat) -> bool {
-        format == DemoFormat::Multi
+        format == DemoFormat::Multi || self.tint.gives_directions()
     }
 
     fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
         // A new adaptation: no update of the last one is reused (nor kept in memory).
         self.drop_update();
-        if train.ids.len() > 1 {
+        self.trained_apart = false;
+        if train.format == Some(DemoFormat::Single)
+            && !train.is_empty()
+            && self.tint.gives_directions()
+        {
+            let inputs = train
+                .ids
+                .iter()
+                .zip(&train.targets)
+                .map(|(ids, targets)| self.training_input(ids, targets))
+                .collect::<Result<Vec<_>, _>>()?;
+            if let Some((model, aux)) =
+                self.train(train.ids.clone(), train.targets.clone(), &inputs)?
+            {
+                self.trained = Some(TrainedPrefix {
+                    ids: Vec::new(),
+                    targets: Vec::new(),
+                    model,
+                    aux,
+                    cache: PrefixCache::default(),
+                });
+                self.trained_apart = true;
+                self.updates_trained += 1;
+                return Ok(());
+            }
+        }
+        if (train.format == Some(DemoFormat::Single) && !train.is_empty()) || train.ids.len() > 1 {
             return Err(IclError::InvalidSetting {
                 name: "format",
                 value: "single".into(),
-                rule: "TinT trains inside its forward pass on one input: use the multi format"
+                rule: "this TinT engine trains inside its forward pass on one input (the single \
+                       format needs descent directions: the functional reference of a LLaMA \
+                       model with one step); use the multi format"
                     .into(),
             });
         }
@@ -229,7 +301,12 @@ impl<B: Backend> IclMethod for TintIcl<B> {
     fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
         let context = request.context;
         let (ids, single_token) = self.scored_ids(request);
-        let logits = match self.updated_for(request)? {
+        let trained = if self.trained_apart {
+            self.trained.as_mut()
+        } else {
+            self.updated_for(request)?
+        };
+        let logits = match trained {
             Some(TrainedPrefix {
                 aux: Some(aux),
                 cache,

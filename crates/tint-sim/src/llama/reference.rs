@@ -368,24 +368,22 @@ impl<B: Backend> LlamaReference<B> {
         ))
     }
 
-    /// The descent direction of one step on `input` (a batch of one sequence): the gradients the
-    /// step computes before scaling them by `η`, from which [`LlamaDirection::updated`] gives the
-    /// reference [`Self::updated`] would return at any step size — one first pass and backward
-    /// pass for a whole grid of step sizes, and no final forward pass.
+    /// The descent direction of one step on the summed training loss of `inputs` (each a batch of
+    /// one sequence; every sequence runs its own first pass on the base weights, and their
+    /// gradients add up): the gradients the step computes before scaling them by `η`, from which
+    /// [`LlamaDirection::updated`] gives the reference [`Self::updated`] would return at any step
+    /// size — one first pass and backward pass for a whole grid of step sizes, and no final
+    /// forward pass. One sequence is TinT's Multi format (demonstrations in one input); several
+    /// are its Single format (each demonstration in an input of its own, as the official code's
+    /// demonstration masks and restarted positions make them).
     ///
     /// # Shapes
-    /// `input.input_ids`: `[1, seq_length]`.
+    /// every `inputs[i].input_ids`: `[1, seq_length_i]`.
     ///
     /// # Errors
-    /// As [`Self::updated`], and [`SimError::InvalidInput`] for a step of more than one
-    /// forward-backward pass (its later gradients depend on `η`).
-    pub fn direction(&self, input: &SimInput<B>) -> Result<LlamaDirection<B>, SimError> {
-        let [batch_size, _] = input.dims();
-        if batch_size != 1 {
-            return Err(SimError::InvalidInput(format!(
-                "a descent direction comes from one sequence; got a batch of {batch_size}"
-            )));
-        }
+    /// As [`Self::updated`] for each input, [`SimError::InvalidInput`] for no input and for a
+    /// step of more than one forward-backward pass (its later gradients depend on `η`).
+    pub fn direction(&self, inputs: &[SimInput<B>]) -> Result<LlamaDirection<B>, SimError> {
         let steps = self.config.step.n_forward_backward;
         if steps != 1 {
             return Err(SimError::InvalidInput(format!(
@@ -393,13 +391,33 @@ impl<B: Backend> LlamaReference<B> {
                  pass; the step has {steps}"
             )));
         }
-        self.validate(input)?;
-        let device = input.input_ids.device();
+        let Some(first_input) = inputs.first() else {
+            return Err(SimError::InvalidInput(
+                "a descent direction needs at least one training sequence".into(),
+            ));
+        };
+        for input in inputs {
+            let [batch_size, _] = input.dims();
+            if batch_size != 1 {
+                return Err(SimError::InvalidInput(format!(
+                    "each input of a descent direction is one sequence; got a batch of {batch_size}"
+                )));
+            }
+            self.validate(input)?;
+        }
+        let device = first_input.input_ids.device();
         let gradients = tint_ops::branches::on_worker::<B, _, _>(&device, || {
-            let contexts = self.sequence_contexts(input);
-            let ctx = &contexts[0];
-            let (_, first, pass) = self.first_pass(ctx);
-            self.step_gradients(&self.params, &pass, first, ctx, &mut |_, _| {})
+            let gradients_of = |input: &SimInput<B>| {
+                let contexts = self.sequence_contexts(input);
+                let ctx = &contexts[0];
+                let (_, first, pass) = self.first_pass(ctx);
+                self.step_gradients(&self.params, &pass, first, ctx, &mut |_, _| {})
+            };
+            inputs[1..]
+                .iter()
+                .fold(gradients_of(first_input), |sum, input| {
+                    sum.plus(gradients_of(input))
+                })
         });
         Ok(LlamaDirection {
             base: self.clone(),

@@ -54,7 +54,41 @@ fn descend<B: Backend, const D: usize>(w: &mut Tensor<B, D>, g: &Option<Tensor<B
     }
 }
 
+/// `a + b` where both exist (the same weights are updated by every sequence of one step).
+fn plus<B: Backend, const D: usize>(
+    a: Option<Tensor<B, D>>,
+    b: Option<Tensor<B, D>>,
+) -> Option<Tensor<B, D>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
 impl<B: Backend> StepGradients<B> {
+    /// The gradients of the summed loss of two sequences: `self + other`, weight by weight.
+    pub(crate) fn plus(self, other: Self) -> Self {
+        let layers = self
+            .layers
+            .into_iter()
+            .zip(other.layers)
+            .map(|(a, b)| LayerGradients {
+                attn_norm: plus(a.attn_norm, b.attn_norm),
+                w_v: plus(a.w_v, b.w_v),
+                w_o: plus(a.w_o, b.w_o),
+                mlp_norm: plus(a.mlp_norm, b.mlp_norm),
+                w_gate: plus(a.w_gate, b.w_gate),
+                w_up: plus(a.w_up, b.w_up),
+                w_down: plus(a.w_down, b.w_down),
+            })
+            .collect();
+        Self {
+            final_norm: plus(self.final_norm, other.final_norm),
+            first: self.first,
+            layers,
+        }
+    }
+
     /// Subtracts `lr` times every gradient from its weight in `params`.
     pub(crate) fn descend(&self, params: &mut LlamaParams<B>, lr: f64) {
         descend(&mut params.final_norm, &self.final_norm, lr);
@@ -70,7 +104,7 @@ impl<B: Backend> StepGradients<B> {
     }
 }
 
-/// The descent direction of one step of a [`LlamaReference`] on one training sequence
+/// The descent direction of one step of a [`LlamaReference`] on one or more training sequences
 /// ([`LlamaReference::direction`]): the reference updated at any step size, without a backward
 /// pass per step size.
 #[derive(Debug, Clone)]
