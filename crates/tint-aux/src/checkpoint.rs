@@ -62,9 +62,51 @@ pub(crate) fn check_parameter_budget(
     }
 }
 
+/// The first name that appears twice among the top-level keys of the safetensors header of
+/// `bytes` (8 bytes of little-endian header length, then the JSON header); `None` when there is
+/// none or the header cannot be read (the safetensors reader then reports why).
+fn repeated_header_name(bytes: &[u8]) -> Option<String> {
+    let length = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let end = usize::try_from(length).ok()?.checked_add(8)?;
+    let header = bytes.get(8..end)?;
+    let mut de = serde_json::Deserializer::from_slice(header);
+    serde::Deserializer::deserialize_map(&mut de, RepeatedKey)
+        .ok()
+        .flatten()
+}
+
+/// Visits a JSON object's keys, skipping the values, and returns the first repeated one.
+struct RepeatedKey;
+
+impl<'de> serde::de::Visitor<'de> for RepeatedKey {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a safetensors header object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        let mut repeated = None;
+        while let Some(key) = map.next_key::<String>()? {
+            map.next_value::<serde::de::IgnoredAny>()?;
+            if !seen.insert(key.clone()) && repeated.is_none() {
+                repeated = Some(key);
+            }
+        }
+        Ok(repeated)
+    }
+}
+
 impl<'a> Checkpoint<'a> {
     /// Parses the safetensors header of `bytes` (read from `path`).
     pub(crate) fn parse(path: &Path, bytes: &'a [u8]) -> Result<Self, AuxError> {
+        if let Some(name) = repeated_header_name(bytes) {
+            return Err(AuxError::DuplicateTensor {
+                path: path.to_path_buf(),
+                name,
+            });
+        }
         let tensors = SafeTensors::deserialize(bytes).map_err(|source| AuxError::Safetensors {
             path: path.to_path_buf(),
             source,

@@ -58,6 +58,15 @@ pub enum AuxError {
         #[source]
         source: safetensors::SafeTensorError,
     },
+    /// A tensor name appears twice in a safetensors header (the safetensors reader would keep
+    /// one of them silently).
+    #[error("tensor {name:?} appears twice in the header of {path}; a checkpoint names each tensor once")]
+    DuplicateTensor {
+        /// The file.
+        path: PathBuf,
+        /// The repeated name.
+        name: String,
+    },
     /// A tensor the model needs is not in the checkpoint.
     #[error("tensor {tensor:?} is missing from {path}")]
     MissingTensor {

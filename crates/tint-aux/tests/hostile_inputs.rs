@@ -350,3 +350,45 @@ fn useless_train_masks_are_errors() {
         assert!(matches!(err, AuxError::InvalidIds { .. }), "{mask}: {err}");
     }
 }
+
+/// Issue 66: a tensor name repeated in the safetensors header (the safetensors reader keeps one
+/// silently) is refused by name, with the file; the unedited copy loads.
+#[test]
+fn a_tensor_name_repeated_in_the_safetensors_header_is_refused_by_name() {
+    let dir = with_config("gpt2-tiny", "duplicate-tensor-name", |_| {});
+    assert!(load(&dir).is_ok(), "the unedited copy must load");
+    let path = dir.join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let length = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..8 + length]).unwrap();
+    let (name, entry) = header
+        .iter()
+        .find(|(k, _)| k.as_str() != "__metadata__")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .unwrap();
+    // The first entry again, at the end of the object: same dtype, shape and byte range.
+    let text = serde_json::to_string(&header).unwrap();
+    let repeated = format!(
+        "{},{}:{}}}",
+        &text[..text.len() - 1],
+        serde_json::to_string(&name).unwrap(),
+        entry
+    );
+    // Keep the data section where it was: pad the header with spaces to a multiple of 8.
+    let mut new_header = repeated.into_bytes();
+    while new_header.len() % 8 != 0 {
+        new_header.push(b' ');
+    }
+    let mut edited = (new_header.len() as u64).to_le_bytes().to_vec();
+    edited.extend_from_slice(&new_header);
+    edited.extend_from_slice(&bytes[8 + length..]);
+    std::fs::write(&path, edited).unwrap();
+    match load(&dir) {
+        Err(AuxError::DuplicateTensor { path: p, name: n }) => {
+            assert_eq!((p, n), (path, name));
+        }
+        Err(other) => panic!("expected DuplicateTensor, got {other}"),
+        Ok(_) => panic!("a repeated tensor name must be refused"),
+    }
+}
