@@ -18,6 +18,8 @@ pub const MERGES_FILE: &str = "merges.txt";
 /// A text tokenizer of an auxiliary model.
 pub struct AuxTokenizer {
     inner: Tokenizer,
+    /// A BOS id prepended to every encoded text (a GGUF file's `add_bos_token`).
+    bos: Option<u32>,
 }
 
 impl std::fmt::Debug for AuxTokenizer {
@@ -71,7 +73,7 @@ impl AuxTokenizer {
         })?;
         let inner =
             guard(path, || text.parse::<Tokenizer>())?.map_err(|e| tokenizer_error(path, e))?;
-        Ok(Self { inner })
+        Ok(Self { inner, bos: None })
     }
 
     /// Builds a byte-level BPE tokenizer from `vocab.json` and `merges.txt`.
@@ -83,7 +85,7 @@ impl AuxTokenizer {
         let byte_level = ByteLevel::default().add_prefix_space(false);
         inner.with_pre_tokenizer(Some(byte_level));
         inner.with_decoder(Some(byte_level));
-        Ok(Self { inner })
+        Ok(Self { inner, bos: None })
     }
 
     /// Vocabulary size, added tokens included.
@@ -91,7 +93,8 @@ impl AuxTokenizer {
         self.inner.get_vocab_size(true)
     }
 
-    /// Encodes text without adding special tokens.
+    /// Encodes text without adding special tokens, after the BOS id where the model's file asks
+    /// for one ([`Self::with_bos`]).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, AuxError> {
         let encoding = self
             .inner
@@ -99,7 +102,22 @@ impl AuxTokenizer {
             .map_err(|e| AuxError::Tokenize {
                 message: e.to_string(),
             })?;
-        Ok(encoding.get_ids().to_vec())
+        Ok(self
+            .bos
+            .into_iter()
+            .chain(encoding.get_ids().iter().copied())
+            .collect())
+    }
+
+    /// This tokenizer prepending `bos` to every encoded text.
+    pub fn with_bos(mut self, bos: u32) -> Self {
+        self.bos = Some(bos);
+        self
+    }
+
+    /// The BOS id prepended to every encoded text, if any.
+    pub fn bos(&self) -> Option<u32> {
+        self.bos
     }
 
     /// Decodes ids back to text.
@@ -113,7 +131,7 @@ impl AuxTokenizer {
 
     /// Wraps an already built `tokenizers` tokenizer (e.g. one read from GGUF metadata).
     pub fn from_tokenizer(inner: Tokenizer) -> Self {
-        Self { inner }
+        Self { inner, bos: None }
     }
 
     /// The wrapped `tokenizers` tokenizer.

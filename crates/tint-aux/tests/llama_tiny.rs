@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::{Int, Tensor, TensorData, Tolerance};
 use safetensors::SafeTensors;
-use tint_aux::gguf::{GgufWriter, MetadataValue};
+use tint_aux::gguf::{GgufError, GgufWriter, MetadataValue};
 use tint_aux::llama::{
     load_llama_gguf, load_llama_hf, permute_rotary_rows, LlamaConfig, LlamaModel,
 };
@@ -98,6 +98,11 @@ fn tiny_vocab() -> Vec<MetadataValue> {
 
 /// Writes the tiny HF model as an F32 GGUF the way llama.cpp's converter does (rotary rows of q/k permuted).
 fn tiny_gguf(name: &str, pre: &str) -> Vec<u8> {
+    tiny_gguf_with_bos(name, pre, Some(3), None)
+}
+
+/// [`tiny_gguf`] with the BOS id `bos` (absent: `None`) and `add_bos_token` (absent: `None`).
+fn tiny_gguf_with_bos(name: &str, pre: &str, bos: Option<u32>, add_bos: Option<bool>) -> Vec<u8> {
     let dir = fixture(name);
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
@@ -134,8 +139,13 @@ fn tiny_gguf(name: &str, pre: &str) -> Vec<u8> {
                 MetadataValue::String("Ġ 1".into()),
             ]),
         )
-        .metadata("tokenizer.ggml.bos_token_id", MetadataValue::U32(3))
         .metadata("tokenizer.ggml.eos_token_id", MetadataValue::U32(4));
+    if let Some(bos) = bos {
+        writer = writer.metadata("tokenizer.ggml.bos_token_id", MetadataValue::U32(bos));
+    }
+    if let Some(add_bos) = add_bos {
+        writer = writer.metadata("tokenizer.ggml.add_bos_token", MetadataValue::Bool(add_bos));
+    }
     let n_heads = config["num_attention_heads"].as_u64().unwrap() as usize;
     let n_kv_heads = config["num_key_value_heads"].as_u64().unwrap() as usize;
     for (hf_name, _) in tensors.tensors() {
@@ -398,4 +408,45 @@ fn aux_model_dispatch_loads_llama_dirs_and_gguf_files() {
         .unwrap()
         .to_data()
         .assert_approx_eq::<f32>(&tied.logits, Tolerance::absolute(TINY_LOGITS_TOL));
+}
+
+/// Issue 66: the file's `add_bos_token` is honoured by the text tokenizer (BOS first), and a BOS
+/// id outside the vocabulary, or `add_bos_token` without a BOS id, is refused by key.
+#[test]
+fn gguf_bos_flags_are_honoured_or_refused() {
+    let tokens = |bos, add_bos, tag: &str| {
+        let path = write_temp(tag, &tiny_gguf_with_bos("tiny", "gpt2", bos, add_bos));
+        let result = tint_aux::llama::gguf_tokenizer(&path);
+        std::fs::remove_file(&path).unwrap();
+        result
+    };
+    let plain = tokens(Some(3), None, "bos-absent.gguf").unwrap();
+    let with_bos = tokens(Some(3), Some(true), "bos-true.gguf").unwrap();
+    let text = plain.encode("a to 12").unwrap();
+    assert_eq!(
+        with_bos.encode("a to 12").unwrap(),
+        [vec![3], text.clone()].concat()
+    );
+    assert_eq!(
+        tokens(Some(3), Some(false), "bos-false.gguf")
+            .unwrap()
+            .encode("a to 12")
+            .unwrap(),
+        text
+    );
+    match tokens(Some(5000), None, "bos-oov.gguf") {
+        Err(AuxError::Gguf(GgufError::TokenOutOfVocabulary {
+            key,
+            value,
+            vocab_size,
+        })) => {
+            assert_eq!((key.as_str(), value), ("tokenizer.ggml.bos_token_id", 5000));
+            assert!(vocab_size < 5000);
+        }
+        other => panic!("expected TokenOutOfVocabulary, got {other:?}"),
+    }
+    assert!(matches!(
+        tokens(None, Some(true), "bos-missing.gguf"),
+        Err(AuxError::Gguf(GgufError::BosWithoutId))
+    ));
 }

@@ -164,6 +164,24 @@ pub enum GgufError {
         /// The type found.
         found: &'static str,
     },
+    /// A special-token id (BOS, EOS) outside the vocabulary.
+    #[error(
+        "metadata key {key:?} names token {value}, outside the vocabulary of {vocab_size} tokens"
+    )]
+    TokenOutOfVocabulary {
+        /// The key.
+        key: String,
+        /// Its value.
+        value: u64,
+        /// Tokens in `tokenizer.ggml.tokens`.
+        vocab_size: usize,
+    },
+    /// `tokenizer.ggml.add_bos_token` is true but no BOS id is given.
+    #[error(
+        "metadata key \"tokenizer.ggml.add_bos_token\" is true but \"tokenizer.ggml.bos_token_id\" \
+         is absent: the text cannot be tokenized as the file asks"
+    )]
+    BosWithoutId,
     /// The tokenizer metadata describes a model this crate cannot build.
     #[error("unsupported tokenizer model {model:?} (supported: gpt2 byte-level BPE)")]
     UnsupportedTokenizer {

@@ -58,10 +58,19 @@ fn tokenizer_error(error: impl std::fmt::Display) -> GgufError {
     }
 }
 
-fn optional_id(file: &GgufFile, key: &str) -> Result<Option<u32>, GgufError> {
-    match file.metadata.get(key) {
-        None => Ok(None),
-        Some(_) => Ok(Some(file.get_u64(key)? as u32)),
+/// The token id under `key`, if present, checked against a vocabulary of `vocab_size` tokens.
+fn optional_id(file: &GgufFile, key: &str, vocab_size: usize) -> Result<Option<u32>, GgufError> {
+    if !file.metadata.contains_key(key) {
+        return Ok(None);
+    }
+    let value = file.get_u64(key)?;
+    match u32::try_from(value) {
+        Ok(id) if (id as usize) < vocab_size => Ok(Some(id)),
+        _ => Err(GgufError::TokenOutOfVocabulary {
+            key: key.to_string(),
+            value,
+            vocab_size,
+        }),
     }
 }
 
@@ -147,14 +156,20 @@ impl GgufTokenizer {
             .add_tokens(added(TOKEN_TYPE_USER_DEFINED, false))
             .map_err(tokenizer_error)?;
 
+        let vocab_size = tokenizer.get_vocab_size(true);
+        let bos_token_id = optional_id(file, "tokenizer.ggml.bos_token_id", vocab_size)?;
+        let add_bos = match file.metadata.get("tokenizer.ggml.add_bos_token") {
+            None => false,
+            Some(_) => file.get_bool("tokenizer.ggml.add_bos_token")?,
+        };
+        if add_bos && bos_token_id.is_none() {
+            return Err(GgufError::BosWithoutId);
+        }
         Ok(Self {
             tokenizer,
-            bos_token_id: optional_id(file, "tokenizer.ggml.bos_token_id")?,
-            eos_token_id: optional_id(file, "tokenizer.ggml.eos_token_id")?,
-            add_bos: match file.metadata.get("tokenizer.ggml.add_bos_token") {
-                None => false,
-                Some(_) => file.get_bool("tokenizer.ggml.add_bos_token")?,
-            },
+            bos_token_id,
+            eos_token_id: optional_id(file, "tokenizer.ggml.eos_token_id", vocab_size)?,
+            add_bos,
         })
     }
 

@@ -168,16 +168,20 @@ pub fn load_gguf_model<B: Backend>(
     Ok(AuxModel::Llama(load_llama_gguf(path, device)?.model))
 }
 
-/// The tokenizer stored in a GGUF file's metadata, as an [`AuxTokenizer`] (no BOS is added; SmolLM2's file
-/// sets `tokenizer.ggml.add_bos_token = false`). Use [`GgufTokenizer`] for the BOS/EOS ids.
+/// The tokenizer stored in a GGUF file's metadata, as an [`AuxTokenizer`] that prepends the BOS id
+/// where the file sets `tokenizer.ggml.add_bos_token` (SmolLM2's file sets it false: no BOS). Use
+/// [`GgufTokenizer`] for the BOS/EOS ids.
 ///
 /// # Errors
 /// [`AuxError::Gguf`].
 pub fn gguf_tokenizer(path: &Path) -> Result<AuxTokenizer, AuxError> {
     let file = GgufFile::open(path)?;
-    Ok(AuxTokenizer::from_tokenizer(
-        GgufTokenizer::from_gguf(&file)?.tokenizer,
-    ))
+    let gguf = GgufTokenizer::from_gguf(&file)?;
+    let tokenizer = AuxTokenizer::from_tokenizer(gguf.tokenizer);
+    Ok(match (gguf.add_bos, gguf.bos_token_id) {
+        (true, Some(bos)) => tokenizer.with_bos(bos),
+        _ => tokenizer,
+    })
 }
 
 /// Loads `path` as a LLaMA model when it is a `.gguf` file or a directory whose `config.json` has
