@@ -184,6 +184,12 @@ struct CheckpointState {
     /// Sequences per batch of the run; absent in old checkpoints.
     #[serde(default)]
     batch_size: Option<usize>,
+    /// SHA-256 of the model file, checked when it is loaded; absent in old checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    model_sha256: Option<String>,
+    /// SHA-256 of the optimiser file, checked when it is loaded; absent in old checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    optimizer_sha256: Option<String>,
 }
 
 impl CheckpointState {
@@ -270,6 +276,39 @@ fn checkpoint_error(
     }
 }
 
+/// SHA-256 of the checkpoint file `file` (without its extension).
+fn checkpoint_digest(file: &Path) -> Result<String> {
+    let path = file.with_extension(CHECKPOINT_EXTENSION);
+    use sha2::{Digest, Sha256};
+    let mut reader = fs::File::open(&path).map_err(|e| CgtError::io("read", &path, e))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut reader, &mut hasher).map_err(|e| CgtError::io("read", &path, e))?;
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// Checks the checkpoint file `file` (without its extension) against the SHA-256 its state
+/// recorded (`None`: an old checkpoint without digests).
+fn check_digest(file: &Path, recorded: Option<&str>) -> Result<()> {
+    let Some(expected) = recorded else {
+        return Ok(());
+    };
+    let found = checkpoint_digest(file)?;
+    if found == expected {
+        return Ok(());
+    }
+    Err(CgtError::Checkpoint {
+        operation: "read",
+        path: file
+            .with_extension(CHECKPOINT_EXTENSION)
+            .display()
+            .to_string(),
+        reason: format!(
+            "its SHA-256 is {found}, state.json recorded {expected} when it was written: the file \
+             was changed since; delete the checkpoint directory to train the run again"
+        ),
+    })
+}
+
 /// Parses the checkpoint state file `path`.
 fn parse_state(path: &Path, text: &str) -> Result<CheckpointState> {
     serde_json::from_str(text).map_err(|e| CgtError::CheckpointState {
@@ -320,6 +359,8 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
         steps: Some(config.steps),
         training: Some(CheckpointState::schedule_of(config)?),
         batch_size: Some(batch_size),
+        model_sha256: Some(checkpoint_digest(&model_file)?),
+        optimizer_sha256: Some(checkpoint_digest(&optimizer_file)?),
     })?;
     // The commit point, atomically: a crash before it leaves the previous state and its files.
     tint_assets::atomic_write::write_atomic(dir.join("state.json"), state.as_bytes())?;
@@ -517,10 +558,12 @@ pub(crate) fn restore_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B
             model = model
                 .load_file(&model_file, &recorder, device)
                 .map_err(checkpoint_error("read", &model_file))?;
+            check_digest(&model_file, state.model_sha256.as_deref())?;
             let optimizer_file = checkpoint_file(dir, "optimizer", state.next_step);
             let record = recorder
                 .load(optimizer_file.clone(), device)
                 .map_err(checkpoint_error("read", &optimizer_file))?;
+            check_digest(&optimizer_file, state.optimizer_sha256.as_deref())?;
             optimizer = optimizer.load_record(record);
             first_step = state.next_step;
         }
@@ -591,16 +634,18 @@ pub fn load_checkpoint_model<B: AutodiffBackend>(
     dir: &Path,
     device: &B::Device,
 ) -> Result<CgtModel<B>> {
-    let path = dir.join("state.json");
-    let file = if path.exists() {
-        let text = fs::read_to_string(&path).map_err(|e| CgtError::io("read", &path, e))?;
-        checkpoint_file(dir, "model", parse_state(&path, &text)?.next_step)
-    } else {
-        dir.join("model")
+    let (file, digest) = match read_state(dir)? {
+        Some(state) => (
+            checkpoint_file(dir, "model", state.next_step),
+            state.model_sha256,
+        ),
+        None => (dir.join("model"), None),
     };
-    model
+    let model = model
         .load_file(&file, &CheckpointRecorder::new(), device)
-        .map_err(checkpoint_error("read", &file))
+        .map_err(checkpoint_error("read", &file))?;
+    check_digest(&file, digest.as_deref())?;
+    Ok(model)
 }
 
 /// The inference copy of a trained model (autodiff stripped).

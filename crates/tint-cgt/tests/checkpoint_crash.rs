@@ -149,3 +149,75 @@ fn a_damaged_checkpoint_is_an_error_naming_its_file() {
     ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 66: a checkpoint file replaced by another valid one (here the model of a run with
+/// another seed) loads without a recorder error, so its SHA-256, recorded in `state.json` when it
+/// was written, is what catches it: loading and resuming are errors naming the file and both
+/// digests.
+#[test]
+fn a_replaced_checkpoint_file_fails_its_recorded_digest() {
+    let device = Default::default();
+    let config = tiny_regression_model();
+    let dir = std::env::temp_dir().join(format!("tint-cgt-digest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let fresh = || CgtModel::<AB>::new(&config, &device).unwrap();
+    // A 4-step run that stops right after its checkpoint at step 2.
+    let stopped_run = |name: &str, seed: u64| {
+        let ckpt = dir.join(name);
+        let files = RunFiles {
+            checkpoint_dir: Some(ckpt.clone()),
+            log_path: None,
+        };
+        let training = tint_cgt::train::TrainingConfig {
+            seed,
+            checkpoint_every: 2,
+            ..tiny_training(4, 0)
+        };
+        let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            train(
+                fresh(),
+                &tiny_regression_data(),
+                &training,
+                &files,
+                &device,
+                &mut |r| {
+                    if r.step == 2 {
+                        panic!("simulated stop after the checkpoint at 2 steps");
+                    }
+                },
+            )
+        }));
+        assert!(stopped.is_err());
+        (ckpt, files, training)
+    };
+    let (ours, files, training) = stopped_run("ours", 0);
+    let (theirs, _, _) = stopped_run("theirs", 1);
+    let model_file = ours.join("model-2.mpk");
+    assert!(load_checkpoint_model(fresh(), &ours, &device).is_ok());
+    std::fs::copy(theirs.join("model-2.mpk"), &model_file).unwrap();
+    let prefix = format!(
+        "cannot read checkpoint file {}: its SHA-256",
+        model_file.display()
+    );
+    let message = load_checkpoint_model(fresh(), &ours, &device)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.starts_with(&prefix) && message.contains("state.json recorded"),
+        "{message}"
+    );
+    // Resuming the run refuses it the same way.
+    match train(
+        fresh(),
+        &tiny_regression_data(),
+        &training,
+        &files,
+        &device,
+        &mut |_| {},
+    ) {
+        Err(e) => assert!(e.to_string().starts_with(&prefix), "{e}"),
+        Ok(_) => panic!("a replaced checkpoint file must not be resumed"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
