@@ -76,6 +76,26 @@ fn max_abs_diff(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// Autodiff SGD on the summed loss of every target, on the parameters TinT updates on every
+/// layer (values, outputs, MLPs, norm gains).
+fn summed_sgd_on_tint_params(lr: f64, steps: usize) -> DynEvalConfig {
+    DynEvalConfig {
+        lr,
+        steps,
+        reduction: LossReduction::Sum,
+        params: ParamSelection {
+            top_layers: None,
+            groups: Some(vec![
+                ParamGroup::AttnValue,
+                ParamGroup::AttnOutput,
+                ParamGroup::Mlp,
+                ParamGroup::LayerNorm,
+            ]),
+        },
+        loss_mask: LossMask::AllTokens,
+    }
+}
+
 fn exact_top_layer_config(lr: f64, steps: usize) -> LlamaTintConfig {
     LlamaTintConfig {
         step: StepConfig {
@@ -293,21 +313,7 @@ fn exact_attention_backward_on_all_layers_equals_autodiff_sgd_in_f64() {
                     updated.into_iter().next().unwrap(),
                 )
             };
-            let config = DynEvalConfig {
-                lr,
-                steps,
-                reduction: LossReduction::Sum,
-                params: ParamSelection {
-                    top_layers: None,
-                    groups: Some(vec![
-                        ParamGroup::AttnValue,
-                        ParamGroup::AttnOutput,
-                        ParamGroup::Mlp,
-                        ParamGroup::LayerNorm,
-                    ]),
-                },
-                loss_mask: LossMask::AllTokens,
-            };
+            let config = summed_sgd_on_tint_params(lr, steps);
             let train_ids = input.clone().slice([0..1, 0..train_length]);
             let sgd = sgd_update(&model, train_ids, &config).unwrap();
             let expected = values(sgd.model.forward(input.clone()).unwrap());
@@ -752,21 +758,7 @@ fn a_direction_over_several_sequences_is_sgd_on_their_summed_loss_in_f64() {
         let sgd = sgd_update(
             &model,
             Tensor::cat(rows.to_vec(), 0),
-            &DynEvalConfig {
-                lr,
-                steps: 1,
-                reduction: LossReduction::Sum,
-                params: ParamSelection {
-                    top_layers: None,
-                    groups: Some(vec![
-                        ParamGroup::AttnValue,
-                        ParamGroup::AttnOutput,
-                        ParamGroup::Mlp,
-                        ParamGroup::LayerNorm,
-                    ]),
-                },
-                loss_mask: LossMask::AllTokens,
-            },
+            &summed_sgd_on_tint_params(lr, 1),
         )
         .unwrap();
         let theirs = LlamaParams::from_aux(&sgd.model).unwrap();
