@@ -422,6 +422,7 @@ fn gguf_bos_flags_are_honoured_or_refused() {
     };
     let plain = tokens(Some(3), None, "bos-absent.gguf").unwrap();
     let with_bos = tokens(Some(3), Some(true), "bos-true.gguf").unwrap();
+    assert_eq!((plain.bos(), with_bos.bos()), (None, Some(3)));
     let text = plain.encode("a to 12").unwrap();
     assert_eq!(
         with_bos.encode("a to 12").unwrap(),

@@ -12,6 +12,7 @@ use burn::optim::{AdamConfig, GradientsParams, Optimizer};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::data::{step_rng, BatchSource};
 use crate::error::{CgtError, Result};
@@ -279,7 +280,6 @@ fn checkpoint_error(
 /// SHA-256 of the checkpoint file `file` (without its extension).
 fn checkpoint_digest(file: &Path) -> Result<String> {
     let path = file.with_extension(CHECKPOINT_EXTENSION);
-    use sha2::{Digest, Sha256};
     let mut reader = fs::File::open(&path).map_err(|e| CgtError::io("read", &path, e))?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut reader, &mut hasher).map_err(|e| CgtError::io("read", &path, e))?;

@@ -466,19 +466,28 @@ impl<B: Backend> Tint<B> {
     }
 
     /// The descent direction of the step on the summed loss of `inputs` (each one sequence),
-    /// which gives [`Self::train_once`]'s model at any step size ([`tint_sim::StepDirection`]);
-    /// `None` where [`Self::gives_directions`] is false.
+    /// which gives [`Self::train_once`]'s model at any step size ([`tint_sim::StepDirection`]).
     ///
     /// # Errors
-    /// The engine's errors ([`EvalError::Sim`]).
+    /// The engine's errors ([`EvalError::Sim`]); [`EvalError::InvalidSetting`] where
+    /// [`Self::gives_directions`] is false.
     pub fn direction(
         &self,
         inputs: &[SimInput<B>],
-    ) -> Option<Result<Box<dyn StepDirection<B>>, EvalError>> {
+    ) -> Result<Box<dyn StepDirection<B>>, EvalError> {
+        let no_direction = || EvalError::InvalidSetting {
+            name: "tint engine",
+            value: format!("{:?}", self.engine.engine()),
+            rule: "gives a step direction only as the functional reference of a one-pass step \
+                   without official_compat",
+        };
         if !self.gives_directions() {
-            return None;
+            return Err(no_direction());
         }
-        Some(self.engine.direction(inputs)?.map_err(EvalError::from))
+        self.engine
+            .direction(inputs)
+            .ok_or_else(no_direction)?
+            .map_err(EvalError::from)
     }
 }
 

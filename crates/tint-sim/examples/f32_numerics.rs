@@ -238,7 +238,7 @@ fn main() {
     let flat = |t: Tensor<B, 3>| t.squeeze_dim::<2>(0);
     let start = std::time::Instant::now();
     let (perturbed64, _) = ref64_perturbed
-        .forward_observed(&input, &mut |_, _| {})
+        .forward_with_params(&input)
         .expect("perturbed f64 run");
     println!(
         "# conditioning ({:.1} s): f64 with every weight x (1 + u), |u| <= 2^-24, against f64: \

@@ -398,13 +398,9 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
                     targets: train.targets.clone(),
                 };
                 let (model, batch) = (self.model, ids.clone());
-                let gradient = match reuse.get_or_compute(key, || {
-                    Some(sgd_gradient(model, batch, &config).map(Rc::new))
-                }) {
-                    Some(gradient) => gradient?,
-                    None => Rc::new(sgd_gradient(self.model, ids, &config)?),
-                };
-                gradient.step(config.lr)?
+                reuse
+                    .get_or_compute(key, || sgd_gradient(model, batch, &config).map(Rc::new))?
+                    .step(config.lr)?
             }
             _ => sgd_update(self.model, ids, &config)?,
         };

@@ -536,34 +536,30 @@ pub fn run_icl<AB: AutodiffBackend>(
     } else {
         vec![vec![args.seeds.first().copied().unwrap_or(0)]]
     };
-    // The formats each method trains in (a probe built at its first step answers).
-    let mut trained_formats = Vec::with_capacity(specs.len());
+    // The formats and losses each method trains in at the largest k (a probe built at its first
+    // step answers): each gets its own step (a summed loss over a full context wants a smaller
+    // step than over the label words alone); a cell without training uses the first's.
+    let mut spec_variants = Vec::with_capacity(specs.len());
     for spec in &specs {
         let probe = build_method(spec, probe_value(spec), args, &models)?.0;
-        let supported: Vec<DemoFormat> = formats
-            .iter()
-            .copied()
-            .filter(|&f| probe.supports(f))
-            .collect();
-        trained_formats.push(supported.len().max(1));
+        spec_variants.push(variants(
+            probe.as_ref(),
+            k_max,
+            &formats,
+            &losses,
+            &mut |n| on_event(RunEvent::Note(n)),
+        ));
     }
     let mut total = 0usize;
     for (_, eval, dev) in &loaded {
-        for (spec, &n_formats) in specs.iter().zip(&trained_formats) {
-            let trained_variants = |k: usize| {
-                if !spec.method.adapts() || k == 0 {
-                    1
-                } else {
-                    n_formats * losses.len()
-                }
-            };
+        for (spec, trained) in specs.iter().zip(&spec_variants) {
+            let variants_at = |k: usize| if k == 0 { 1 } else { trained.len() };
             if let Some(Step::Tune(grid)) = &spec.step {
-                total +=
-                    trained_variants(k_max) * tune_seed_sets.len() * grid.len() * dev.test.len();
+                total += variants_at(k_max) * tune_seed_sets.len() * grid.len() * dev.test.len();
             }
             for &k in &args.shots {
                 let seeds = if k == 0 { 1 } else { args.seeds.len() };
-                total += trained_variants(k) * seeds * eval.test.len();
+                total += variants_at(k) * seeds * eval.test.len();
             }
         }
     }
@@ -590,17 +586,9 @@ pub fn run_icl<AB: AutodiffBackend>(
         } else {
             None
         };
-        for spec in &specs {
+        for (spec, trained_variants) in specs.iter().zip(&spec_variants) {
             let label = format!("{} on {task}", spec.name());
-            // The formats and losses the method trains in at the largest k: each gets its own
-            // step (a summed loss over a full context wants a smaller step than over the label
-            // words alone); a cell without training uses the first's.
             let probe_value = probe_value(spec);
-            let probe = build_method(spec, probe_value, args, &models)?.0;
-            let trained_variants = variants(probe.as_ref(), k_max, &formats, &losses, &mut |n| {
-                on_event(RunEvent::Note(n))
-            });
-            drop(probe);
             if let Some(Step::Given(v)) = &spec.step {
                 let flag = if spec.parameter() == "lr" {
                     "--lr"
@@ -613,7 +601,7 @@ pub fn run_icl<AB: AutodiffBackend>(
             }
             // Per variant: one value for every seed, or (`--tune-per-seed`) one for each seed.
             let mut steps: Vec<((DemoFormat, TrainLoss), Vec<f64>)> = Vec::new();
-            for &(format, loss) in &trained_variants {
+            for &(format, loss) in trained_variants {
                 let Some(Step::Tune(grid)) = &spec.step else {
                     steps.push(((format, loss), vec![probe_value]));
                     continue;

@@ -51,26 +51,23 @@ impl<T: ?Sized> Default for StepReuse<T> {
 
 impl<T: ?Sized> StepReuse<T> {
     /// The gradient of `key`: the kept one when it was computed from the same key, else
-    /// `compute()`'s, which replaces it (the old one is dropped first: memory); `None` when
-    /// `compute` gives none (a method without such a gradient), an error when it fails.
+    /// `compute()`'s, which replaces it (the old one is dropped first: memory); an error when
+    /// `compute` fails, which keeps nothing.
     pub fn get_or_compute<E>(
         &self,
         key: StepKey,
-        compute: impl FnOnce() -> Option<Result<Rc<T>, E>>,
-    ) -> Option<Result<Rc<T>, E>> {
+        compute: impl FnOnce() -> Result<Rc<T>, E>,
+    ) -> Result<Rc<T>, E> {
         if let Some((kept, value)) = self.slot.borrow().as_ref() {
             if *kept == key {
                 *self.reused.borrow_mut() += 1;
-                return Some(Ok(Rc::clone(value)));
+                return Ok(Rc::clone(value));
             }
         }
         self.slot.borrow_mut().take();
-        let value = match compute()? {
-            Ok(value) => value,
-            Err(e) => return Some(Err(e)),
-        };
+        let value = compute()?;
         *self.slot.borrow_mut() = Some((key, Rc::clone(&value)));
-        Some(Ok(value))
+        Ok(value)
     }
 
     /// How many times a kept gradient was reused.
@@ -100,9 +97,8 @@ mod tests {
             *shared
                 .get_or_compute::<()>(k, || {
                     computed.set(computed.get() + 1);
-                    Some(Ok(Rc::new(v)))
+                    Ok(Rc::new(v))
                 })
-                .unwrap()
                 .unwrap()
         };
         assert_eq!(get(key("a", 2), 1.0), 1.0);
@@ -112,13 +108,12 @@ mod tests {
         assert_eq!(get(key("b", 3), 3.0), 3.0);
         assert_eq!(computed.get(), 3);
         assert_eq!(reuse.reused(), 1);
-        // An error keeps nothing; nor does a method without a gradient.
+        // An error keeps nothing: the key before it is computed again.
         assert!(matches!(
-            reuse.get_or_compute(key("c", 3), || Some(Err(()))),
-            Some(Err(()))
+            reuse.get_or_compute(key("c", 3), || Err(())),
+            Err(())
         ));
         assert_eq!(get(key("b", 3), 4.0), 4.0);
-        assert!(reuse.get_or_compute::<()>(key("d", 3), || None).is_none());
-        assert_eq!(get(key("d", 3), 5.0), 5.0);
+        assert_eq!(computed.get(), 4);
     }
 }

@@ -164,11 +164,10 @@ impl<B: Backend> TintIcl<B> {
             // Drop the old update before training the new one (memory).
             self.drop_update();
             let input = self.training_input(ids, &targets)?;
-            let Some((model, aux)) =
-                self.train(vec![ids.to_vec()], vec![targets.clone()], &[input])?
-            else {
+            let Some(model) = self.updated_on(ids, &targets, &input)? else {
                 return Ok(None);
             };
+            let aux = self.in_aux(model.as_ref())?;
             self.trained = Some(TrainedPrefix {
                 ids: ids.to_vec(),
                 targets,
@@ -196,22 +195,20 @@ impl<B: Backend> TintIcl<B> {
             .with_gradient_mask(gradient_mask))
     }
 
-    /// The model updated on the summed loss of `inputs` (the sequences `ids` with `targets`),
-    /// and the same weights in the auxiliary model where they map back onto it: from the step's
-    /// descent direction where the engine gives one (shared with the other step sizes of a grid
-    /// through [`Self::with_step_reuse`]), else from the engine's own step (one input); `None`
-    /// where the engine trains neither way.
-    #[allow(clippy::type_complexity)]
-    fn train(
+    /// The model updated on the summed loss of `inputs` (the sequences `ids` with `targets`)
+    /// from the step's descent direction, shared with the other step sizes of a grid through
+    /// [`Self::with_step_reuse`]. Only where the engine gives directions.
+    fn updated_by_direction(
         &self,
         ids: Vec<Vec<u32>>,
         targets: Vec<Vec<bool>>,
         inputs: &[SimInput<B>],
-    ) -> Result<Option<(Box<dyn UpdatedModel<B>>, Option<AuxModel<B>>)>, IclError> {
-        let tint = &self.tint;
+    ) -> Result<Box<dyn UpdatedModel<B>>, IclError> {
         let compute = || {
-            tint.direction(inputs)
-                .map(|d| d.map(Rc::from).map_err(IclError::Eval))
+            self.tint
+                .direction(inputs)
+                .map(Rc::from)
+                .map_err(IclError::Eval)
         };
         let direction = match &self.reuse {
             Some((reuse, settings)) => {
@@ -220,23 +217,40 @@ impl<B: Backend> TintIcl<B> {
                     ids,
                     targets,
                 };
-                reuse.get_or_compute(key, compute)
+                reuse.get_or_compute(key, compute)?
             }
-            None => compute(),
+            None => compute()?,
         };
-        let model = match (direction, inputs) {
-            (Some(direction), _) => direction?.updated(tint.inner_lr()),
-            (None, [input]) => match tint.train_once(input) {
-                Some(model) => model?,
-                None => return Ok(None),
-            },
-            (None, _) => return Ok(None),
-        };
-        let aux = model
-            .to_aux(tint.model())
+        Ok(direction.updated(self.tint.inner_lr()))
+    }
+
+    /// The model updated on one training sequence `input` (`ids` with `targets`): from the
+    /// step's direction where the engine gives one, else from the engine's own step; `None` where
+    /// the engine trains neither way.
+    fn updated_on(
+        &self,
+        ids: &[u32],
+        targets: &[bool],
+        input: &SimInput<B>,
+    ) -> Result<Option<Box<dyn UpdatedModel<B>>>, IclError> {
+        if self.tint.gives_directions() {
+            let inputs = std::slice::from_ref(input);
+            return self
+                .updated_by_direction(vec![ids.to_vec()], vec![targets.to_vec()], inputs)
+                .map(Some);
+        }
+        self.tint
+            .train_once(input)
             .transpose()
-            .map_err(|e| IclError::Eval(e.into()))?;
-        Ok(Some((model, aux)))
+            .map_err(IclError::Eval)
+    }
+
+    /// The same weights as `model` in the auxiliary model, where they map back onto it.
+    fn in_aux(&self, model: &dyn UpdatedModel<B>) -> Result<Option<AuxModel<B>>, IclError> {
+        model
+            .to_aux(self.tint.model())
+            .transpose()
+            .map_err(|e| IclError::Eval(e.into()))
     }
 }
 
@@ -270,20 +284,19 @@ impl<B: Backend> IclMethod for TintIcl<B> {
                 .zip(&train.targets)
                 .map(|(ids, targets)| self.training_input(ids, targets))
                 .collect::<Result<Vec<_>, _>>()?;
-            if let Some((model, aux)) =
-                self.train(train.ids.clone(), train.targets.clone(), &inputs)?
-            {
-                self.trained = Some(TrainedPrefix {
-                    ids: Vec::new(),
-                    targets: Vec::new(),
-                    model,
-                    aux,
-                    cache: PrefixCache::default(),
-                });
-                self.trained_apart = true;
-                self.updates_trained += 1;
-                return Ok(());
-            }
+            let model =
+                self.updated_by_direction(train.ids.clone(), train.targets.clone(), &inputs)?;
+            let aux = self.in_aux(model.as_ref())?;
+            self.trained = Some(TrainedPrefix {
+                ids: Vec::new(),
+                targets: Vec::new(),
+                model,
+                aux,
+                cache: PrefixCache::default(),
+            });
+            self.trained_apart = true;
+            self.updates_trained += 1;
+            return Ok(());
         }
         if (train.format == Some(DemoFormat::Single) && !train.is_empty()) || train.ids.len() > 1 {
             return Err(IclError::InvalidSetting {

@@ -22,6 +22,10 @@ use crate::loss::{eval_loss, loss_gradient_with_logits};
 use crate::reference::SimOutput;
 use crate::step_config::AttentionBackwardMode;
 
+/// Where a pass reports its intermediates by name; `None`: nowhere, and nothing is computed for
+/// observation alone.
+type Observer<'a, B> = Option<&'a mut dyn FnMut(&str, Tensor<B, 2>)>;
+
 /// Additive score of masked attention entries: finite (no NaN) and small enough that `exp`
 /// underflows to exactly 0 in float32 and float64.
 const MASKED_SCORE: f64 = -1.0e30;
@@ -303,7 +307,7 @@ impl<B: Backend> LlamaReference<B> {
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         self.validate(input)?;
         crate::sequences::forward_in_parallel(input, |input| {
-            self.forward_observed_validated(input, &mut |_, _| {})
+            self.forward_observed_validated(input, None)
                 .map(|(out, _)| out)
         })
     }
@@ -333,7 +337,8 @@ impl<B: Backend> LlamaReference<B> {
         &self,
         input: &SimInput<B>,
     ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
-        self.forward_observed(input, &mut |_, _| {})
+        self.validate(input)?;
+        self.forward_observed_validated(input, None)
     }
 
     /// One TinT step on `input`, a batch of one sequence, and the reference whose weights are the
@@ -356,7 +361,7 @@ impl<B: Backend> LlamaReference<B> {
         self.validate(input)?;
         let device = input.input_ids.device();
         let (output, mut params) = tint_ops::branches::on_worker::<B, _, _>(&device, || {
-            self.forward_observed_validated(input, &mut |_, _| {})
+            self.forward_observed_validated(input, None)
         })?;
         let config = self.config.clone();
         Ok((
@@ -411,7 +416,7 @@ impl<B: Backend> LlamaReference<B> {
                 let contexts = self.sequence_contexts(input);
                 let ctx = &contexts[0];
                 let (_, first, pass) = self.first_pass(ctx);
-                self.step_gradients(&self.params, &pass, first, ctx, &mut |_, _| {})
+                self.step_gradients(&self.params, &pass, first, ctx, None)
             };
             inputs[1..]
                 .iter()
@@ -487,21 +492,28 @@ impl<B: Backend> LlamaReference<B> {
         observe: &mut dyn FnMut(&str, Tensor<B, 2>),
     ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
         self.validate(input)?;
-        self.forward_observed_validated(input, observe)
+        self.forward_observed_validated(input, Some(observe))
     }
 
-    /// [`Self::forward_observed`] on an input that passed [`Self::validate`].
+    /// [`Self::forward_observed`] on an input that passed [`Self::validate`]; with no observer,
+    /// nothing is computed for observation alone.
     fn forward_observed_validated(
         &self,
         input: &SimInput<B>,
-        observe: &mut dyn FnMut(&str, Tensor<B, 2>),
+        mut observe: Observer<'_, B>,
     ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
         let [_, seq_length] = input.dims();
         let train = bool_rows(&input.train_mask);
         let (mut first_logits, mut final_logits, mut updated) = (vec![], vec![], vec![]);
         for (b, ctx) in self.sequence_contexts(input).iter().enumerate() {
-            let mut named = |name: &str, t: Tensor<B, 2>| observe(&format!("b{b} {name}"), t);
-            let (first, last, params) = self.run_sequence(ctx, &mut named);
+            let (first, last, params) = match observe.as_deref_mut() {
+                Some(observe) => {
+                    let mut named =
+                        |name: &str, t: Tensor<B, 2>| observe(&format!("b{b} {name}"), t);
+                    self.run_sequence(ctx, Some(&mut named))
+                }
+                None => self.run_sequence(ctx, None),
+            };
             first_logits.push(first.unsqueeze_dim::<3>(0));
             final_logits.push(last.unsqueeze_dim::<3>(0));
             updated.push(params);
@@ -692,42 +704,51 @@ impl<B: Backend> LlamaReference<B> {
     fn run_sequence(
         &self,
         ctx: &SequenceContext<B>,
-        observe: &mut dyn FnMut(&str, Tensor<B, 2>),
+        mut observe: Observer<'_, B>,
     ) -> (Tensor<B, 2>, Tensor<B, 2>, LlamaParams<B>) {
         let (h, first, mut pass) = self.first_pass(ctx);
         let mut params = self.params.clone();
         let first_logits = pass.logits.clone();
-        for (l, trace) in pass.traces.iter().enumerate() {
-            let l = first + l;
-            for (name, t) in [
-                ("h_in", &trace.h_in),
-                ("a", &trace.a),
-                ("o", &trace.o),
-                ("h_mid", &trace.h_mid),
-                ("m", &trace.m),
-                ("gate_pre", &trace.gate_pre),
-                ("up", &trace.up),
-                ("hidden", &trace.hidden),
-            ] {
-                observe(&format!("L{l} {name}"), t.clone());
+        if let Some(observe) = observe.as_deref_mut() {
+            for (l, trace) in pass.traces.iter().enumerate() {
+                let l = first + l;
+                for (name, t) in [
+                    ("h_in", &trace.h_in),
+                    ("a", &trace.a),
+                    ("o", &trace.o),
+                    ("h_mid", &trace.h_mid),
+                    ("m", &trace.m),
+                    ("gate_pre", &trace.gate_pre),
+                    ("up", &trace.up),
+                    ("hidden", &trace.hidden),
+                ] {
+                    observe(&format!("L{l} {name}"), t.clone());
+                }
             }
+            observe("h_last", pass.h_last.clone());
+            observe("hf", pass.hf.clone());
+            observe("first_logits", first_logits.clone());
         }
-        observe("h_last", pass.h_last.clone());
-        observe("hf", pass.hf.clone());
-        observe("first_logits", first_logits.clone());
         for k in 0..self.config.step.n_forward_backward {
-            let prefix = if k == 0 {
-                String::new()
-            } else {
-                format!("s{k} ")
+            let gradients = match observe.as_deref_mut() {
+                Some(observe) => {
+                    let prefix = if k == 0 {
+                        String::new()
+                    } else {
+                        format!("s{k} ")
+                    };
+                    let mut step_observe =
+                        |name: &str, t: Tensor<B, 2>| observe(&format!("{prefix}{name}"), t);
+                    self.step_gradients(&params, &pass, first, ctx, Some(&mut step_observe))
+                }
+                None => self.step_gradients(&params, &pass, first, ctx, None),
             };
-            let mut step_observe =
-                |name: &str, t: Tensor<B, 2>| observe(&format!("{prefix}{name}"), t);
-            let gradients = self.step_gradients(&params, &pass, first, ctx, &mut step_observe);
             gradients.descend(&mut params, self.config.step.inner_lr);
             pass = top_pass(&params, h.clone(), first, ctx);
         }
-        observe("final_logits", pass.logits.clone());
+        if let Some(observe) = observe {
+            observe("final_logits", pass.logits.clone());
+        }
         (first_logits, pass.logits, params)
     }
 
@@ -746,15 +767,21 @@ impl<B: Backend> LlamaReference<B> {
 
     /// One approximate backward pass on `params` (the weights of `pass`): the gradient of every
     /// weight the step updates, which [`StepGradients::descend`] scales by `η` and subtracts. The
-    /// observed `dw_*` are `−η ×` those gradients.
+    /// observed `dw_*` are `−η ×` those gradients (computed only with an observer).
     fn step_gradients(
         &self,
         params: &LlamaParams<B>,
         pass: &TopPass<B>,
         first: usize,
         ctx: &SequenceContext<B>,
-        observe: &mut dyn FnMut(&str, Tensor<B, 2>),
+        mut observer: Observer<'_, B>,
     ) -> StepGradients<B> {
+        let observing = observer.is_some();
+        let mut observe = |name: &str, t: Tensor<B, 2>| {
+            if let Some(observe) = observer.as_deref_mut() {
+                observe(name, t);
+            }
+        };
         let cfg = &self.config;
         let (lr, s, mode, eps) = (
             cfg.step.inner_lr,
@@ -797,7 +824,9 @@ impl<B: Backend> LlamaReference<B> {
         for (l, trace) in pass.traces.iter().enumerate().rev() {
             let layer = &params.layers[first + l];
             let mut see = |name: &str, t: &Tensor<B, 2>| {
-                observe(&format!("L{} {name}", first + l), t.clone());
+                if observing {
+                    observe(&format!("L{} {name}", first + l), t.clone());
+                }
             };
             let mut layer_gradients = LayerGradients::default();
             // SwiGLU MLP.
@@ -870,16 +899,18 @@ impl<B: Backend> LlamaReference<B> {
             see("rms1_back", &rms1_back);
             let delta_in = delta_mid + rms1_back;
             see("delta_in", &delta_in);
-            for (name, gradient, old) in [
-                ("dw_gate", &layer_gradients.w_gate, &layer.w_gate),
-                ("dw_up", &layer_gradients.w_up, &layer.w_up),
-                ("dw_down", &layer_gradients.w_down, &layer.w_down),
-                ("dw_o", &layer_gradients.w_o, &layer.w_o),
-                ("dw_v", &layer_gradients.w_v, &layer.w_v),
-            ] {
-                match gradient {
-                    Some(g) => see(name, &g.clone().mul_scalar(-lr)),
-                    None => see(name, &old.zeros_like()),
+            if observing {
+                for (name, gradient, old) in [
+                    ("dw_gate", &layer_gradients.w_gate, &layer.w_gate),
+                    ("dw_up", &layer_gradients.w_up, &layer.w_up),
+                    ("dw_down", &layer_gradients.w_down, &layer.w_down),
+                    ("dw_o", &layer_gradients.w_o, &layer.w_o),
+                    ("dw_v", &layer_gradients.w_v, &layer.w_v),
+                ] {
+                    match gradient {
+                        Some(g) => see(name, &g.clone().mul_scalar(-lr)),
+                        None => see(name, &old.zeros_like()),
+                    }
                 }
             }
             gradients.layers.push(layer_gradients);
