@@ -85,13 +85,14 @@ impl Assets for FetchedAssets {
     }
 }
 
-/// The run environment: the chosen backend's device, the fetched assets, this checkout's version.
+/// The run environment: the chosen backend's device, the fetched assets, the version of the
+/// sources this binary was built from.
 fn env() -> RunEnv<'static, AB> {
     RunEnv {
         device: device(),
         backend: BACKEND_NAME,
         assets: &FetchedAssets,
-        code_version: code_version(&project_root()),
+        code_version: code_version(env!("TINT_SOURCE_DIGEST")),
     }
 }
 

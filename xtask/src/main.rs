@@ -15,6 +15,9 @@ mod fetch;
 mod logits;
 mod model_arg;
 mod orchestrator;
+/// The digest the build script hands over as `TINT_SOURCE_DIGEST`, recomputed by the tests.
+#[cfg(test)]
+mod source_digest;
 
 use std::process::ExitCode;
 use std::time::Instant;

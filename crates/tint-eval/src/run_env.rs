@@ -2,8 +2,6 @@
 //! backend's name for the reports, the offline assets, and the code version for resume
 //! fingerprints.
 
-use std::path::Path;
-
 use burn::tensor::backend::Backend;
 
 use crate::model_source::Assets;
@@ -20,18 +18,12 @@ pub struct RunEnv<'a, B: Backend> {
     pub code_version: String,
 }
 
-/// The version of the code: the crate version and the git commit of the checkout at `repo`, or
-/// `unknown` outside a git checkout.
-pub fn code_version(repo: &Path) -> String {
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .current_dir(repo)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into());
-    format!("{} git {commit}", env!("CARGO_PKG_VERSION"))
+/// The version of the code for resume fingerprints: the crate version and the digest of the
+/// sources the program was built from (`xtask` computes it at build time over the manifests, the
+/// lock file and every `src/`), so a report resumes with any build of the same sources (a later
+/// commit that changed only documents, tests or results) and with no build of other sources.
+pub fn code_version(source_digest: &str) -> String {
+    format!("{} src {source_digest}", env!("CARGO_PKG_VERSION"))
 }
 
 #[cfg(test)]
@@ -39,13 +31,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_code_version_names_the_crate_version_and_a_commit() {
-        let here = code_version(Path::new(env!("CARGO_MANIFEST_DIR")));
-        assert!(
-            here.starts_with(concat!(env!("CARGO_PKG_VERSION"), " git ")),
-            "{here}"
+    fn the_code_version_names_the_crate_version_and_the_sources() {
+        assert_eq!(
+            code_version("0123456789abcdef"),
+            concat!(env!("CARGO_PKG_VERSION"), " src 0123456789abcdef")
         );
-        let nowhere = code_version(&std::env::temp_dir().join("no-such-checkout-dir"));
-        assert!(nowhere.ends_with(" git unknown"), "{nowhere}");
     }
 }
