@@ -12,11 +12,17 @@
 #                 the grid up to 3 values or stops the run). Resumable cell by cell (`--resume`).
 #   constructed   the constructed network (`tint`) beside `tint-ref` on a stated subset: movie
 #                 reviews, 4 shots, multi format, label loss, seed 0, 16 evaluation examples, at the
-#                 step tuned for `tint-ref` (multi, label, seed 0) in the mr-snippets piece (the
-#                 constructed network needs P + T <= 2048 positions, which 32 shots exceed).
+#                 first non-zero step tuned for `tint-ref` (multi, label; seeds in order) in the
+#                 mr-snippets piece (seed 0's dev set chose no step; the constructed network needs
+#                 P + T <= 2048 positions, which 32 shots exceed).
+#   matched T     the control for the paper's best TinT setting (Single format, label loss) on
+#                 one task: `dyn-eval-matched` (one exact SGD step on exactly TinT's parameter
+#                 groups, all 30 layers) beside `icl`, `dyn-eval` and `tint-ref`, 32 shots, seeds
+#                 0,1,2, tuned as above, in one run so every difference is paired within it.
 #   merge-check   prints each piece's tuning records (grid, scores, choice, interior).
 #
 #   scripts/table1_paper.sh task mr-snippets
+#   scripts/table1_paper.sh matched mr-snippets
 #   scripts/table1_paper.sh constructed
 #
 # XTASK names the binary (default: a copy of target/debug/xtask made at the start). Run from the
@@ -47,10 +53,19 @@ constructed)
 import json
 r = json.load(open('$OUT/mr-snippets.json'))
 print(next(t['choice'] for t in r['tuning']
-           if t['method'] == 'tint-ref on mr-snippets [multi, label], seed 0'))")
+           if t['method'].startswith('tint-ref on mr-snippets [multi, label], seed ')
+           and t['choice'] > 0))")
     "$XTASK" eval icl --task mr-snippets --methods tint,tint-ref --shots 4 --seeds 0 \
         --formats multi --losses label --n-test 16 --balanced-test --n-dev 16 \
         --inner-lr "$eta" --sim-layers all --resume --out "$OUT/constructed-mr.json"
+    ;;
+matched)
+    t=${2:?task: mr-snippets, cr-snippets, bbc-topics or amazon-fine-food}
+    "$XTASK" eval icl --task "$t" --methods icl,dyn-eval,dyn-eval-matched,tint-ref --shots 32 \
+        --seeds 0,1,2 --formats single --losses label --n-test 100 --balanced-test \
+        --n-dev 16 --calibration prompt --tune lr=1e-4,3e-4,1e-3,3e-3 \
+        --tune eta=1e-5,1e-4,1e-3,1e-2 --tune-per-seed --sim-layers all --resume \
+        --out "$OUT/$t-matched.json"
     ;;
 merge-check)
     python3 - "$OUT" <<'PY'
@@ -62,7 +77,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob('*.json')):
 PY
     ;;
 *)
-    echo "usage: $0 task T | constructed | merge-check" >&2
+    echo "usage: $0 task T | constructed | matched T | merge-check" >&2
     exit 2
     ;;
 esac
