@@ -329,6 +329,9 @@ pub struct DynEvalIcl<'a, B: AutodiffBackend> {
     cache: PrefixCache<B::InnerBackend>,
     /// The gradient shared with the methods of the other learning rates of a grid.
     reuse: Option<StepReuse<SgdGradient<B>>>,
+    /// The method's name before its settings: `dyn-eval`, or `dyn-eval-matched` for the step on
+    /// exactly TinT's parameters.
+    family: &'static str,
 }
 
 impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
@@ -339,7 +342,15 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
         self
     }
 
-    /// Dynamic evaluation of `model` with `config`.
+    /// This method named `family` before its settings (`dyn-eval-matched` when `config` trains
+    /// exactly TinT's parameters), so its rows and cells are told apart from dynamic evaluation
+    /// on every parameter.
+    pub fn named(mut self, family: &'static str) -> Self {
+        self.family = family;
+        self
+    }
+
+    /// Dynamic evaluation of `model` with `config`, named `dyn-eval`.
     pub fn new(model: &'a AuxModel<B>, config: DynEvalConfig) -> Self {
         Self {
             model,
@@ -349,6 +360,7 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
             last_losses: Vec::new(),
             cache: PrefixCache::default(),
             reuse: None,
+            family: "dyn-eval",
         }
     }
 }
@@ -356,8 +368,8 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
 impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
     fn name(&self) -> String {
         format!(
-            "dyn-eval(lr={:e},steps={})",
-            self.config.lr, self.config.steps
+            "{}(lr={:e},steps={})",
+            self.family, self.config.lr, self.config.steps
         )
     }
 

@@ -103,7 +103,12 @@ fn per_seed_differences(row: &CellResult, base: &CellResult, calibrated: bool) -
         .collect()
 }
 
-/// Whether a row label is the baseline `name` (`icl`, or `dyn-eval(…)` with any settings).
+/// The rows every other row is compared with, in the order of the tables: in-context learning,
+/// dynamic evaluation on every parameter, and on exactly TinT's parameters.
+const BASELINES: [&str; 3] = ["icl", "dyn-eval", "dyn-eval-matched"];
+
+/// Whether a row label is the baseline `name` (`icl`, or `dyn-eval(…)` with any settings; not
+/// `dyn-eval-matched(…)` for `dyn-eval`).
 fn is_baseline(label: &str, name: &str) -> bool {
     label == name || label.starts_with(&format!("{name}("))
 }
@@ -126,13 +131,14 @@ impl IclReport {
     /// resamples the test queries, each keeping the units of all its seeds, since every seed
     /// scores the same queries: [`paired_diff_clustered`] with the query as the cluster):
     /// * against the `icl` row of the same task and shot count;
-    /// * against a `dyn-eval` row of the same task and shot count ([`Self::dyn_eval_baseline`]):
-    ///   the one trained in the row's own format and loss where it ran, else the first.
+    /// * against a `dyn-eval` row, and a `dyn-eval-matched` row, of the same task and shot count
+    ///   ([`Self::trained_baseline`]): the one trained in the row's own format and loss where it
+    ///   ran, else the first.
     pub fn compute_paired(&mut self, settings: &PairedSettings) {
         let mut paired = Vec::new();
-        for baseline in ["icl", "dyn-eval"] {
+        for baseline in BASELINES {
             for cell in &self.cells {
-                if baseline == "dyn-eval" && cell.key.method == "icl" {
+                if baseline != "icl" && cell.key.method == "icl" {
                     continue;
                 }
                 let base = if baseline == "icl" {
@@ -142,7 +148,7 @@ impl IclReport {
                             && is_baseline(&c.key.method, "icl")
                     })
                 } else {
-                    self.dyn_eval_baseline(&cell.key)
+                    self.trained_baseline(&cell.key, baseline)
                 };
                 let Some(base) = base else { continue };
                 let clusters = queries(cell);
@@ -175,17 +181,17 @@ impl IclReport {
         self.paired = paired;
     }
 
-    /// The `dyn-eval` row a row is compared with, at its task and shot count: for a row of another
-    /// method, the `dyn-eval` row trained in the same format with the same loss (TinT with the
-    /// full-context loss against dyn-eval with the full-context loss) where it ran; otherwise, and
-    /// for `dyn-eval` rows themselves (so its other formats and losses are compared with its
-    /// first), the first `dyn-eval` row.
-    pub fn dyn_eval_baseline(&self, key: &CellKey) -> Option<&CellResult> {
+    /// The row of the trained baseline `name` (`dyn-eval` or `dyn-eval-matched`) a row is
+    /// compared with, at its task and shot count: for a row of another method, the baseline's row
+    /// trained in the same format with the same loss (TinT with the full-context loss against
+    /// dyn-eval with the full-context loss) where it ran; otherwise, and for the baseline's rows
+    /// themselves (so its other formats and losses are compared with its first), its first row.
+    pub fn trained_baseline(&self, key: &CellKey, name: &str) -> Option<&CellResult> {
         let mut candidates = self.cells.iter().filter(|c| {
-            c.key.task == key.task && c.key.k == key.k && is_baseline(&c.key.method, "dyn-eval")
+            c.key.task == key.task && c.key.k == key.k && is_baseline(&c.key.method, name)
         });
         let first = candidates.next()?;
-        if is_baseline(&key.method, "dyn-eval") {
+        if is_baseline(&key.method, name) {
             return Some(first);
         }
         let matches = |c: &&CellResult| c.key.format == key.format && c.key.loss == key.loss;
@@ -204,7 +210,7 @@ impl IclReport {
     pub fn paired_markdown(&self) -> String {
         let tasks = self.tasks();
         let mut out = String::new();
-        for baseline in ["icl", "dyn-eval"] {
+        for baseline in BASELINES {
             for calibrated in [false, true] {
                 let entries: Vec<&IclPaired> = self
                     .paired
@@ -226,12 +232,14 @@ impl IclReport {
                     } else {
                         "without calibration"
                     },
-                    if baseline == "dyn-eval" {
-                        "; each row against the dyn-eval row of its own format and loss where one \
-                         ran, else the first dyn-eval row, which the other dyn-eval rows are also \
-                         compared with"
+                    if baseline == "icl" {
+                        String::new()
                     } else {
-                        ""
+                        format!(
+                            "; each row against the {baseline} row of its own format and loss \
+                             where one ran, else the first {baseline} row, which the other \
+                             {baseline} rows are also compared with"
+                        )
                     }
                 );
                 for task in &tasks {
@@ -528,6 +536,39 @@ mod tests {
         }
         report.compute_paired(&PairedSettings::default());
         report
+    }
+
+    #[test]
+    fn the_matched_baseline_has_its_own_rows_and_comparisons() {
+        let report = report(vec![
+            cell("icl", &[0, 1], 5, |_, q| q < 1),
+            cell("dyn-eval(lr=per-seed,steps=1)", &[0, 1], 5, |_, q| q < 4),
+            cell(
+                "dyn-eval-matched(lr=per-seed,steps=1)",
+                &[0, 1],
+                5,
+                |_, q| q < 2,
+            ),
+            cell("tint-ref(eta=per-seed,steps=1)", &[0, 1], 5, |_, q| q < 2),
+        ]);
+        let against = |method: &str, baseline: &str| {
+            report
+                .paired
+                .iter()
+                .find(|p| {
+                    !p.calibrated
+                        && p.diff.method.starts_with(method)
+                        && p.diff.baseline.starts_with(baseline)
+                })
+                .map(|p| p.diff.mean)
+        };
+        assert_eq!(against("tint-ref", "dyn-eval("), Some(-0.4));
+        assert_eq!(against("tint-ref", "dyn-eval-matched("), Some(0.0));
+        // The matched row is not a dyn-eval row: it is compared with dyn-eval like TinT.
+        assert_eq!(against("dyn-eval-matched", "dyn-eval("), Some(-0.4));
+        assert_eq!(against("dyn-eval(", "dyn-eval-matched("), Some(0.4));
+        let markdown = report.paired_markdown();
+        assert!(markdown.contains("*Paired difference from dyn-eval-matched, without calibration*"));
     }
 
     #[test]

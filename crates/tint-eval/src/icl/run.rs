@@ -357,6 +357,7 @@ fn build_method<'a, AB: AutodiffBackend>(
             };
             let settings = format!("{config:?}");
             let method = DynEvalIcl::new(models.model, config)
+                .named(spec.method.name())
                 .with_step_reuse(models.dyn_eval_steps.clone());
             (Box::new(method), settings)
         }
@@ -540,8 +541,19 @@ pub fn run_icl<AB: AutodiffBackend>(
     // step answers): each gets its own step (a summed loss over a full context wants a smaller
     // step than over the label words alone); a cell without training uses the first's.
     let mut spec_variants = Vec::with_capacity(specs.len());
+    let mut row_names: Vec<String> = Vec::with_capacity(specs.len());
     for spec in &specs {
         let probe = build_method(spec, probe_value(spec), args, &models)?.0;
+        // Cells are keyed by the row name: two methods of one name would overwrite each other.
+        let name = probe.name();
+        if row_names.contains(&name) {
+            return Err(EvalError::InvalidSetting {
+                name: "--methods",
+                value: specs.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
+                rule: "two methods give the same row name (their cells would overwrite each other)",
+            });
+        }
+        row_names.push(name);
         spec_variants.push(variants(
             probe.as_ref(),
             k_max,
