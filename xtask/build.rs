@@ -19,27 +19,16 @@ fn main() {
         ),
     };
     println!("cargo:rustc-env=TINT_SOURCE_DIGEST={digest}");
-    // Rerun when a hashed file changes, or a file is added under a `src/` (cargo scans
-    // directories); a new member changes the root manifest.
-    let files = source_files(&root).expect("listed above");
-    for file in &files {
-        println!("cargo:rerun-if-changed={}", root.join(file).display());
-    }
-    let mut src_dirs: Vec<_> = files
-        .iter()
-        .filter_map(|f| {
-            let mut dir = f.as_path();
-            while let Some(parent) = dir.parent() {
-                if dir.ends_with("src") {
-                    return Some(dir.to_path_buf());
-                }
-                dir = parent;
-            }
-            None
-        })
-        .collect();
-    src_dirs.dedup();
-    for dir in src_dirs {
-        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    // Rerun when a hashed file changes or a file is added under a `src/` (cargo scans a
+    // directory's files recursively); a new member changes the root manifest. Only paths that
+    // exist: cargo reruns a script on every build while one it names is missing.
+    let packages = source_packages(&root).expect("listed by source_digest above");
+    let watched = TOP_FILES.iter().map(std::path::PathBuf::from).chain(
+        packages
+            .iter()
+            .flat_map(|p| ["Cargo.toml", "build.rs", "src"].map(|name| p.join(name))),
+    );
+    for path in watched.map(|p| root.join(p)).filter(|p| p.exists()) {
+        println!("cargo:rerun-if-changed={}", path.display());
     }
 }

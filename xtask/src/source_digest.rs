@@ -6,16 +6,13 @@
 // binary's tests (which recompute it), through `include!`: plain `std`, no dependencies but
 // `sha2`.
 
-/// The files that make the program, relative to the workspace root, sorted: the manifests, the
-/// lock file, cargo's configuration, and everything under `src/` (and any `build.rs`) of each
-/// member and of `vendor/`; not tests, benches, examples, documents or results.
-pub(crate) fn source_files(root: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
-    let mut files = Vec::new();
-    for top in ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"] {
-        if root.join(top).is_file() {
-            files.push(std::path::PathBuf::from(top));
-        }
-    }
+/// The files at the workspace root that enter the program: the manifest, the lock file and
+/// cargo's configuration (those present).
+pub(crate) const TOP_FILES: [&str; 3] = ["Cargo.toml", "Cargo.lock", ".cargo/config.toml"];
+
+/// The packages whose sources make the program, relative to the workspace root: `xtask` and every
+/// folder under `crates/` and `vendor/`.
+pub(crate) fn source_packages(root: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
     let mut packages = vec![std::path::PathBuf::from("xtask")];
     for parent in ["crates", "vendor"] {
         let dir = root.join(parent);
@@ -29,7 +26,19 @@ pub(crate) fn source_files(root: &std::path::Path) -> std::io::Result<Vec<std::p
             }
         }
     }
-    for package in packages {
+    Ok(packages)
+}
+
+/// The files that make the program, relative to the workspace root, sorted: [`TOP_FILES`], and
+/// each of [`source_packages`]' manifest, build script and everything under its `src/`; not
+/// tests, benches, examples, documents or results.
+pub(crate) fn source_files(root: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files: Vec<std::path::PathBuf> = TOP_FILES
+        .iter()
+        .filter(|top| root.join(top).is_file())
+        .map(std::path::PathBuf::from)
+        .collect();
+    for package in source_packages(root)? {
         for name in ["Cargo.toml", "build.rs"] {
             if root.join(&package).join(name).is_file() {
                 files.push(package.join(name));

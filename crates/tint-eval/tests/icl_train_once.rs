@@ -277,8 +277,24 @@ fn a_changed_prefix_is_trained_anew() {
     assert!(!Tint::simulator(&model, config.clone())
         .unwrap()
         .trains_once());
+    // Neither gives a step direction: refused by name, before the engine runs.
+    let no_direction = |tint: Tint<_>| {
+        matches!(
+            tint.direction(&[]),
+            Err(tint_eval::EvalError::InvalidSetting {
+                name: "tint engine",
+                ..
+            })
+        )
+    };
+    assert!(no_direction(
+        Tint::simulator(&model, config.clone()).unwrap()
+    ));
     config.official_compat = true;
-    assert!(!Tint::reference(&model, config).unwrap().trains_once());
+    assert!(!Tint::reference(&model, config.clone())
+        .unwrap()
+        .trains_once());
+    assert!(no_direction(Tint::reference(&model, config).unwrap()));
 }
 
 fn tiny_llama_dir() -> PathBuf {

@@ -281,6 +281,21 @@ fn variants(
     }
 }
 
+/// Refuses methods whose rows (`row_names`, one per spec) share a name: cells are keyed by the row
+/// name, so the later cell would replace the other.
+fn refuse_shared_row_names(specs: &[MethodSpec], row_names: &[String]) -> Result<(), EvalError> {
+    for (i, name) in row_names.iter().enumerate() {
+        if row_names[..i].contains(name) {
+            return Err(EvalError::InvalidSetting {
+                name: "--methods",
+                value: specs.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
+                rule: "two methods give the same row name (their cells would overwrite each other)",
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The step a method is probed at (its formats, its label): the given step, the grid's first
 /// value, or 0 for a method without one.
 fn probe_value(spec: &MethodSpec) -> f64 {
@@ -544,16 +559,7 @@ pub fn run_icl<AB: AutodiffBackend>(
     let mut row_names: Vec<String> = Vec::with_capacity(specs.len());
     for spec in &specs {
         let probe = build_method(spec, probe_value(spec), args, &models)?.0;
-        // Cells are keyed by the row name: two methods of one name would overwrite each other.
-        let name = probe.name();
-        if row_names.contains(&name) {
-            return Err(EvalError::InvalidSetting {
-                name: "--methods",
-                value: specs.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
-                rule: "two methods give the same row name (their cells would overwrite each other)",
-            });
-        }
-        row_names.push(name);
+        row_names.push(probe.name());
         spec_variants.push(variants(
             probe.as_ref(),
             k_max,
@@ -562,6 +568,7 @@ pub fn run_icl<AB: AutodiffBackend>(
             &mut |n| on_event(RunEvent::Note(n)),
         ));
     }
+    refuse_shared_row_names(&specs, &row_names)?;
     let mut total = 0usize;
     for (_, eval, dev) in &loaded {
         for (spec, trained) in specs.iter().zip(&spec_variants) {
@@ -953,6 +960,20 @@ mod tests {
         };
         let (row, settings) = build_per_seed(&spec, &[1e-3, 3e-2], &args, &models).unwrap();
         assert_eq!(row.name(), "dyn-eval(lr=per-seed,steps=1)");
+        let matched = MethodSpec {
+            method: Method::DynEvalMatched,
+            ..spec.clone()
+        };
+        let (matched_row, _) = build_per_seed(&matched, &[1e-3, 3e-2], &args, &models).unwrap();
+        assert_eq!(matched_row.name(), "dyn-eval-matched(lr=per-seed,steps=1)");
+        refuse_shared_row_names(&[spec.clone(), matched], &[row.name(), matched_row.name()])
+            .unwrap();
+        match refuse_shared_row_names(&[spec.clone(), spec.clone()], &[row.name(), row.name()]) {
+            Err(EvalError::InvalidSetting { name, value, .. }) => {
+                assert_eq!((name, value.as_str()), ("--methods", "dyn-eval,dyn-eval"));
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
         assert!(settings.starts_with("seed 4: ") && settings.contains("; seed 7: "));
         assert!(
             settings.contains("lr: 0.001") && settings.contains("lr: 0.03"),
