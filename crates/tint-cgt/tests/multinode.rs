@@ -128,11 +128,11 @@ impl Process {
     }
 
     /// Waits until the process exits (its status must be success) or the deadline passes (panics
-    /// with its output).
+    /// with the last lines of every process's log).
     fn finish(mut self, deadline: Instant) {
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "{} failed:\n{}", self.name, self.output());
+                assert!(status.success(), "{} failed:\n{}", self.name, self.logs());
                 return;
             }
             if Instant::now() > deadline {
@@ -141,15 +141,16 @@ impl Process {
                 panic!(
                     "{} did not finish within {DEADLINE:?} (a hang):\n{}",
                     self.name,
-                    self.output()
+                    self.logs()
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    fn output(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+    /// The last lines of the logs of this run's processes (all write to one folder).
+    fn logs(&self) -> String {
+        logs_tail(self.log.parent().expect("logs lie in the run's folder"))
     }
 }
 
@@ -196,6 +197,24 @@ fn run_two_nodes(
         process.finish(deadline);
     }
     outputs
+}
+
+/// The last lines of every process's log in `dir` (a node that failed may have been stopped by
+/// its peer's panic: both logs name the first cause).
+fn logs_tail(dir: &Path) -> String {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    names.retain(|path| path.extension().is_some_and(|e| e == "log"));
+    names.sort();
+    let mut tails = String::new();
+    for path in names {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+        tails += &format!("--- last lines of {}:\n{tail}\n", path.display());
+    }
+    tails
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -247,9 +266,10 @@ fn two_nodes_match_single_device(devices: usize, strategy: &str) {
     for out in &outputs {
         let text = std::fs::read_to_string(out).unwrap_or_else(|_| {
             panic!(
-                "{} is missing; the node said: {}",
+                "{} is missing; the node said: {}\n{}",
                 out.display(),
-                std::fs::read_to_string(out.with_extension("error")).unwrap_or_default()
+                std::fs::read_to_string(out.with_extension("error")).unwrap_or_default(),
+                logs_tail(&dir)
             )
         });
         let node: Vec<Vec<f32>> = serde_json::from_str(&text).unwrap();
