@@ -46,12 +46,17 @@
 # Only when it leads a session of its own (setsid, as above): otherwise the session is the caller's
 # terminal, whose shell would be lowered with it.
 #
-# Keeping the runs in the repository: target/ did not outlive every session (the runs were lost
-# twice, on 2026-11-28 at 09:57 and 23:10 UTC), so the runs' latest checkpoints are committed under
-# runs/ (KEEP_DIR). `scripts/cpu_icl_table.sh keep` copies each run's last whole checkpoint, its
-# log.jsonl, curve.jsonl and evaluation.json from target/ to runs/ (to commit before a session ends);
-# a start restores into target/ every kept run that target/ lacks or holds at an earlier step
-# (`scripts/cpu_icl_table.sh restore` does only that). scripts/test_cpu_icl_table_keep.sh tests both.
+# Keeping the runs: target/ did not outlive every session (the runs were lost twice, on 2026-11-28 at
+# 09:57 and 23:10 UTC), so the runs' latest checkpoints were committed under runs/ (KEEP_DIR) until
+# 2026-12-02. Since then no file over 1 MB is committed (issue 63): the weights of those runs left the
+# tree and come back, checksummed, from the commit that last held them (runs/ARCHIVE.sha256,
+# scripts/restore_runs.sh; a start does this for KEEP_DIR). `scripts/cpu_icl_table.sh keep` copies
+# each run's last whole checkpoint, its log.jsonl, curve.jsonl and evaluation.json from target/ to
+# runs/; git ignores the weights and log.jsonl there, so what is committed is the state and the
+# results, and a run that must outlive its machine needs that machine's target/ or runs/ kept. A start
+# restores into target/ every kept run that target/ lacks or holds at an earlier step, skipping (with a
+# note) a kept run whose weights are not there (`scripts/cpu_icl_table.sh restore` does only that).
+# scripts/test_cpu_icl_table_keep.sh tests both.
 set -u
 STEPS=${STEPS:-7000}
 RUN_DIR=target/cgt-runs/icl-small-${STEPS}steps-batch64
@@ -69,6 +74,15 @@ copy_run() { # from to
   for tries in 1 2 3 4 5; do
     step=$(next_step "$from/checkpoint")
     [ "$step" -gt 0 ] || return 0
+    if [ ! -e "$from/checkpoint/model-$step.mpk" ] && [ ! -e "$from/checkpoint/optimizer-$step.mpk" ]; then
+      sleep 1
+      if [ "$(next_step "$from/checkpoint")" = "$step" ]; then
+        echo "  $from: its state names step $step, but model-$step.mpk and optimizer-$step.mpk are not" \
+          "there (weights are not committed; scripts/restore_runs.sh brings back the archived ones); skipped" >&2
+        return 0
+      fi
+      continue
+    fi
     rm -rf "$to.partial" && mkdir -p "$to.partial/checkpoint" || return 1
     cp "$from/checkpoint/state.json" "$to.partial/checkpoint/state.json.copy" || return 1
     if cp "$from/checkpoint/model-$step.mpk" "$from/checkpoint/optimizer-$step.mpk" \
@@ -110,9 +124,14 @@ case "${1:-}" in
     ;;
 esac
 if [ "${1:-}" = keep ]; then
-  echo "keeping the runs of $RUN_DIR in $KEEP_DIR (commit it):"
+  echo "keeping the runs of $RUN_DIR in $KEEP_DIR (commit its state.json, curve.jsonl and evaluation.json;"
+  echo "the weights and log.jsonl stay on this machine, ignored by git: no file over 1 MB is committed):"
   copy_newer_runs "$RUN_DIR" "$KEEP_DIR"
   exit $?
+fi
+if [ -f runs/ARCHIVE.sha256 ] && grep -q "  $KEEP_DIR/" runs/ARCHIVE.sha256; then
+  echo "bringing back the archived weights of $KEEP_DIR (scripts/restore_runs.sh):"
+  bash scripts/restore_runs.sh "$KEEP_DIR" || exit 1
 fi
 if [ -d "$KEEP_DIR" ]; then
   echo "restoring the kept runs of $KEEP_DIR that $RUN_DIR lacks or holds at an earlier step:"

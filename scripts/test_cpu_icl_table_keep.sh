@@ -67,6 +67,14 @@ bash "$SCRIPT" restore >/dev/null
 check "restore leaves a further-on run" test -e "$RUNS/seed0/cgt-aux/checkpoint/model-500.mpk"
 check "restore replaces a run behind its kept copy" grep -q '"next_step":7000' "$RUNS/seed1/cgt-aux/checkpoint/state.json"
 check "a replaced run holds no files of its old checkpoint" test ! -e "$RUNS/seed1/cgt-aux/checkpoint/model-200.mpk"
+# A kept run whose weights are not there (they are not committed) is skipped with a note; the others
+# are restored.
+rm -rf target
+rm "$KEPT/seed0/cgt-aux/checkpoint/model-400.mpk" "$KEPT/seed0/cgt-aux/checkpoint/optimizer-400.mpk"
+note=$(bash "$SCRIPT" restore 2>&1 >/dev/null)
+check "restore skips a kept run without its weights" test ! -e "$RUNS/seed0/cgt-aux/checkpoint/state.json"
+check "and says why" grep -q "optimizer-400.mpk are not there" <<<"$note"
+check "and restores the others" same "$KEPT/seed1/cgt-aux/evaluation.json" "$RUNS/seed1/cgt-aux/evaluation.json"
 check "an unknown argument is refused" bash -c "! bash '$SCRIPT' kepp 2>/dev/null"
 
 echo "$passed passed, 0 failed"
