@@ -10,7 +10,7 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use sha2::{Digest, Sha256};
 use tint_aux::{AuxModel, DynEvalConfig, ParamSelection, SgdGradient};
-use tint_sim::StepDirection;
+use tint_sim::{StepDirection, TintConfig};
 
 use super::loaders::{load_offline_task, load_task_dir};
 use super::run_settings::IclRunSettings;
@@ -23,7 +23,7 @@ use crate::documents::sha256_files;
 use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
 use crate::lm_tune::TuneRecord;
 use crate::method::Method;
-use crate::methods::Tint;
+use crate::methods::{Tint, TintMethod};
 use crate::model_source::Assets;
 use crate::paired::PairedSettings;
 use crate::results_doc::write_file;
@@ -382,11 +382,11 @@ fn build_method<'a, AB: AutodiffBackend>(
             if let Some(execution) = method.execution() {
                 config.execution = execution;
             }
-            let settings = format!("{config:?} {}", method.name());
+            let settings = tint_settings(&config, method);
             // The same settings with the step size left out: what a descent direction depends on.
             let mut unscaled = config.clone();
             unscaled.step.inner_lr = 0.0;
-            let direction_settings = format!("{unscaled:?} {}", method.name());
+            let direction_settings = tint_settings(&unscaled, method);
             let tint = Tint::for_method(models.inference, config, method)?;
             let label = format!("{}(eta={value:e},steps={})", method.name(), args.steps);
             let icl = TintIcl::new(tint, label, models.device)
@@ -394,6 +394,20 @@ fn build_method<'a, AB: AutodiffBackend>(
             (Box::new(icl), settings)
         }
     })
+}
+
+/// The recorded settings of a TinT row: the configuration and the method, and for the functional
+/// reference (`tint-ref`, no constructed network) a statement that the configuration's `execution`
+/// field does not apply, so the record does not read as a constructed run.
+fn tint_settings(config: &TintConfig, method: TintMethod) -> String {
+    match method.execution() {
+        Some(_) => format!("{config:?} {}", method.name()),
+        None => format!(
+            "{config:?} {}: the functional reference of the step, no constructed network (the \
+             execution field does not apply)",
+            method.name()
+        ),
+    }
 }
 
 /// The method of `spec` once per seed of `args.seeds` with that seed's step (`values`, in the
@@ -806,6 +820,28 @@ pub fn run_icl<AB: AutodiffBackend>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_rows_settings_do_not_read_as_a_constructed_run() {
+        let config = TintConfig::for_model(576, 144, 64);
+        let reference = tint_settings(&config, TintMethod::Reference);
+        assert!(
+            reference
+                .contains("tint-ref: the functional reference of the step, no constructed network"),
+            "{reference}"
+        );
+        let mut constructed_config = config.clone();
+        constructed_config.execution = tint_sim::Execution::Constructed;
+        let constructed = tint_settings(&constructed_config, TintMethod::Constructed);
+        assert!(
+            constructed.contains("execution: Constructed"),
+            "{constructed}"
+        );
+        assert!(
+            !constructed.contains("functional reference"),
+            "{constructed}"
+        );
+    }
 
     /// A method that trains only in the Multi format (as TinT does).
     struct MultiOnly;
