@@ -53,9 +53,46 @@ pub(crate) struct LogitsArgs {
     /// first non-finite value appeared: a weight, or the simulated update).
     #[arg(long)]
     pub allow_non_finite: bool,
+    /// The most memory the request may need, in GiB (default: three quarters of the machine's
+    /// memory). Before any tensor is made, the logits, one block's activations and its attention
+    /// scores are estimated from the ids' shape and the model's sizes; a request over the limit is
+    /// refused with the estimate. With --tint this counts the auxiliary model's part (both sets
+    /// of logits), not the simulator's own state.
+    #[arg(long)]
+    pub max_memory_gib: Option<f64>,
     /// TinT hyper-parameters.
     #[command(flatten)]
     pub tint_flags: crate::eval::TintFlags,
+}
+
+/// Refuses a request whose estimated memory ([`tint_aux::ForwardMemory`]) is over the limit of
+/// `--max-memory-gib` (or [`tint_aux::default_memory_limit`]); `logit_sets` is how many sets of
+/// logits the request writes.
+fn admit_memory(
+    args: &LogitsArgs,
+    ids: &IdsFile,
+    model: &tint_aux::AuxModel<B>,
+    logit_sets: u64,
+) -> Result<()> {
+    let limit = match args.max_memory_gib {
+        None => tint_aux::default_memory_limit(),
+        Some(gib) if gib.is_finite() && gib > 0.0 => (gib * (1u64 << 30) as f64) as u64,
+        Some(gib) => bail!("--max-memory-gib must be a positive number of GiB, got {gib}"),
+    };
+    let (batch, seq) = (ids.input_ids.len(), ids.input_ids[0].len());
+    let value_bytes = if args.f64 { 8 } else { 4 };
+    let mut memory = tint_aux::ForwardMemory::of_model(model, batch, seq, value_bytes);
+    memory.logits = memory.logits.saturating_mul(logit_sets);
+    memory.admit(
+        &format!(
+            "{}: logits of {batch} x {seq} token ids ({} vocabulary entries each)",
+            args.ids.display(),
+            model.vocab_size()
+        ),
+        limit,
+        "--max-memory-gib",
+    )?;
+    Ok(())
 }
 
 /// Fails on non-finite `logits` unless `--allow-non-finite`; `cause` says where they came from.
@@ -185,6 +222,7 @@ pub(crate) fn run(args: &LogitsArgs) -> Result<()> {
     let model = load_aux::<B>(&args.model, &device())?;
     // Before any tensor: an id that does not fit the backend's integer type would panic in the cast.
     ids.check_vocab(model.vocab_size())?;
+    admit_memory(args, &ids, &model, if args.tint { 2 } else { 1 })?;
     if args.tint {
         return run_tint(args, &ids, &model);
     }
@@ -393,6 +431,52 @@ mod tests {
             }
         }
         assert!(max_diff <= OFFICIAL_F32_TOL, "max |diff| {max_diff}");
+        std::fs::remove_file(ids_path).ok();
+        std::fs::remove_file(out).ok();
+    }
+
+    /// Memory admission (issue 66 item 2): a request over `--max-memory-gib` is refused before any
+    /// tensor is made, with the file, the shape, the estimate and the flag; the same request
+    /// under the default limit runs; a limit that is not a positive number is refused.
+    #[test]
+    fn a_request_over_the_memory_limit_is_refused_before_it_allocates() {
+        let root = crate::eval::project_root();
+        let model = root.join("fixtures/llama/tiny");
+        let ids_path = temp("admission-ids.json");
+        std::fs::write(&ids_path, r#"{"input_ids": [[1, 2, 3, 4], [5, 6, 7, 8]]}"#).unwrap();
+        let out = temp("admission-out.safetensors");
+        let args = |limit: Option<&str>| {
+            let mut argv = vec![
+                "logits".to_string(),
+                "--model".into(),
+                model.display().to_string(),
+                "--ids".into(),
+                ids_path.display().to_string(),
+                "--out".into(),
+                out.display().to_string(),
+            ];
+            if let Some(limit) = limit {
+                argv.push(format!("--max-memory-gib={limit}"));
+            }
+            Cli::try_parse_from(argv).unwrap().args
+        };
+        let message = format!("{:#}", run(&args(Some("1e-9"))).unwrap_err());
+        assert!(
+            message.contains("logits of 2 x 4 token ids (97 vocabulary entries each)")
+                && message.contains("over the limit")
+                && message.contains("--max-memory-gib"),
+            "{message}"
+        );
+        assert!(!out.exists(), "a refused request wrote {}", out.display());
+        for bad in ["0", "-1", "NaN"] {
+            let message = format!("{:#}", run(&args(Some(bad))).unwrap_err());
+            assert!(
+                message.contains("--max-memory-gib must be a positive number of GiB"),
+                "{bad}: {message}"
+            );
+        }
+        run(&args(None)).unwrap();
+        assert!(out.exists());
         std::fs::remove_file(ids_path).ok();
         std::fs::remove_file(out).ok();
     }

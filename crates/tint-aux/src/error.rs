@@ -186,6 +186,23 @@ pub enum AuxError {
         /// What is wrong.
         reason: String,
     },
+    /// A request would need more memory than the limit (see [`crate::memory::ForwardMemory`]).
+    #[error(
+        "{what} would need about {estimate:.2} GiB ({parts}), over the limit {limit:.2} GiB; use \
+         fewer or shorter rows, or raise the limit with {flag}"
+    )]
+    MemoryOverLimit {
+        /// What was requested.
+        what: String,
+        /// The estimate, GiB.
+        estimate: f64,
+        /// The estimate's parts.
+        parts: String,
+        /// The limit, GiB.
+        limit: f64,
+        /// The flag that raises the limit.
+        flag: String,
+    },
     /// A GGUF file could not be read (see [`crate::gguf::GgufError`]).
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),

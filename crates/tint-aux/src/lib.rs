@@ -48,6 +48,7 @@ pub mod layer_norm;
 pub mod llama;
 pub mod loader;
 pub mod loss;
+pub mod memory;
 pub mod model;
 pub mod opt;
 pub mod params;
@@ -69,6 +70,7 @@ pub use loader::load_model;
 pub use loss::{
     continuation_nll, continuation_nll_of_logits, lm_loss, next_token_nll, LossMask, LossReduction,
 };
+pub use memory::{default_memory_limit, ForwardMemory};
 pub use model::{AuxModel, CausalLm};
 pub use params::{ParamGroup, ParamInfo, ParamMapper};
 pub use prefix_cache::PrefixCache;

@@ -23,6 +23,8 @@ pub trait CausalLm<B: Backend> {
     fn n_layers(&self) -> usize;
     /// Width of the residual stream `d_model`.
     fn hidden_size(&self) -> usize;
+    /// Number of attention (query) heads.
+    fn n_heads(&self) -> usize;
     /// Forward pass keeping every intermediate activation. Does not validate `input_ids`; call
     /// [`AuxModel::forward_traced`] (or [`validate_input_ids`] first).
     ///
@@ -109,6 +111,11 @@ impl<B: Backend> AuxModel<B> {
     /// Width of the residual stream `d_model`.
     pub fn hidden_size(&self) -> usize {
         self.lm().hidden_size()
+    }
+
+    /// Number of attention (query) heads.
+    pub fn n_heads(&self) -> usize {
+        self.lm().n_heads()
     }
 
     /// Checks `input_ids` against the vocabulary and the position table.

@@ -67,6 +67,10 @@ impl<B: Backend> CausalLm<B> for Gpt2<B> {
         self.config.n_embd
     }
 
+    fn n_heads(&self) -> usize {
+        self.config.n_head
+    }
+
     fn forward_traced_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> ForwardTrace<B> {
         ForwardTrace::with_head(self.body(input_ids, true), |normed| self.head(normed))
     }

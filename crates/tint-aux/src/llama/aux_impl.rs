@@ -32,6 +32,12 @@ impl<B: Backend> CausalLm<B> for LlamaModel<B> {
         self.d_model()
     }
 
+    fn n_heads(&self) -> usize {
+        self.blocks
+            .first()
+            .map_or(0, |block| block.attention.n_heads)
+    }
+
     /// The common trace: `ln1_output`/`ln2_output` are the RMSNorm outputs, `mlp_pre_activation` is the
     /// gate projection `x W_gate`, and `mlp_activation` is the input of the down projection
     /// `silu(x W_gate) ⊙ x W_up`. The full LLaMA trace is [`LlamaModel::forward_trace`].

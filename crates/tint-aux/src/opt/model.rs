@@ -90,6 +90,10 @@ impl<B: Backend> CausalLm<B> for Opt<B> {
         self.config.hidden_size
     }
 
+    fn n_heads(&self) -> usize {
+        self.config.num_attention_heads
+    }
+
     /// `final_normed` is the output of the final LayerNorm (the last block's output for post-LN
     /// models), before `project_out`.
     fn forward_traced_unchecked(&self, input_ids: Tensor<B, 2, Int>) -> ForwardTrace<B> {

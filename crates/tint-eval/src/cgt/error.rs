@@ -58,6 +58,10 @@ pub enum CgtRunError {
     /// Writing a chart failed.
     #[error(transparent)]
     Write(#[from] AtomicWriteError),
+    /// The text corpus could not be read: missing, not UTF-8, or over
+    /// [`crate::documents::MAX_TEXT_FILE_BYTES`] (the error names the file).
+    #[error("reading the text corpus: {0}")]
+    Text(tint_aux::AuxError),
     /// The caller could not provide the default text corpus.
     #[error("fetching the default SOTU corpus (or pass --text FILE with blank-line separated documents): {0}")]
     Corpus(Box<dyn std::error::Error + Send + Sync>),

@@ -130,11 +130,13 @@ fn batch_source(
                     SOTU_NAME.to_string(),
                 ),
             };
-            let corpus = std::fs::read_to_string(&path).map_err(|source| CgtRunError::Io {
-                operation: "read",
-                path: path.clone(),
-                source,
-            })?;
+            // At most MAX_TEXT_FILE_BYTES, whatever kind of file it is (as the LM runs' --text).
+            let corpus = tint_aux::read_text_limited(
+                &path,
+                "text corpus",
+                crate::documents::MAX_TEXT_FILE_BYTES,
+            )
+            .map_err(CgtRunError::Text)?;
             let source = TextMixture::new(&corpus, *seq_length, *cut_min, *cut_max, *batch_size, 1)
                 .map_err(CgtRunError::cgt(format!("cutting {}", path.display())))?;
             (Box::new(source), Some(name))
@@ -348,6 +350,35 @@ mod tests {
             ..CgtSettings::new(preset, "flex")
         };
         (root, settings)
+    }
+
+    /// `--text` of a text preset is read with the size limit of the LM runs' `--text`, whatever
+    /// kind of file it is: `/dev/zero` (endless) is refused naming the file and the limit,
+    /// before any run starts.
+    #[test]
+    #[cfg(unix)]
+    fn an_endless_text_corpus_is_refused_with_the_limit() {
+        let (root, base) = scratch_settings("endless-text", "text-small");
+        let settings = CgtSettings {
+            steps: Some(1),
+            variants: vec!["baseline".into()],
+            seeds: vec![0],
+            text: Some(PathBuf::from("/dev/zero")),
+            ..base
+        };
+        let err = run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/dev/zero")
+                && err.contains(&format!(
+                    "more than the limit of {} bytes",
+                    crate::documents::MAX_TEXT_FILE_BYTES
+                )),
+            "{err}"
+        );
+        assert!(!root.join("runs").exists());
+        std::fs::remove_dir_all(&root).ok();
     }
 
     #[test]
