@@ -1,5 +1,5 @@
 //! The command-line cases of issue 20's "Why" list, replayed against the built `xtask` binary on
-//! the committed micro GPT-2 (the loader cases are in `crates/tint-aux/tests/hostile_inputs.rs`):
+//! the committed micro GPT-2 (the loader cases are in `crates/tint-aux/tests/all/hostile_inputs.rs`):
 //!
 //! - no silent NaN in `eval lm` / `eval icl`: a NaN weight or a step of 1e300 fails with the method,
 //!   the block or example and where the value first appeared; `--allow-non-finite` records it;

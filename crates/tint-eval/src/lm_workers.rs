@@ -4,7 +4,7 @@
 //! weights. A method that can [`LmMethod::fork`] (another instance sharing its weights) scores its
 //! blocks on `workers` threads, each taking the next unscored block; the NLL of a block does not
 //! depend on which thread computed it or on what runs beside it (the same operations on the same
-//! inputs; `tests/methods.rs` compares a two-worker run with a one-worker run bit for bit).
+//! inputs; `tests/all/methods.rs` compares a two-worker run with a one-worker run bit for bit).
 //! On a 2-core CPU this keeps both cores busy where a single step leaves part of them idle
 //! (docs/performance.md, "Blocks on both cores").
 

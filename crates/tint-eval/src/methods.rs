@@ -374,7 +374,7 @@ impl<B: Backend> Tint<B> {
     /// reading `cache` ([`Vanilla::with_cache`]) scores a block without a forward pass of its own
     /// once this method has run on it. (The functional reference's first pass is its own code, not
     /// the auxiliary model's forward: the two agree to float32 rounding, tested in
-    /// `tests/methods.rs`.)
+    /// `tests/all/methods.rs`.)
     pub fn recording_first_pass(mut self, cache: UnadaptedNlls) -> Self {
         self.first_pass = Some(cache);
         self
@@ -429,7 +429,7 @@ impl<B: Backend> Tint<B> {
     /// functional reference, [`TintStep::updated`]) and the step is not `official_compat` (whose
     /// kept last-position gradient makes the update of a training part depend on the tokens
     /// after it, so training on the part alone would give another update:
-    /// `tint-sim/tests/query_independence.rs`).
+    /// `tint-sim/tests/all/query_independence.rs`).
     pub fn trains_once(&self) -> bool {
         !self.official_compat && self.engine.engine() == Engine::Reference
     }

@@ -22,7 +22,7 @@ pub enum Execution {
     #[default]
     Constructed,
     /// An optimisation proven equal to [`Execution::Constructed`] (tests: `tint-ops` module tests
-    /// `*structured*` / row-form tests, `tint-sim/tests/executions.rs`): with exact gates, the linear
+    /// `*structured*` / row-form tests, `tint-sim/tests/all/executions.rs`): with exact gates, the linear
     /// modules read `W, b` out of their prefix rows (the rows the constructed keys/values read) and
     /// apply one matmul; the norm and activation backward apply their finite difference directly;
     /// gates are 0/1 row selections.

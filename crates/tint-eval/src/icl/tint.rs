@@ -13,7 +13,7 @@
 //! training part.
 //!
 //! With k > 0 demonstrations the update does not depend on the query (the loss is on the
-//! demonstrations only: `tint-sim/tests/query_independence.rs`), so the functional reference
+//! demonstrations only: `tint-sim/tests/all/query_independence.rs`), so the functional reference
 //! (`tint-ref`) trains once per demonstration prefix — on the prefix alone, with the same loss
 //! targets — and scores every query with the updated model by plain forwards
 //! ([`tint_sim::UpdatedModel`]; on LLaMA models the updated weights in the model's own forward,
