@@ -11,7 +11,7 @@
 # while the runs train does not change the program that trains them. The runs live in
 # target/cgt-runs/icl-small-7000steps-batch64, the directory of the 7000-step CPU baselines. The
 # step count is the baselines' (fixed before any run, not chosen from a result); the table is
-# assembled from the final checkpoints with the command that docs/results.md names
+# assembled from the final checkpoints with the command that experiments/cgt-icl-small/README.md names
 # (`--only-finished`). The checkpoints live in target/ and, kept with `keep` (below), in runs/
 # (docs/cgt.md, "The `icl-small` Table 1 at 7000 steps on the CPU").
 #

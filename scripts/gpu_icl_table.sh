@@ -11,14 +11,14 @@
 # runs) puts it over that limit, so move runs/ out of the checkout for the calls and back afterwards.
 # The job needs none of it.
 #
-# `icl-paper` in one 15-minute lease (2026-11-29, docs/results.md, section `gpu-icl-paper-240`):
+# `icl-paper` in one 15-minute lease (2026-11-29, experiments/cgt-gpu/README.md, section `gpu-icl-paper-240`):
 #   # call 1: CARRY=.gpu-carry PRESET=icl-paper SEEDS=0 BATCH=128 STEPS=auto PROBE_S=70 SAFETY=0.8 \
 #   #         BUDGET_S=530 ASSEMBLY_S=100 scripts/gpu_icl_table.sh          (probe -> STEPS=240)
 #   # call 2 (machine still warm, seed 0's runs kept): CARRY=.gpu-carry PRESET=icl-paper SEEDS="0 1" \
 #   #         BATCH=128 STEPS=240 EVAL_EVERY=80 CHECKPOINT_EVERY=80 SECTION=gpu-icl-paper-240 \
 #   #         BUDGET_S=430 ASSEMBLY_S=150 scripts/gpu_icl_table.sh
 #
-# Issue 18's ICL bar on a GPU (run 2026-11-29 23:45-23:56 UTC on an H200, docs/results.md, sections
+# Issue 18's ICL bar on a GPU (run 2026-11-29 23:45-23:56 UTC on an H200, experiments/cgt-icl-small/README.md, sections
 # `gpu-icl-small-7000-baseline` and `gpu-icl-small-9000-baseline`; three processes at 0.027-0.029 s a
 # step, so each call finished its runs): the icl-small baselines at the CPU's schedule, then three
 # more seeds, then a longer schedule, three calls in one warm lease:
@@ -31,7 +31,7 @@
 #
 # Why several calls: on an H100 (2026-11-27 21:56 UTC) the twelve processes together take 0.102 /
 # 0.191 / 0.255 / 0.263 s a step (baseline / CGT / + aux / + aux + reg), so a call's window of about
-# 470 s trains the whole twelve-run table about 1100 steps (STEPS=1100: docs/results.md, "`icl-small`
+# 470 s trains the whole twelve-run table about 1100 steps (STEPS=1100: experiments/cgt-gpu/README.md, "`icl-small`
 # Table 1 — trained on an H100"), where the baseline's in-context gain is 8.6 points; the CPU baseline
 # reaches issue 18's 20 points at 7000 steps. So the total step count STEPS (default 7000, the CPU
 # baselines' schedule) is fixed in advance (not chosen from any result), every run checkpoints every
@@ -46,7 +46,7 @@
 #
 # (The first try, `scripts/gpu_fusion_icl.sh` of commit 3b7cc90, fixed the step count from a 20-step
 # probe; the faster variants' probe processes stopped early and left the slower ones a quieter GPU,
-# so the probe underestimated their step 3.4x and only the baselines finished: docs/results.md.)
+# so the probe underestimated their step 3.4x and only the baselines finished: experiments/cgt-gpu/README.md.)
 #
 # STEPS=auto (for a run that must finish within one call, e.g. `icl-paper` in a single 15-minute lease):
 # before any run that counts, every (variant, seed) run trains concurrently for PROBE_S seconds in a
@@ -82,7 +82,7 @@ BATCH=${BATCH:-64}
 VARIANTS=(${VARIANTS:-baseline cgt cgt-aux cgt-aux-reg})
 # PROCESSES=run: one process per (seed, variant), all concurrent (the runs of 2026-11-27); =seed: one
 # process per seed, training its unfinished variants in turn. On the H100 the step time grew with the
-# number of concurrent processes (time-slicing, docs/results.md); whether fewer processes train more
+# number of concurrent processes (time-slicing, experiments/cgt-gpu/README.md); whether fewer processes train more
 # steps in all is what PROCESSES=seed measures (compare the summed steps per second of the runs'
 # log.jsonl with the twelve-process calls of 2026-11-27).
 PROCESSES=${PROCESSES:-run}

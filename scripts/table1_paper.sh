@@ -19,6 +19,9 @@
 #                 one task: `dyn-eval-matched` (one exact SGD step on exactly TinT's parameter
 #                 groups, all 30 layers) beside `icl`, `dyn-eval` and `tint-ref`, 32 shots, seeds
 #                 0,1,2, tuned as above, in one run so every difference is paired within it.
+#   merge         one report of the task pieces present (`table1.json`, `.md`, SVGs; tasks as
+#                 columns and their average): `cargo xtask eval icl-merge`, which refuses pieces of
+#                 other settings (but the task) or checkpoints and cells found in two pieces.
 #   merge-check   prints each piece's tuning records (grid, scores, choice, interior).
 #
 #   scripts/table1_paper.sh task mr-snippets
@@ -67,6 +70,13 @@ matched)
         --tune eta=1e-5,1e-4,1e-3,1e-2 --tune-per-seed --sim-layers all --resume \
         --out "$OUT/$t-matched.json"
     ;;
+merge)
+    pieces=()
+    for t in mr-snippets cr-snippets bbc-topics amazon-fine-food; do
+        [[ -f "$OUT/$t.json" ]] && pieces+=("$OUT/$t.json")
+    done
+    "$XTASK" eval icl-merge --out "$OUT/table1.json" "${pieces[@]}"
+    ;;
 merge-check)
     python3 - "$OUT" <<'PY'
 import json, pathlib, sys
@@ -77,7 +87,7 @@ for f in sorted(pathlib.Path(sys.argv[1]).glob('*.json')):
 PY
     ;;
 *)
-    echo "usage: $0 task T | constructed | matched T | merge-check" >&2
+    echo "usage: $0 task T | constructed | matched T | merge | merge-check" >&2
     exit 2
     ;;
 esac

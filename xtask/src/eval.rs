@@ -57,6 +57,22 @@ enum EvalWhat {
     Cgt(crate::eval_cgt::CgtArgs),
     /// In-context classification (paper Table 1): ICL, dynamic evaluation, TinT.
     Icl(IclRunSettings),
+    /// One report from the per-task pieces of an in-context classification protocol (`eval icl
+    /// --task T` each, e.g. `scripts/table1_paper.sh task T`): refuses pieces of other settings
+    /// (but the task and data file) or checkpoints, and cells or tuning records present in two
+    /// pieces.
+    IclMerge(IclMergeArgs),
+}
+
+/// Arguments of `cargo xtask eval icl-merge`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct IclMergeArgs {
+    /// The merged report (`.json`; the markdown and charts are written next to it).
+    #[arg(long)]
+    out: PathBuf,
+    /// The pieces: `eval icl` reports, one or more tasks each.
+    #[arg(required = true)]
+    pieces: Vec<PathBuf>,
 }
 
 /// Arguments of `cargo xtask eval lm-merge`.
@@ -118,6 +134,16 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
             println!("{}", report.tuning_markdown());
             let written: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
             println!("wrote {}", written.join(", "));
+            Ok(())
+        }
+        Some(EvalWhat::IclMerge(merge)) => {
+            tint_eval::run_settings::check_out_extension(&merge.out, "json")?;
+            let report = tint_eval::icl::merge_icl_reports(&merge.pieces)?;
+            // One writer per report (a run on the same --out is refused); creates its directory.
+            let _lock = tint_eval::output_lock::OutputLock::acquire(&merge.out)?;
+            tint_eval::icl::run::write_outputs(&report, &merge.out)?;
+            println!("{}", report.markdown());
+            println!("report: {}", merge.out.display());
             Ok(())
         }
         Some(EvalWhat::Icl(icl)) => {

@@ -25,7 +25,7 @@ use tint_cgt::CgtModel;
 
 type Train = Autodiff<Flex>;
 
-/// The tables' batch size (docs/results.md, "`icl-small` Table 1 at 7000 steps").
+/// The tables' batch size (experiments/cgt-icl-small/README.md, "`icl-small` Table 1 at 7000 steps").
 const BATCH_SIZE: usize = 64;
 
 fn preset() -> ExperimentPreset {

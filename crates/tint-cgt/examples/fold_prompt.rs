@@ -25,7 +25,7 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use tint_cgt::train::{inference_model, train_with_history, RunFiles};
 use tint_cgt::CgtModel;
 
-/// Folded vs frozen-`y` logits, f32: folding only reorders sums (bound of tests/model.rs; seen 4e-7).
+/// Folded vs frozen-`y` logits, f32: folding only reorders sums (bound of tests/all/model.rs; seen 4e-7).
 const FOLD_TOL: f32 = 1e-4;
 
 /// Optimiser steps: enough for the loss to fall, a few seconds on two cores.

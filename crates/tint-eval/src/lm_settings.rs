@@ -26,7 +26,7 @@ pub const PAPER_BUDGET_ETA_GRID: [f64; 3] = [3e-5, 1e-4, 3e-4];
 pub const PAPER_BUDGET_TUNE_BLOCKS: usize = 8;
 /// Evaluation blocks of the default suite's language-modelling run (every method sees the same
 /// blocks): as many as fit the suite's 20 minutes on 2 cores with every layer updated
-/// (docs/results.md, "Time of the default suite").
+/// (experiments/default-suite/README.md, "Time of the default suite").
 pub const DEFAULT_SUITE_BLOCKS: usize = 32;
 /// Blocks on which the default suite runs the constructed network (all 30 layers) beside the
 /// reference, at the reference's tuned step.

@@ -7,7 +7,7 @@
 //!   documents and paired differences; then the constructed network beside the reference on a few
 //!   of those settings' blocks at the reference's tuned step; then in-context classification on
 //!   the offline movie-review snippets. Rewrites the `lm:default`, `lm:default-constructed` and
-//!   `icl:default` sections of `docs/results.md`.
+//!   `icl:default` sections of `experiments/default-suite/README.md` ([`SUITE_DOC`]).
 //! * **full** (GPU builds): the papers' protocols on the same model: Table 2 (four train fractions,
 //!   [`crate::lm_settings::FULL_PROTOCOL_BLOCKS`] blocks, the matched dynamic evaluation too, steps
 //!   tuned per fraction) with the constructed network on
@@ -16,7 +16,7 @@
 //!   `lm:full`, `lm:full-constructed` and `icl:full` sections, so a GPU run never overwrites the
 //!   CPU's.
 //!
-//! Both copy the JSON and SVG charts to `docs/data/`.
+//! Both copy the JSON and SVG charts to `docs/data/`, which the sections link to.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -33,6 +33,11 @@ use crate::results_doc::{copy_into, today, write_marked_section, RESULTS_HEADER}
 use crate::run_env::RunEnv;
 use crate::run_event::RunEvent;
 use crate::EvalError;
+
+/// The experiment folder's README the suite rewrites its sections in (relative to the root); its
+/// sections link the charts in `docs/data/` from there. docs/results.md keeps only the headline
+/// tables.
+pub const SUITE_DOC: &str = "experiments/default-suite/README.md";
 
 /// The parts of the suite, in order, by the name their progress is shown under.
 pub const SUITE_PARTS: [&str; 3] = [
@@ -103,7 +108,7 @@ impl SuiteProtocol {
         }
     }
 
-    /// The markers of the `docs/results.md` sections the protocol rewrites (LM, ICL).
+    /// The markers of the [`SUITE_DOC`] sections the protocol rewrites (LM, ICL).
     pub fn section_markers(self) -> (&'static str, &'static str) {
         match self {
             SuiteProtocol::Reduced => ("lm:default", "icl:default"),
@@ -180,9 +185,9 @@ impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
         // A run without `vanilla` (the constructed part) has no chart of differences from it.
         let chart = if report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
             let svg = copy_into(&paired_svg_path(&lm.out), self.data_dir)?;
-            format!("![paired differences from vanilla](data/{svg})")
+            format!("![paired differences from vanilla](../../docs/data/{svg})")
         } else {
-            format!("![perplexity](data/{ppl_svg})")
+            format!("![perplexity](../../docs/data/{ppl_svg})")
         };
         let section = format!(
             "## {heading}\n\n\
@@ -202,14 +207,14 @@ impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
 /// What the suite wrote.
 #[derive(Debug, Clone)]
 pub struct SuiteOutcome {
-    /// The rewritten results document (`docs/results.md`).
+    /// The rewritten results document ([`SUITE_DOC`] under the root).
     pub doc: PathBuf,
     /// Seconds for the whole suite.
     pub seconds: f64,
 }
 
 /// Runs the default suite in `protocol` with its reports under `out_dir` (`resume`: keep their
-/// finished cells), then rewrites the protocol's sections of `root/docs/results.md` and copies the
+/// finished cells), then rewrites the protocol's sections of `root/`[`SUITE_DOC`] and copies the
 /// JSON and charts to `root/docs/data/`. `on_event` receives each part's events with the part's
 /// name ([`SUITE_PARTS`]).
 ///
@@ -228,7 +233,7 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     let (lm, icl) = protocol.settings(out_dir, resume);
     let (lm_marker, icl_marker) = protocol.section_markers();
     let (lm_heading, icl_heading) = protocol.headings();
-    let doc = root.join("docs/results.md");
+    let doc = root.join(SUITE_DOC);
     let data_dir = root.join("docs/data");
     std::fs::create_dir_all(&data_dir).map_err(|source| EvalError::Io {
         operation: "create the directory",
@@ -271,7 +276,8 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     let section = format!(
         "## {icl_heading}\n\n\
          Command: `{suite_command}` (backend {backend}; {icl_seconds:.0} s for this part, \
-         date {date}); the same cells as `{command}`. {}\n\n{}\n![accuracy](data/{bars})\n",
+         date {date}); the same cells as `{command}`. {}\n\n{}\n\
+         ![accuracy](../../docs/data/{bars})\n",
         icl.describe(&icl_json),
         icl_report.markdown(),
         suite_command = protocol.command(),

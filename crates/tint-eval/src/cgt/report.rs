@@ -603,12 +603,15 @@ pub fn render_section(
             ));
         }
     }
+    // The section goes into an experiment folder's README (`experiments/<name>/README.md`), two
+    // folders below the root that a relative `plots` is given from.
     let plot_path = |file: String| {
-        plots
-            .join(file)
-            .display()
-            .to_string()
-            .replacen("docs/", "", 1)
+        let path = plots.join(file);
+        if path.is_absolute() {
+            path.display().to_string()
+        } else {
+            format!("../../{}", path.display())
+        }
     };
     out.push_str(&format!(
         "\nTraining loss of seed {} (task loss, 10-step moving average):\n\n![loss]({})\n",

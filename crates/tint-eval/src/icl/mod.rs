@@ -11,6 +11,7 @@
 pub mod calibration;
 pub mod error;
 pub mod loaders;
+pub mod merge;
 pub mod method;
 pub mod per_seed;
 pub mod plot;
@@ -30,6 +31,7 @@ pub mod tint;
 pub mod tune;
 
 pub use error::IclError;
+pub use merge::merge_icl_reports;
 pub use method::{candidate_log_probs, DynEvalIcl, IclMethod, PlainIcl, ScoreRequest};
 pub use per_seed::PerSeedStep;
 pub use plot::accuracy_bars_svg;

@@ -360,7 +360,8 @@ impl IclReport {
     }
 
     /// Markdown tables "Without Calibration" and "With Calibration" in the paper's layout: one row
-    /// per method and shot count, one column per task, then the average over the row's tasks.
+    /// per method and shot count, one column per task, then the average over the tasks (`–` for a
+    /// row that lacks a task: an average over fewer tasks would not compare with the other rows').
     /// Accuracies in percent, "mean (std)" over seeds for k-shot rows.
     pub fn markdown(&self) -> String {
         let tasks = self.tasks();
@@ -398,7 +399,7 @@ impl IclReport {
                         None => out.push_str(" – |"),
                     }
                 }
-                match means.is_empty() {
+                match means.len() < tasks.len() || means.is_empty() {
                     true => out.push_str(" – |\n"),
                     false => {
                         let avg = means.iter().sum::<f64>() / means.len() as f64;
@@ -569,6 +570,27 @@ mod tests {
         assert_eq!(against("dyn-eval(", "dyn-eval-matched("), Some(0.4));
         let markdown = report.paired_markdown();
         assert!(markdown.contains("*Paired difference from dyn-eval-matched, without calibration*"));
+    }
+
+    #[test]
+    fn the_average_column_needs_every_task_of_the_table() {
+        let mut other_task = cell("icl", &[0], 2, |_, q| q < 2);
+        other_task.key.task = TaskKind::MrSnippets;
+        let report = report(vec![
+            cell("icl", &[0], 2, |_, q| q < 1),
+            other_task,
+            cell("dyn-eval(lr=1e-3,steps=1)", &[0], 2, |_, _| true),
+        ]);
+        let markdown = report.markdown();
+        // icl has both tasks: (50 + 100) / 2; dyn-eval only one, so no average.
+        assert!(
+            markdown.contains("| icl | 4 | 50.0 (0.0) | 100.0 (0.0) | 75.0 |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains("| dyn-eval(lr=1e-3,steps=1) | 4 | 100.0 (0.0) | – | – |"),
+            "{markdown}"
+        );
     }
 
     #[test]

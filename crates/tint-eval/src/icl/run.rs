@@ -205,7 +205,11 @@ pub fn render_icl_report(out: &Path) -> Result<IclReport, EvalError> {
 }
 
 /// Writes the report: JSON, markdown and the two accuracy charts.
-fn write_outputs(report: &IclReport, out: &Path) -> Result<(), EvalError> {
+///
+/// # Errors
+///
+/// Failed writes and chart errors.
+pub fn write_outputs(report: &IclReport, out: &Path) -> Result<(), EvalError> {
     report.write_json(out)?;
     write_file(&out.with_extension("md"), report.markdown().as_bytes())?;
     // Before the first cell (tuning records only) there is nothing to chart yet.
