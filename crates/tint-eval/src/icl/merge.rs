@@ -154,23 +154,23 @@ fn read_piece(path: &Path) -> Result<(IclReport, PieceFingerprint), EvalError> {
 /// first piece that differs and each differing setting with its two values); a cell or tuning
 /// record present in two pieces; a cell whose numbers do not recount from its predictions.
 pub fn merge_icl_reports(pieces: &[PathBuf]) -> Result<IclReport, EvalError> {
-    let Some((first_path, _)) = pieces.split_first() else {
+    let Some(first_path) = pieces.first() else {
         return Err(EvalError::InvalidSetting {
             name: "pieces",
             value: "none".into(),
             rule: "give at least one report to merge",
         });
     };
-    let (first, first_fp) = read_piece(first_path)?;
+    // Each piece is read once; the first is the one the others are compared with.
+    let read: Vec<(IclReport, PieceFingerprint)> = pieces
+        .iter()
+        .map(|p| read_piece(p))
+        .collect::<Result<_, _>>()?;
+    let (first, first_fp) = &read[0];
     let mut merged = IclReport::new(first.model.clone(), first.backend.clone());
     let mut owners: Vec<(String, PathBuf)> = Vec::new();
     let mut sources = Vec::with_capacity(pieces.len());
-    for path in pieces {
-        let (piece, fp) = if path == first_path {
-            (first.clone(), read_piece(path)?.1)
-        } else {
-            read_piece(path)?
-        };
+    for (path, (piece, fp)) in pieces.iter().zip(&read) {
         let mut differences = differing_settings(&first_fp.settings, &fp.settings);
         if piece.model != first.model {
             differences.push(format!("model ({} → {})", first.model, piece.model));
@@ -193,21 +193,16 @@ pub fn merge_icl_reports(pieces: &[PathBuf]) -> Result<IclReport, EvalError> {
             });
         }
         for cell in &piece.cells {
-            cell.validate().map_err(|why| EvalError::Report {
-                path: path.clone(),
-                reason: format!(
-                    "its cell {} k={} on {} does not recount: {why}",
-                    cell.key.row_label(),
-                    cell.key.k,
-                    cell.key.task
-                ),
-            })?;
             let name = format!(
                 "cell {} k={} on {}",
                 cell.key.row_label(),
                 cell.key.k,
                 cell.key.task
             );
+            cell.validate().map_err(|why| EvalError::Report {
+                path: path.clone(),
+                reason: format!("its {name} does not recount: {why}"),
+            })?;
             claim(&mut owners, name, path)?;
             merged.cells.push(cell.clone());
         }
