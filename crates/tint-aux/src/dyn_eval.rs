@@ -96,6 +96,21 @@ pub struct DynEvalConfig {
     pub params: ParamSelection,
     /// Which targets of the training part count. Default: all.
     pub loss_mask: LossMask,
+    /// How the backward pass keeps its intermediates. Default: [`GradientMemory::Least`].
+    pub memory: GradientMemory,
+}
+
+/// How the backward pass of a step keeps the forward pass's intermediates. Both give the same
+/// gradients (the same operations; tested to the bit on a tied tiny LLaMA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GradientMemory {
+    /// The least the architecture offers: on LLaMA models one block's intermediates at a time
+    /// (recomputed from each block's stored input, a second forward pass; see
+    /// `crate::llama::blockwise_backward`); GPT-2 and OPT keep the whole graph.
+    #[default]
+    Least,
+    /// The whole autodiff graph of the forward pass (every block's intermediates at once).
+    WholeGraph,
 }
 
 impl Default for DynEvalConfig {
@@ -106,6 +121,7 @@ impl Default for DynEvalConfig {
             reduction: LossReduction::Mean,
             params: ParamSelection::all(),
             loss_mask: LossMask::AllTokens,
+            memory: GradientMemory::Least,
         }
     }
 }
@@ -153,9 +169,27 @@ impl<B: AutodiffBackend> ParamMapper<B> for MarkTrainable<'_> {
     }
 }
 
+/// The gradients of one backward pass, keyed by the marked parameters: one container for the
+/// whole graph, or one per pass of the block-by-block backward, where a parameter's gradient is
+/// the sum over the containers that hold it (a tied embedding is read by the LM head and the
+/// embedding: two; every other parameter: one).
+struct StepGradients<B: AutodiffBackend> {
+    parts: Vec<B::Gradients>,
+}
+
+impl<B: AutodiffBackend> StepGradients<B> {
+    /// The gradient of `param`, if it has one.
+    fn of<const D: usize>(&self, param: &Tensor<B, D>) -> Option<Tensor<B::InnerBackend, D>> {
+        self.parts
+            .iter()
+            .filter_map(|grads| param.grad(grads))
+            .reduce(|sum, part| sum + part)
+    }
+}
+
 /// One SGD step `theta <- theta - lr * grad` on the selected parameters.
 struct SgdStep<'a, B: AutodiffBackend> {
-    grads: &'a B::Gradients,
+    grads: &'a StepGradients<B>,
     lr: f64,
     selection: &'a ParamSelection,
     n_layers: usize,
@@ -171,7 +205,7 @@ impl<B: AutodiffBackend> ParamMapper<B> for SgdStep<'_, B> {
             return param;
         }
         let (grads, lr) = (self.grads, self.lr);
-        param.map(|t| match t.grad(grads) {
+        param.map(|t| match grads.of(&t) {
             Some(grad) => Tensor::from_inner(t.inner() - grad * lr).require_grad(),
             None => t,
         })
@@ -235,10 +269,19 @@ fn loss_and_gradients<B: AutodiffBackend>(
     model: &AuxModel<B>,
     input_ids: Tensor<B, 2, Int>,
     config: &DynEvalConfig,
-) -> Result<(f64, B::Gradients), AuxError> {
-    let loss = lm_loss(model, input_ids, &config.loss_mask, config.reduction)?;
-    let value = scalar_f64(loss.clone());
-    Ok((value, loss.backward()))
+) -> Result<(f64, StepGradients<B>), AuxError> {
+    let (mask, reduction) = (&config.loss_mask, config.reduction);
+    let (loss, parts) = match (model, config.memory) {
+        (AuxModel::Llama(llama), GradientMemory::Least) => {
+            crate::llama::blockwise_loss_and_gradients(llama, input_ids, mask, reduction)?
+        }
+        _ => {
+            let loss = lm_loss(model, input_ids, mask, reduction)?;
+            let grads = loss.clone().backward();
+            (loss, vec![grads])
+        }
+    };
+    Ok((scalar_f64(loss), StepGradients { parts }))
 }
 
 /// The gradient of one SGD step of dynamic evaluation on one training batch, before it is scaled
@@ -248,7 +291,7 @@ fn loss_and_gradients<B: AutodiffBackend>(
 pub struct SgdGradient<B: AutodiffBackend> {
     /// The model with the trained parameters marked (the gradients are keyed by them).
     model: AuxModel<B>,
-    grads: B::Gradients,
+    grads: StepGradients<B>,
     /// The training loss before the step.
     loss: f64,
     selection: ParamSelection,

@@ -117,8 +117,32 @@ pub fn lm_loss<B: Backend>(
     reduction: LossReduction,
 ) -> Result<Tensor<B, 1>, AuxError> {
     let [batch_size, seq_length] = input_ids.dims();
-    let (counted, count) = mask.position_mask(batch_size, seq_length)?;
+    // The mask is checked before the forward pass.
+    mask.position_mask(batch_size, seq_length)?;
     let logits = model.forward(input_ids.clone())?;
+    masked_loss_of_logits(logits, input_ids, mask, reduction)
+}
+
+/// [`lm_loss`] from the logits of `input_ids` already computed (what a backward pass run block by
+/// block reads, [`crate::dyn_eval`]).
+///
+/// # Shapes
+///
+/// - logits: `[batch_size, seq_length, vocab_size]`
+/// - input_ids: `[batch_size, seq_length]`
+/// - output: `[1]`
+///
+/// # Errors
+///
+/// A mask of the wrong shape or selecting nothing.
+pub(crate) fn masked_loss_of_logits<B: Backend>(
+    logits: Tensor<B, 3>,
+    input_ids: Tensor<B, 2, Int>,
+    mask: &LossMask,
+    reduction: LossReduction,
+) -> Result<Tensor<B, 1>, AuxError> {
+    let [batch_size, seq_length] = input_ids.dims();
+    let (counted, count) = mask.position_mask(batch_size, seq_length)?;
     let nll = next_token_nll(logits, input_ids);
     let ignored = Tensor::<B, 2, Bool>::from_data(
         TensorData::new(

@@ -8,6 +8,7 @@
 mod attention;
 mod aux_impl;
 mod block;
+mod blockwise_backward;
 mod config;
 mod loader;
 mod mlp;
@@ -18,6 +19,7 @@ mod rotary;
 pub use attention::{AttentionTrace, GroupedQueryAttention, KeyValues};
 pub use aux_impl::{gguf_tokenizer, load_gguf_model, try_load_llama};
 pub use block::{LlamaBlock, LlamaLayerTrace};
+pub(crate) use blockwise_backward::blockwise_loss_and_gradients;
 pub use config::{HfLlamaConfig, HfRopeParameters, LlamaConfig};
 pub use loader::{
     load_llama_gguf, load_llama_hf, permute_rotary_rows, read_hf_config, unpermute_rotary_rows,

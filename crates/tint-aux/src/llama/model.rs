@@ -203,7 +203,12 @@ impl<B: Backend> LlamaModel<B> {
         (self.final_norm.forward(h), key_values)
     }
 
-    fn rope(&self, seq_length: usize, device: &B::Device) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    /// The rotary tables of positions `0..seq_length`, `[seq_length, head_dim]` each.
+    pub(crate) fn rope(
+        &self,
+        seq_length: usize,
+        device: &B::Device,
+    ) -> (Tensor<B, 2>, Tensor<B, 2>) {
         let head_dim = self
             .blocks
             .first()

@@ -93,6 +93,7 @@ fn summed_sgd_on_tint_params(lr: f64, steps: usize) -> DynEvalConfig {
             ]),
         },
         loss_mask: LossMask::AllTokens,
+        ..Default::default()
     }
 }
 
@@ -180,6 +181,7 @@ fn exact_top_layer_step_equals_autodiff_sgd_in_f64() {
                 reduction: LossReduction::Sum,
                 params: selection,
                 loss_mask: LossMask::AllTokens,
+                ..Default::default()
             };
             let train_ids = input.clone().slice([0..1, 0..train_length]);
             let sgd = sgd_update(&model, train_ids, &config).unwrap();
@@ -251,6 +253,7 @@ fn exact_norm_gain_updates_equal_autodiff_sgd_in_f64() {
             groups: Some(vec![ParamGroup::LayerNorm]),
         },
         loss_mask: LossMask::AllTokens,
+        ..Default::default()
     };
     let sgd = sgd_update(&model, input.slice([0..1, 0..9]), &dyn_config).unwrap();
     let theirs = LlamaParams::from_aux(&sgd.model).unwrap();
@@ -569,6 +572,7 @@ fn gradient_mask_equals_autodiff_sgd_on_the_same_targets() {
             ]),
         },
         loss_mask: LossMask::Targets(vec![gradient[..train_length].to_vec()]),
+        ..Default::default()
     };
     let sgd = sgd_update(
         &model,
