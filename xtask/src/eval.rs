@@ -15,7 +15,7 @@ use tint_eval::lm_settings::LmRunSettings;
 use tint_eval::model_source::Assets;
 use tint_eval::run_env::{code_version, RunEnv};
 use tint_eval::run_event::RunEvent;
-use tint_eval::suite::{run_default_suite, SuiteProtocol};
+use tint_eval::suite::{run_default_suite, SuiteDocs, SuiteProtocol};
 use tint_eval::EvalError;
 
 pub(crate) use tint_eval::run_settings::TintFlags;
@@ -36,6 +36,11 @@ pub(crate) struct EvalArgs {
     /// Default suite: keep the finished cells of earlier runs in `--out` and compute the rest.
     #[arg(long)]
     resume: bool,
+    /// Default suite: also rewrite the repository's pages, the suite's sections of
+    /// experiments/default-suite/README.md and its JSON and charts in docs/data/ (without it the
+    /// suite writes only under `--out`: its sections in OUT/README.md beside the reports).
+    #[arg(long, conflicts_with = "quick")]
+    update_docs: bool,
     /// Default suite: `reduced` (sized for ≤ 20 minutes on a 2-core CPU; sections `lm:default`,
     /// `icl:default`) or `full` (the papers' Table 1 and Table 2 protocols; sections `lm:full`,
     /// `icl:full`). Default: `full` on a GPU build (`cuda`, `wgpu`), `reduced` on `flex`.
@@ -164,11 +169,16 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
                 protocol.name()
             );
             let mut current: Option<(&str, Progress)> = None;
+            let docs = if args.update_docs {
+                SuiteDocs::repository(&project_root())
+            } else {
+                SuiteDocs::in_out(&args.out)
+            };
             let outcome = run_default_suite(
                 protocol,
                 &args.out,
                 args.resume,
-                &project_root(),
+                &docs,
                 &env(),
                 &mut |part, event| {
                     if current.as_ref().map(|(name, _)| *name) != Some(part) {
@@ -182,8 +192,12 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
             );
             current.inspect(|(_, bar)| bar.finish());
             let outcome = outcome?;
+            // The headline tables at the end, where a reader of the terminal or the log looks.
+            for section in &outcome.sections {
+                println!("{section}");
+            }
             println!(
-                "updated {} ({:.0} s in all)",
+                "wrote {} ({:.0} s in all)",
                 outcome.doc.display(),
                 outcome.seconds
             );

@@ -6,8 +6,8 @@
 //!   evaluation vs TinT's functional reference with step sizes tuned (and bracketed) on held-out
 //!   documents and paired differences; then the constructed network beside the reference on a few
 //!   of those settings' blocks at the reference's tuned step; then in-context classification on
-//!   the offline movie-review snippets. Rewrites the `lm:default`, `lm:default-constructed` and
-//!   `icl:default` sections of `experiments/default-suite/README.md` ([`SUITE_DOC`]).
+//!   the offline movie-review snippets. Writes the `lm:default`, `lm:default-constructed` and
+//!   `icl:default` sections.
 //! * **full** (GPU builds): the papers' protocols on the same model: Table 2 (four train fractions,
 //!   [`crate::lm_settings::FULL_PROTOCOL_BLOCKS`] blocks, the matched dynamic evaluation too, steps
 //!   tuned per fraction) with the constructed network on
@@ -16,7 +16,9 @@
 //!   `lm:full`, `lm:full-constructed` and `icl:full` sections, so a GPU run never overwrites the
 //!   CPU's.
 //!
-//! Both copy the JSON and SVG charts to `docs/data/`, which the sections link to.
+//! Both write their sections into `OUT/README.md` beside their JSON and SVG charts
+//! ([`SuiteDocs::in_out`]); with `--update-docs` into `experiments/default-suite/README.md`
+//! ([`SUITE_DOC`]), the JSON and charts copied to `docs/data/` ([`SuiteDocs::repository`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -34,10 +36,43 @@ use crate::run_env::RunEnv;
 use crate::run_event::RunEvent;
 use crate::EvalError;
 
-/// The experiment folder's README the suite rewrites its sections in (relative to the root); its
-/// sections link the charts in `docs/data/` from there. docs/results.md keeps only the headline
-/// tables.
+/// The experiment folder's README the suite rewrites its sections in with `--update-docs`
+/// (relative to the root); its sections link the charts in `docs/data/` from there. docs/results.md
+/// keeps only the headline tables.
 pub const SUITE_DOC: &str = "experiments/default-suite/README.md";
+
+/// Where the suite writes its report sections and the files they link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuiteDocs {
+    /// The markdown file whose marked sections the suite rewrites.
+    pub doc: PathBuf,
+    /// The directory the reports' JSON and charts are copied into.
+    pub data_dir: PathBuf,
+    /// That directory as the sections link it (relative to `doc`'s directory).
+    pub data_link: String,
+}
+
+impl SuiteDocs {
+    /// The run's own report (the default): `out/README.md`, its JSON and charts beside it; nothing
+    /// outside `out` is written.
+    pub fn in_out(out: &Path) -> Self {
+        Self {
+            doc: out.join("README.md"),
+            data_dir: out.to_path_buf(),
+            data_link: ".".into(),
+        }
+    }
+
+    /// The repository's pages (`cargo xtask eval --update-docs`): the sections of `root/`[`SUITE_DOC`],
+    /// the JSON and charts copied to `root/docs/data/`.
+    pub fn repository(root: &Path) -> Self {
+        Self {
+            doc: root.join(SUITE_DOC),
+            data_dir: root.join("docs/data"),
+            data_link: "../../docs/data".into(),
+        }
+    }
+}
 
 /// The parts of the suite, in order, by the name their progress is shown under.
 pub const SUITE_PARTS: [&str; 3] = [
@@ -162,13 +197,13 @@ const CONSTRUCTED_PREFACE: &str = "Why: the section above evaluates TinT by its 
 /// Runs an LM part of the suite and rewrites its section.
 struct LmPart<'a, 'e, AB: AutodiffBackend> {
     protocol: SuiteProtocol,
-    data_dir: &'a Path,
-    doc: &'a Path,
+    docs: &'a SuiteDocs,
     env: &'a RunEnv<'e, AB>,
 }
 
 impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
-    /// Runs `lm`, copies its JSON and charts to `docs/data/` and rewrites the section `marker`.
+    /// Runs `lm`, copies its JSON and charts to the data directory and rewrites the section
+    /// `marker`; returns the report and the section.
     fn run(
         &self,
         lm: &LmRunSettings,
@@ -176,18 +211,19 @@ impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
         preface: &str,
         marker: &str,
         on_event: &mut dyn FnMut(RunEvent),
-    ) -> Result<crate::LmReport, EvalError> {
+    ) -> Result<(crate::LmReport, String), EvalError> {
         let start = Instant::now();
         let report = run_lm(lm, self.env, on_event)?.report;
         let seconds = start.elapsed().as_secs_f64();
-        let json = copy_into(&lm.out, self.data_dir)?;
-        let ppl_svg = copy_into(&lm.out.with_extension("svg"), self.data_dir)?;
+        let (data_dir, link) = (&self.docs.data_dir, &self.docs.data_link);
+        let json = copy_into(&lm.out, data_dir)?;
+        let ppl_svg = copy_into(&lm.out.with_extension("svg"), data_dir)?;
         // A run without `vanilla` (the constructed part) has no chart of differences from it.
         let chart = if report.paired.iter().any(|p| p.diff.baseline == "vanilla") {
-            let svg = copy_into(&paired_svg_path(&lm.out), self.data_dir)?;
-            format!("![paired differences from vanilla](../../docs/data/{svg})")
+            let svg = copy_into(&paired_svg_path(&lm.out), data_dir)?;
+            format!("![paired differences from vanilla]({link}/{svg})")
         } else {
-            format!("![perplexity](../../docs/data/{ppl_svg})")
+            format!("![perplexity]({link}/{ppl_svg})")
         };
         let section = format!(
             "## {heading}\n\n\
@@ -199,24 +235,28 @@ impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
             backend = self.env.backend,
             date = today(),
         );
-        write_marked_section(self.doc, marker, &section, RESULTS_HEADER)?;
-        Ok(report)
+        write_marked_section(&self.docs.doc, marker, &section, RESULTS_HEADER)?;
+        Ok((report, section))
     }
 }
 
 /// What the suite wrote.
 #[derive(Debug, Clone)]
 pub struct SuiteOutcome {
-    /// The rewritten results document ([`SUITE_DOC`] under the root).
+    /// The rewritten results document ([`SuiteDocs::doc`]).
     pub doc: PathBuf,
+    /// The sections written, in order (language modelling, the constructed network, in-context
+    /// classification): the tables a caller prints at the end.
+    pub sections: Vec<String>,
     /// Seconds for the whole suite.
     pub seconds: f64,
 }
 
 /// Runs the default suite in `protocol` with its reports under `out_dir` (`resume`: keep their
-/// finished cells), then rewrites the protocol's sections of `root/`[`SUITE_DOC`] and copies the
-/// JSON and charts to `root/docs/data/`. `on_event` receives each part's events with the part's
-/// name ([`SUITE_PARTS`]).
+/// finished cells), then rewrites the protocol's sections of `docs.doc` and copies the JSON and
+/// charts to `docs.data_dir` ([`SuiteDocs::in_out`] by default, [`SuiteDocs::repository`] to
+/// update the repository's pages). `on_event` receives each part's events with the part's name
+/// ([`SUITE_PARTS`]).
 ///
 /// # Errors
 ///
@@ -225,7 +265,7 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     protocol: SuiteProtocol,
     out_dir: &Path,
     resume: bool,
-    root: &Path,
+    docs: &SuiteDocs,
     env: &RunEnv<'_, AB>,
     on_event: &mut dyn FnMut(&'static str, RunEvent),
 ) -> Result<SuiteOutcome, EvalError> {
@@ -233,20 +273,18 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     let (lm, icl) = protocol.settings(out_dir, resume);
     let (lm_marker, icl_marker) = protocol.section_markers();
     let (lm_heading, icl_heading) = protocol.headings();
-    let doc = root.join(SUITE_DOC);
-    let data_dir = root.join("docs/data");
-    std::fs::create_dir_all(&data_dir).map_err(|source| EvalError::Io {
+    let data_dir = &docs.data_dir;
+    std::fs::create_dir_all(data_dir).map_err(|source| EvalError::Io {
         operation: "create the directory",
-        path: data_dir.clone(),
+        path: data_dir.to_path_buf(),
         source,
     })?;
     let lm_part = LmPart {
         protocol,
-        data_dir: &data_dir,
-        doc: &doc,
+        docs,
         env,
     };
-    let report = lm_part.run(&lm, lm_heading, "", lm_marker, &mut |e| {
+    let (report, lm_section) = lm_part.run(&lm, lm_heading, "", lm_marker, &mut |e| {
         on_event(SUITE_PARTS[0], e)
     })?;
     let eta = report
@@ -260,7 +298,7 @@ pub fn run_default_suite<AB: AutodiffBackend>(
             rule: "the suite's LM run must tune tint-ref (the constructed part takes its step)",
         })?;
     let (constructed, marker) = protocol.constructed_lm(&lm, eta);
-    lm_part.run(
+    let (_, constructed_section) = lm_part.run(
         &constructed,
         CONSTRUCTED_HEADING,
         CONSTRUCTED_PREFACE,
@@ -271,23 +309,25 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     let start = Instant::now();
     let icl_report = run_icl(&icl, env, &mut |e| on_event(SUITE_PARTS[2], e))?;
     let icl_seconds = start.elapsed().as_secs_f64();
-    let icl_json = copy_into(&icl.out, &data_dir)?;
-    let bars = copy_into(&accuracy_svg_path(&icl.out, "accuracy"), &data_dir)?;
+    let icl_json = copy_into(&icl.out, data_dir)?;
+    let bars = copy_into(&accuracy_svg_path(&icl.out, "accuracy"), data_dir)?;
     let section = format!(
         "## {icl_heading}\n\n\
          Command: `{suite_command}` (backend {backend}; {icl_seconds:.0} s for this part, \
          date {date}); the same cells as `{command}`. {}\n\n{}\n\
-         ![accuracy](../../docs/data/{bars})\n",
+         ![accuracy]({link}/{bars})\n",
         icl.describe(&icl_json),
         icl_report.markdown(),
         suite_command = protocol.command(),
         backend = env.backend,
         command = icl.command_line(),
         date = today(),
+        link = docs.data_link,
     );
-    write_marked_section(&doc, icl_marker, &section, RESULTS_HEADER)?;
+    write_marked_section(&docs.doc, icl_marker, &section, RESULTS_HEADER)?;
     Ok(SuiteOutcome {
-        doc,
+        doc: docs.doc.clone(),
+        sections: vec![lm_section, constructed_section, section],
         seconds: suite_start.elapsed().as_secs_f64(),
     })
 }
@@ -297,6 +337,42 @@ mod tests {
     use super::*;
     use crate::method::Method;
     use crate::methods::TintMethod;
+
+    /// `path` with its `.` and `..` components resolved by name (no file system).
+    fn lexical(path: &Path) -> PathBuf {
+        let mut out = PathBuf::new();
+        for part in path.components() {
+            match part {
+                std::path::Component::CurDir => {}
+                std::path::Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other),
+            }
+        }
+        out
+    }
+
+    /// The sections' chart links resolve, from the document's folder, to where the charts are
+    /// copied; by default nothing is written outside `--out`.
+    #[test]
+    fn suite_sections_link_the_folder_their_charts_are_copied_to() {
+        let root = Path::new("/repo");
+        let out = Path::new("/runs/r1");
+        for docs in [SuiteDocs::in_out(out), SuiteDocs::repository(root)] {
+            let folder = docs.doc.parent().unwrap();
+            assert_eq!(
+                lexical(&folder.join(&docs.data_link)),
+                lexical(&docs.data_dir),
+                "{docs:?}"
+            );
+        }
+        let default = SuiteDocs::in_out(out);
+        assert!(default.doc.starts_with(out) && default.data_dir.starts_with(out));
+        let repository = SuiteDocs::repository(root);
+        assert_eq!(repository.doc, root.join(SUITE_DOC));
+        assert_eq!(repository.data_dir, root.join("docs/data"));
+    }
 
     #[test]
     fn gpu_builds_run_the_full_protocol_and_cpu_builds_the_reduced_one() {
