@@ -46,6 +46,12 @@ pub(crate) struct EvalArgs {
     /// `icl:full`). Default: `full` on a GPU build (`cuda`, `wgpu`), `reduced` on `flex`.
     #[arg(long, value_enum, conflicts_with = "quick")]
     protocol: Option<SuiteProtocol>,
+    /// GiB a training step (dynamic evaluation's forward and backward) may need by its estimate
+    /// (logits, the blocks' intermediates, stored block inputs); a step over it is refused before
+    /// it allocates, with the estimate and its parts. Default: three quarters of the machine's
+    /// memory.
+    #[arg(long, global = true)]
+    max_memory_gib: Option<f64>,
 }
 
 // Parsed once per process: the size difference between variants does not matter.
@@ -108,19 +114,20 @@ impl Assets for FetchedAssets {
 
 /// The run environment: the chosen backend's device, the fetched assets, the version of the
 /// sources this binary was built from.
-fn env() -> RunEnv<'static, AB> {
-    RunEnv {
+fn env(args: &EvalArgs) -> Result<RunEnv<'static, AB>> {
+    Ok(RunEnv {
         device: device(),
         backend: BACKEND_NAME,
         assets: &FetchedAssets,
         code_version: code_version(env!("TINT_SOURCE_DIGEST")),
-    }
+        memory_limit: crate::memory_limit(args.max_memory_gib)?,
+    })
 }
 
 /// Runs `cargo xtask eval …`.
 pub(crate) fn run(args: &EvalArgs) -> Result<()> {
     match &args.what {
-        Some(EvalWhat::Lm(lm)) => eval_lm(lm, "lm"),
+        Some(EvalWhat::Lm(lm)) => eval_lm(lm, "lm", &env(args)?),
         Some(EvalWhat::Cgt(cgt)) => crate::eval_cgt::run(cgt),
         Some(EvalWhat::LmMerge(merge)) => {
             tint_eval::run_settings::check_out_extension(&merge.out, "json")?;
@@ -153,13 +160,17 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
         }
         Some(EvalWhat::Icl(icl)) => {
             let progress = Progress::new("icl");
-            let report = run_icl(icl, &env(), &mut |e| progress.draw(e));
+            let report = run_icl(icl, &env(args)?, &mut |e| progress.draw(e));
             progress.finish();
             println!("{}", report?.markdown());
             println!("report: {}", icl.out.display());
             Ok(())
         }
-        None if args.quick => eval_lm(&LmRunSettings::quick(&project_root(), &args.out), "quick"),
+        None if args.quick => eval_lm(
+            &LmRunSettings::quick(&project_root(), &args.out),
+            "quick",
+            &env(args)?,
+        ),
         None => {
             let protocol = args
                 .protocol
@@ -179,7 +190,7 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
                 &args.out,
                 args.resume,
                 &docs,
-                &env(),
+                &env(args)?,
                 &mut |part, event| {
                     if current.as_ref().map(|(name, _)| *name) != Some(part) {
                         current.take().inspect(|(_, bar)| bar.finish());
@@ -207,9 +218,9 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
 }
 
 /// Runs a language-modelling run under a bar named `name` and prints its tables.
-fn eval_lm(lm: &LmRunSettings, name: &str) -> Result<()> {
+fn eval_lm(lm: &LmRunSettings, name: &str, env: &RunEnv<'static, AB>) -> Result<()> {
     let progress = Progress::new(name);
-    let outcome = run_lm(lm, &env(), &mut |e| progress.draw(e));
+    let outcome = run_lm(lm, env, &mut |e| progress.draw(e));
     progress.finish();
     let outcome = outcome?;
     let report = &outcome.report;

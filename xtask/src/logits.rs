@@ -74,11 +74,7 @@ fn admit_memory(
     model: &tint_aux::AuxModel<B>,
     logit_sets: u64,
 ) -> Result<()> {
-    let limit = match args.max_memory_gib {
-        None => tint_aux::default_memory_limit(),
-        Some(gib) if gib.is_finite() && gib > 0.0 => (gib * (1u64 << 30) as f64) as u64,
-        Some(gib) => bail!("--max-memory-gib must be a positive number of GiB, got {gib}"),
-    };
+    let limit = crate::memory_limit(args.max_memory_gib)?;
     let (batch, seq) = (ids.input_ids.len(), ids.input_ids[0].len());
     let value_bytes = if args.f64 { 8 } else { 4 };
     let mut memory = tint_aux::ForwardMemory::of_model(model, batch, seq, value_bytes);

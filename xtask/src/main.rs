@@ -56,6 +56,18 @@ enum Cmd {
 }
 
 /// Runs the command; on failure prints [`error_report::render`]'s report and exits with status 1.
+/// The byte limit of `--max-memory-gib` (`None`: [`tint_aux::default_memory_limit`]).
+///
+/// # Errors
+/// A value that is not a positive, finite number of GiB.
+pub(crate) fn memory_limit(gib: Option<f64>) -> anyhow::Result<u64> {
+    match gib {
+        None => Ok(tint_aux::default_memory_limit()),
+        Some(gib) if gib.is_finite() && gib > 0.0 => Ok((gib * (1u64 << 30) as f64) as u64),
+        Some(gib) => anyhow::bail!("--max-memory-gib must be a positive number of GiB, got {gib}"),
+    }
+}
+
 fn main() -> ExitCode {
     match run(&Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,

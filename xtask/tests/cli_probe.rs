@@ -666,3 +666,16 @@ fn help_texts_have_no_rustdoc_links_and_docs_cli_md_is_them() {
          `TINT_UPDATE_CLI_DOC=1 cargo test -p xtask --test cli_probe help_texts`"
     );
 }
+
+/// `eval --max-memory-gib` takes a positive number of GiB, before any run or subcommand.
+#[test]
+fn eval_refuses_a_memory_limit_that_is_not_a_positive_number() {
+    for value in ["0", "-2", "NaN", "inf"] {
+        let flag = format!("--max-memory-gib={value}");
+        let output = xtask(&["eval", &flag, "lm", "--model", "none"]);
+        fails_with(
+            &output,
+            &["--max-memory-gib must be a positive number of GiB", value],
+        );
+    }
+}

@@ -70,7 +70,7 @@ pub use loader::load_model;
 pub use loss::{
     continuation_nll, continuation_nll_of_logits, lm_loss, next_token_nll, LossMask, LossReduction,
 };
-pub use memory::{default_memory_limit, ForwardMemory};
+pub use memory::{default_memory_limit, BackwardMemory, ForwardMemory};
 pub use model::{AuxModel, CausalLm};
 pub use params::{ParamGroup, ParamInfo, ParamMapper};
 pub use prefix_cache::PrefixCache;

@@ -3,9 +3,12 @@
 //! request over the limit gets an error with the estimate, its parts and the limit, instead of an
 //! allocation failure that aborts the process.
 
+use crate::dyn_eval::GradientMemory;
 use crate::error::AuxError;
 use crate::model::AuxModel;
-use burn::tensor::backend::Backend;
+use crate::params::{ParamInfo, ParamMapper};
+use burn::module::Param;
+use burn::tensor::{backend::Backend, Tensor};
 
 /// Values in flight per position and per unit of `d_model` inside one decoder block, at most: the
 /// residual, the two norms' outputs, query, key, value and attention output (6), and the MLP's
@@ -106,6 +109,159 @@ impl ForwardMemory {
     }
 }
 
+/// Copies of one layer's `[batch, heads, seq, seq]` attention scores an autodiff backward keeps
+/// (the scores, their scaled, masked and softmax-normalised forms and the gradients through them).
+/// Measured on SmolLM2-135M (9 heads, 30 layers, flex, float32): the whole-graph backward's peak
+/// grows by 3.74 GB from 512 to 1,024 positions, 4.4 copies a layer if all of it were attention
+/// (docs/performance.md, "Dynamic evaluation's backward block by block"); 5 keeps the estimate
+/// above what was measured.
+pub const ATTENTION_COPIES_BACKWARD: u64 = 5;
+
+/// Copies of the `[batch, seq, vocab]` logits during the loss's backward: the logits, their
+/// log-softmax and the gradients of both.
+pub const LOGITS_COPIES_BACKWARD: u64 = 4;
+
+/// The parts of one training step's memory (a forward pass and its autodiff backward), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackwardMemory {
+    /// `[batch, seq, vocab]` logits, [`LOGITS_COPIES_BACKWARD`] times.
+    pub logits: u64,
+    /// The blocks' intermediates held at once: one block's ([`ATTENTION_COPIES_BACKWARD`]
+    /// attention copies, twice [`BLOCK_VALUES_PER_MODEL_WIDTH`] activations for the values and
+    /// their gradients) times the blocks kept together: one block by block, every block over the
+    /// whole graph.
+    pub blocks: u64,
+    /// The block inputs a block-by-block backward stores, `(n_layers + 1) · batch · seq · d_model`
+    /// (none over the whole graph).
+    pub stored_inputs: u64,
+}
+
+impl BackwardMemory {
+    /// The estimate for a model with `vocab_size`, `d_model`, `n_heads` and `n_layers`, a
+    /// `[batch, seq]` training batch, `value_bytes` bytes per value, and a backward block by block
+    /// (`blockwise`) or over the whole graph; saturating instead of overflowing.
+    #[allow(clippy::too_many_arguments)] // the model's sizes, the batch's shape, the mode
+    pub fn of_sizes(
+        vocab_size: usize,
+        d_model: usize,
+        n_heads: usize,
+        n_layers: usize,
+        batch: usize,
+        seq: usize,
+        value_bytes: usize,
+        blockwise: bool,
+    ) -> Self {
+        let [vocab, width, heads, layers, batch, seq, bytes] = [
+            vocab_size,
+            d_model,
+            n_heads,
+            n_layers,
+            batch,
+            seq,
+            value_bytes,
+        ]
+        .map(|n| n as u64);
+        let positions = batch.saturating_mul(seq);
+        let attention = ATTENTION_COPIES_BACKWARD
+            .saturating_mul(positions)
+            .saturating_mul(heads)
+            .saturating_mul(seq);
+        let activations = (2 * BLOCK_VALUES_PER_MODEL_WIDTH)
+            .saturating_mul(positions)
+            .saturating_mul(width);
+        let one_block = attention.saturating_add(activations).saturating_mul(bytes);
+        let (held, stored_inputs) = if blockwise {
+            let stored = layers
+                .saturating_add(1)
+                .saturating_mul(positions)
+                .saturating_mul(width)
+                .saturating_mul(bytes);
+            (1, stored)
+        } else {
+            (layers, 0)
+        };
+        Self {
+            logits: LOGITS_COPIES_BACKWARD
+                .saturating_mul(positions)
+                .saturating_mul(vocab)
+                .saturating_mul(bytes),
+            blocks: one_block.saturating_mul(held),
+            stored_inputs,
+        }
+    }
+
+    /// The estimate for one step of `model` on a `[batch, seq]` batch with `memory`'s backward
+    /// (block by block where the model runs it so: [`GradientMemory::Least`] on LLaMA).
+    pub fn of_model<B: Backend>(
+        model: &AuxModel<B>,
+        batch: usize,
+        seq: usize,
+        memory: GradientMemory,
+    ) -> Self {
+        let blockwise = matches!(model, AuxModel::Llama(_)) && memory == GradientMemory::Least;
+        Self::of_sizes(
+            model.vocab_size(),
+            model.hidden_size(),
+            model.n_heads(),
+            model.n_layers(),
+            batch,
+            seq,
+            value_bytes(model),
+            blockwise,
+        )
+    }
+
+    /// Every part together.
+    pub fn total(&self) -> u64 {
+        self.logits
+            .saturating_add(self.blocks)
+            .saturating_add(self.stored_inputs)
+    }
+
+    /// Refuses the step when [`Self::total`] is over `limit` bytes, as [`ForwardMemory::admit`].
+    ///
+    /// # Errors
+    /// [`AuxError::MemoryOverLimit`].
+    pub fn admit(&self, what: &str, limit: u64, flag: &str) -> Result<(), AuxError> {
+        if self.total() <= limit {
+            return Ok(());
+        }
+        Err(AuxError::MemoryOverLimit {
+            what: what.to_string(),
+            estimate: gib(self.total()),
+            parts: format!(
+                "logits and their gradients {:.2} GiB, blocks' intermediates {:.2} GiB, stored \
+                 block inputs {:.2} GiB",
+                gib(self.logits),
+                gib(self.blocks),
+                gib(self.stored_inputs)
+            ),
+            limit: gib(limit),
+            flag: flag.to_string(),
+        })
+    }
+}
+
+/// Bytes per value of `model`'s parameters (4 for float32, 8 for float64).
+fn value_bytes<B: Backend>(model: &AuxModel<B>) -> usize {
+    struct FirstDtype(Option<usize>);
+    impl<B: Backend> ParamMapper<B> for FirstDtype {
+        fn map<const D: usize>(
+            &mut self,
+            _info: &ParamInfo,
+            param: Param<Tensor<B, D>>,
+        ) -> Param<Tensor<B, D>> {
+            if self.0.is_none() {
+                self.0 = Some(param.val().dtype().size());
+            }
+            param
+        }
+    }
+    let mut first = FirstDtype(None);
+    let _ = model.clone().map_named_params(&mut first);
+    first.0.unwrap_or(4)
+}
+
 /// Bytes as GiB.
 pub fn gib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 30) as f64
@@ -176,6 +332,54 @@ mod tests {
         let memory = ForwardMemory::of_sizes(usize::MAX, usize::MAX, usize::MAX, 2, usize::MAX, 8);
         assert_eq!(memory.total(), u64::MAX);
         assert!(memory.admit("huge", u64::MAX - 1, "--flag").is_err());
+    }
+
+    /// SmolLM2-135M's sizes: vocabulary 49,152, width 576, 9 heads, 30 layers.
+    fn smollm2_step(seq: usize, blockwise: bool) -> BackwardMemory {
+        BackwardMemory::of_sizes(49_152, 576, 9, 30, 1, seq, 4, blockwise)
+    }
+
+    /// The estimate stays above what was measured (peak resident memory of
+    /// `examples/backward_memory.rs` on SmolLM2-135M, flex, float32, 2026-12-03, less the 1.77 GB
+    /// of the smallest run, an upper bound of the loaded model's share): whole graph 2.58 GB at
+    /// 512 positions and 6.32 GB at 1,024; block by block 1.83 GB at 1,024. And block by block
+    /// needs a small fraction of the whole graph at 2,048 positions (where the whole graph was
+    /// killed above 23 GB).
+    #[test]
+    fn the_backward_estimate_is_above_the_measured_peaks() {
+        let base = 1_767_436 * 1024;
+        for (seq, blockwise, peak_kib) in [
+            (512, false, 2_580_396u64),
+            (1024, false, 6_315_504),
+            (1024, true, 1_834_968),
+        ] {
+            let estimate = smollm2_step(seq, blockwise).total();
+            assert!(
+                estimate >= peak_kib * 1024 - base,
+                "{seq} {blockwise}: {estimate} < {peak_kib} KiB"
+            );
+        }
+        let (least, whole) = (smollm2_step(2048, true), smollm2_step(2048, false));
+        assert!(whole.total() > 23_000_000_000, "{whole:?}");
+        assert!(least.total() * 5 < whole.total(), "{least:?} vs {whole:?}");
+        assert!(least.stored_inputs > 0 && whole.stored_inputs == 0);
+    }
+
+    #[test]
+    fn a_backward_over_the_limit_is_refused_with_its_parts() {
+        let message = smollm2_step(2048, false)
+            .admit("dyn-eval's step", 8 << 30, "--max-memory-gib")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("dyn-eval's step")
+                && message.contains("blocks' intermediates")
+                && message.contains("--max-memory-gib"),
+            "{message}"
+        );
+        smollm2_step(2048, true)
+            .admit("the same block by block", 8 << 30, "--max-memory-gib")
+            .unwrap();
     }
 
     #[test]

@@ -16,6 +16,9 @@ pub struct RunEnv<'a, B: Backend> {
     pub assets: &'a dyn Assets,
     /// The version of the code ([`code_version`]), recorded in resume fingerprints.
     pub code_version: String,
+    /// Bytes a training step may need by its estimate ([`tint_aux::BackwardMemory`]); a step over
+    /// it is refused before it allocates. Not part of any fingerprint (it changes no result).
+    pub memory_limit: u64,
 }
 
 /// The version of the code for resume fingerprints: the crate version and the digest of the

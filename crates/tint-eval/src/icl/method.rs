@@ -9,7 +9,8 @@ use burn::tensor::{Int, Tensor, TensorData};
 use std::rc::Rc;
 use tint_aux::loss::next_token_nll;
 use tint_aux::{
-    sgd_gradient, sgd_update, AuxModel, DynEvalConfig, LossMask, PrefixCache, SgdGradient,
+    sgd_gradient, sgd_update, AuxModel, BackwardMemory, DynEvalConfig, LossMask, PrefixCache,
+    SgdGradient,
 };
 
 use super::error::IclError;
@@ -332,6 +333,8 @@ pub struct DynEvalIcl<'a, B: AutodiffBackend> {
     /// The method's name before its settings: `dyn-eval`, or `dyn-eval-matched` for the step on
     /// exactly TinT's parameters.
     family: &'static str,
+    /// Bytes a step may need by its estimate ([`BackwardMemory`]); `None`: no limit.
+    memory_limit: Option<u64>,
 }
 
 impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
@@ -350,6 +353,14 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
         self
     }
 
+    /// This method refusing a step whose estimated memory ([`BackwardMemory`]) is over `limit`
+    /// bytes, before it allocates (an error naming the batch, the estimate and
+    /// `--max-memory-gib`).
+    pub fn with_memory_limit(mut self, limit: u64) -> Self {
+        self.memory_limit = Some(limit);
+        self
+    }
+
     /// Dynamic evaluation of `model` with `config`, named `dyn-eval`.
     pub fn new(model: &'a AuxModel<B>, config: DynEvalConfig) -> Self {
         Self {
@@ -361,6 +372,7 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
             cache: PrefixCache::default(),
             reuse: None,
             family: "dyn-eval",
+            memory_limit: None,
         }
     }
 }
@@ -387,7 +399,17 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
         }
         let device = self.model.devices()[0].clone();
         let ids = padded_ids::<B>(&train.ids, train.ids[0][0], &device);
-        let [_, max_len] = ids.dims();
+        let [batch, max_len] = ids.dims();
+        if let Some(limit) = self.memory_limit {
+            BackwardMemory::of_model(self.model, batch, max_len, self.config.memory).admit(
+                &format!(
+                    "{}'s step on {batch} training sequence(s) of up to {max_len} positions",
+                    self.family
+                ),
+                limit,
+                "--max-memory-gib",
+            )?;
+        }
         let targets = train
             .targets
             .iter()

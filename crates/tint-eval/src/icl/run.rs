@@ -330,6 +330,8 @@ struct Models<'a, AB: AutodiffBackend> {
     dyn_eval_steps: StepReuse<SgdGradient<AB>>,
     /// TinT's last descent direction, shared across a grid's step sizes.
     tint_steps: StepReuse<dyn StepDirection<AB::InnerBackend>>,
+    /// Bytes a training step may need by its estimate ([`RunEnv::memory_limit`]).
+    memory_limit: u64,
 }
 
 impl<'a, AB: AutodiffBackend> Models<'a, AB> {
@@ -337,6 +339,7 @@ impl<'a, AB: AutodiffBackend> Models<'a, AB> {
         model: &'a AuxModel<AB>,
         inference: &'a AuxModel<AB::InnerBackend>,
         device: &'a AB::Device,
+        memory_limit: u64,
     ) -> Self {
         Self {
             model,
@@ -344,6 +347,7 @@ impl<'a, AB: AutodiffBackend> Models<'a, AB> {
             device,
             dyn_eval_steps: StepReuse::default(),
             tint_steps: StepReuse::default(),
+            memory_limit,
         }
     }
 }
@@ -377,7 +381,8 @@ fn build_method<'a, AB: AutodiffBackend>(
             let settings = format!("{config:?}");
             let method = DynEvalIcl::new(models.model, config)
                 .named(spec.method.name())
-                .with_step_reuse(models.dyn_eval_steps.clone());
+                .with_step_reuse(models.dyn_eval_steps.clone())
+                .with_memory_limit(models.memory_limit);
             (Box::new(method), settings)
         }
         Method::Tint(method) => {
@@ -522,7 +527,7 @@ pub fn run_icl<AB: AutodiffBackend>(
     let tokenizer = args.model.tokenizer(env.assets)?;
     let model: AuxModel<AB> = args.model.load(env.assets, &env.device)?;
     let inference = model.valid();
-    let models = Models::new(&model, &inference, &env.device);
+    let models = Models::new(&model, &inference, &env.device, env.memory_limit);
 
     // Load every task first: the fingerprint covers their examples.
     let mut loaded = Vec::new();
@@ -966,7 +971,7 @@ mod tests {
         use crate::methods::TintMethod;
         let (model, device) = micro_model();
         let inference = model.valid();
-        let models = Models::new(&model, &inference, &device);
+        let models = Models::new(&model, &inference, &device, u64::MAX);
         let args = IclRunSettings::default();
         for (method, execution) in [
             (TintMethod::Constructed, "execution: Constructed"),
@@ -988,7 +993,7 @@ mod tests {
     fn per_seed_rows_name_the_step_per_seed_and_record_every_seed_s_settings() {
         let (model, device) = micro_model();
         let inference = model.valid();
-        let models = Models::new(&model, &inference, &device);
+        let models = Models::new(&model, &inference, &device, u64::MAX);
         let args = IclRunSettings {
             seeds: vec![4, 7],
             tune_per_seed: true,

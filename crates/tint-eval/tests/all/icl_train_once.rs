@@ -515,3 +515,52 @@ fn the_single_format_trains_on_the_summed_loss_of_separate_demonstrations() {
         "{err}"
     );
 }
+
+/// Dynamic evaluation refuses a step whose estimated memory (`tint_aux::BackwardMemory`) is over
+/// its limit before it computes anything, naming the method, the batch and the flag; under the
+/// limit it trains as without one (the same losses and scores).
+#[test]
+fn a_dyn_eval_step_over_the_memory_limit_is_refused_before_it_runs() {
+    use burn::backend::Autodiff;
+    use tint_aux::{BackwardMemory, DynEvalConfig, GradientMemory};
+    use tint_eval::icl::{DemoFormat, DynEvalIcl, IclMethod, TrainingSequences};
+
+    let device = Default::default();
+    let model: AuxModel<Autodiff<B>> = load_model(&tiny_llama_dir(), &device).unwrap();
+    let prefix: Vec<u32> = (3..15).collect();
+    let targets: Vec<bool> = (0..prefix.len()).map(|t| t >= 9).collect();
+    let train = TrainingSequences {
+        ids: vec![prefix.clone(), prefix.clone()],
+        targets: vec![targets.clone(), targets],
+        format: Some(DemoFormat::Single),
+    };
+    let config = DynEvalConfig {
+        lr: 0.05,
+        ..Default::default()
+    };
+    let needed = BackwardMemory::of_model(&model, 2, prefix.len(), GradientMemory::Least).total();
+    let mut refused = DynEvalIcl::new(&model, config.clone()).with_memory_limit(needed - 1);
+    let message = refused.adapt(&train).unwrap_err().to_string();
+    assert!(
+        message.contains("dyn-eval's step on 2 training sequence(s) of up to 12 positions")
+            && message.contains("--max-memory-gib"),
+        "{message}"
+    );
+    assert!(
+        refused.last_losses.is_empty(),
+        "it ran: {:?}",
+        refused.last_losses
+    );
+
+    let mut admitted = DynEvalIcl::new(&model, config.clone()).with_memory_limit(needed);
+    let mut unlimited = DynEvalIcl::new(&model, config);
+    admitted.adapt(&train).unwrap();
+    unlimited.adapt(&train).unwrap();
+    assert_eq!(admitted.last_losses, unlimited.last_losses);
+    let candidates: Vec<Vec<u32>> = vec![vec![20], vec![21]];
+    let request = ScoreRequest::plain(&prefix, &candidates);
+    assert_eq!(
+        admitted.score(&request).unwrap(),
+        unlimited.score(&request).unwrap()
+    );
+}
