@@ -40,9 +40,9 @@ pub(crate) struct CgtArgs {
     /// Directory for the SVG plots.
     #[arg(long, default_value = "docs/cgt")]
     pub plots: PathBuf,
-    /// Markdown file that receives this preset's section: an experiment folder's README, two folders
-    /// below the root, from which its charts are linked as `../../<plots>/…` (the linreg presets'
-    /// sections are in `experiments/cgt-linreg/README.md`).
+    /// Markdown file that receives this preset's section, which links the charts in `--plots`
+    /// relative to its folder (the linreg presets' sections are in
+    /// `experiments/cgt-linreg/README.md`).
     #[arg(long, default_value = "experiments/cgt-icl-small/README.md")]
     pub report: PathBuf,
     /// Directory for checkpoints, JSONL logs and exported specialised models
@@ -115,6 +115,10 @@ impl CgtArgs {
             text: self.text.clone(),
             checkpoint_every: self.checkpoint_every,
             plots: self.plots.clone(),
+            plots_link: tint_eval::results_doc::relative_link(
+                self.report.parent().unwrap_or(std::path::Path::new("")),
+                &self.plots,
+            ),
             run_dir: self.run_dir.clone(),
             seeds: self.seeds.clone(),
             only_finished: self.only_finished,
@@ -302,6 +306,8 @@ mod tests {
         assert_eq!(settings.variants, ["baseline", "cgt"]);
         assert_eq!(settings.seeds, [1, 2]);
         assert_eq!(settings.plots, PathBuf::from("docs/cgt"));
+        // The default report, experiments/cgt-icl-small/README.md, links them from its folder.
+        assert_eq!(settings.plots_link, PathBuf::from("../../docs/cgt"));
         assert_eq!(
             settings.command_line(),
             if BACKEND_NAME == "flex" {

@@ -1,7 +1,7 @@
 //! Regenerating parts of the markdown reports in `docs/`: each experiment owns a section between
 //! `<!-- KEY:begin -->` and `<!-- KEY:end -->` markers and rewrites only that section, atomically.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use crate::EvalError;
 
@@ -51,6 +51,53 @@ pub fn write_marked_section(
     create_parent_dir(path)?;
     // Atomic (temporary file, fsync, rename): a reader or a crash never sees a cut report.
     write_file(path, updated.as_bytes())
+}
+
+/// `target` as a document in `from_dir` links it: absolute stays absolute; otherwise (both
+/// relative to the working directory) one `..` for each folder of `from_dir` below the common
+/// start, then the rest of `target`. Where `from_dir` climbs above the working directory (`..`
+/// left after the common start) the link is made absolute from the working directory.
+pub fn relative_link(from_dir: &Path, target: &Path) -> PathBuf {
+    fn lexical(path: &Path) -> Vec<Component<'_>> {
+        let mut parts: Vec<Component<'_>> = Vec::new();
+        for part in path.components() {
+            match part {
+                Component::CurDir => {}
+                Component::ParentDir if matches!(parts.last(), Some(Component::Normal(_))) => {
+                    parts.pop();
+                }
+                other => parts.push(other),
+            }
+        }
+        parts
+    }
+    let absolute = |path: &Path| {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    if target.is_absolute() {
+        return target.to_path_buf();
+    }
+    if from_dir.is_absolute() {
+        return absolute(target);
+    }
+    let (from, to) = (lexical(from_dir), lexical(target));
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    if from[common..]
+        .iter()
+        .any(|part| !matches!(part, Component::Normal(_)))
+    {
+        return absolute(target);
+    }
+    let mut link = PathBuf::new();
+    for _ in common..from.len() {
+        link.push("..");
+    }
+    for part in &to[common..] {
+        link.push(part);
+    }
+    link
 }
 
 /// Creates the directory `path` goes in (if `path` names one), with its parents.
@@ -130,6 +177,26 @@ pub fn civil_date(days: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_climb_from_the_document_folder_to_the_target() {
+        let link = |from: &str, to: &str| relative_link(Path::new(from), Path::new(to));
+        assert_eq!(
+            link("experiments/cgt-icl-small", "docs/cgt"),
+            Path::new("../../docs/cgt")
+        );
+        assert_eq!(link("docs", "docs/cgt"), Path::new("cgt"));
+        assert_eq!(link("", "docs/cgt"), Path::new("docs/cgt"));
+        assert_eq!(link("./a/./b/../c", "a/plots"), Path::new("../plots"));
+        assert_eq!(link("a", "/tmp/plots"), Path::new("/tmp/plots"));
+        let above = link("../elsewhere", "docs/cgt");
+        assert!(
+            above.is_absolute() && above.ends_with("docs/cgt"),
+            "{above:?}"
+        );
+        let from_absolute = link("/srv/report", "docs/cgt");
+        assert!(from_absolute.is_absolute(), "{from_absolute:?}");
+    }
 
     #[test]
     fn sections_are_replaced_in_place_and_appended_when_new() {

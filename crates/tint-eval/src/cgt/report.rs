@@ -124,12 +124,12 @@ fn character_table(results: &[VariantResult]) -> String {
     out
 }
 
-/// The report section of a preset's runs (`plots`: where the charts are, linked relative to
-/// `docs/`).
+/// The report section of a preset's runs (`plots_link`: the charts' directory as the section
+/// links it, relative to the report's folder or absolute).
 pub fn render_section(
     preset: &ExperimentPreset,
     results: &[VariantResult],
-    plots: &Path,
+    plots_link: &Path,
     summary: &RunSummary,
 ) -> String {
     let model = &preset.model;
@@ -603,16 +603,7 @@ pub fn render_section(
             ));
         }
     }
-    // The section goes into an experiment folder's README (`experiments/<name>/README.md`), two
-    // folders below the root that a relative `plots` is given from.
-    let plot_path = |file: String| {
-        let path = plots.join(file);
-        if path.is_absolute() {
-            path.display().to_string()
-        } else {
-            format!("../../{}", path.display())
-        }
-    };
+    let plot_path = |file: String| plots_link.join(file).display().to_string();
     out.push_str(&format!(
         "\nTraining loss of seed {} (task loss, 10-step moving average):\n\n![loss]({})\n",
         seeds.first().copied().unwrap_or(0),

@@ -290,7 +290,7 @@ pub fn run_cgt<B: Backend>(
     }
     Ok(CgtOutcome {
         key: format!("cgt:{stem}"),
-        markdown: render_section(&preset, &results, &settings.plots, &summary),
+        markdown: render_section(&preset, &results, &settings.plots_link, &summary),
         charts,
     })
 }
@@ -346,6 +346,7 @@ mod tests {
         std::fs::remove_dir_all(&root).ok();
         let settings = CgtSettings {
             plots: root.join("plots"),
+            plots_link: root.join("plots"),
             run_dir: Some(root.join("runs")),
             ..CgtSettings::new(preset, "flex")
         };

@@ -26,6 +26,9 @@ pub struct CgtSettings {
     pub checkpoint_every: Option<usize>,
     /// Directory for the SVG charts.
     pub plots: PathBuf,
+    /// The same directory as the report section links it: relative to the report's folder (see
+    /// [`crate::results_doc::relative_link`]) or absolute.
+    pub plots_link: PathBuf,
     /// Directory for checkpoints, logs and exported models (`None`: [`default_run_dir`]).
     pub run_dir: Option<PathBuf>,
     /// Seeds, one run per seed and variant; at least one.
@@ -66,6 +69,8 @@ impl CgtSettings {
             text: None,
             checkpoint_every: None,
             plots: PathBuf::from("docs/cgt"),
+            // The default report, `experiments/cgt-icl-small/README.md`, links them from there.
+            plots_link: PathBuf::from("../../docs/cgt"),
             run_dir: None,
             seeds: vec![0],
             only_finished: false,
@@ -318,6 +323,7 @@ mod tests {
             variants: vec!["baseline".into(), "cgt".into()],
             checkpoint_every: Some(10),
             plots: PathBuf::from("/tmp/plots"),
+            plots_link: PathBuf::from("/tmp/plots"),
             ..CgtSettings::new("icl-small", "cuda")
         };
         assert_eq!(
