@@ -142,29 +142,9 @@ pub struct DynEval<'a, B: AutodiffBackend> {
     pub tint_params_only: bool,
 }
 
-/// The parameters a TinT step moves in the top `top_layers` blocks (`None`: every block), as a
-/// dynamic-evaluation selection: on LLaMA models `W_V`, `W_O` and the SwiGLU maps
-/// (docs/construction.md §14.4; norm gains, `W_Q`, `W_K` and the embeddings are frozen); on GPT-2
-/// and OPT also the LayerNorms, whose bias TinT moves (§6.7) — the selection moves their gains as
-/// well, the one difference from TinT's parameter set, stated in the reports.
-pub fn tint_updated_params<B: burn::tensor::backend::Backend>(
-    model: &AuxModel<B>,
-    top_layers: Option<usize>,
-) -> tint_aux::ParamSelection {
-    use tint_aux::ParamGroup;
-    let mut groups = vec![
-        ParamGroup::AttnValue,
-        ParamGroup::AttnOutput,
-        ParamGroup::Mlp,
-    ];
-    if !matches!(model, AuxModel::Llama(_)) {
-        groups.push(ParamGroup::LayerNorm);
-    }
-    tint_aux::ParamSelection {
-        top_layers,
-        groups: Some(groups),
-    }
-}
+/// The parameters a TinT step moves, as a dynamic-evaluation selection (defined in `tint-sim`,
+/// beside the step).
+pub use tint_sim::tint_updated_params;
 
 impl<B: AutodiffBackend> DynEval<'_, B> {
     /// The learning rate used for a block with `train_len` training tokens: the mean loss over

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Int, Tensor, TensorData};
-use tint_aux::{dynamic_eval, DynEvalConfig, ParamGroup, ParamSelection};
+use tint_aux::{dynamic_eval, DynEvalConfig};
 use tint_sim::{build, Engine, Execution, SimInput, TintConfig};
 
 /// Constructed vs reference, final logits, f32 (docs/construction.md §9.4).
@@ -72,15 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         train_length,
         &DynEvalConfig {
             lr: eta * (train_length - 1) as f64,
-            params: ParamSelection {
-                top_layers: None,
-                groups: Some(vec![
-                    ParamGroup::AttnValue,
-                    ParamGroup::AttnOutput,
-                    ParamGroup::Mlp,
-                    ParamGroup::LayerNorm,
-                ]),
-            },
+            params: tint_sim::tint_updated_params(&trainable, None),
             ..Default::default()
         },
     )?;

@@ -60,6 +60,7 @@ pub mod reference;
 pub mod sequences;
 pub mod simulator;
 pub mod step_config;
+mod updated_params;
 
 pub use any_model::ModelSimulator;
 pub use config::{Execution, GateMode, TintConfig};
@@ -71,3 +72,4 @@ pub use params::{Activation, AuxDims, AuxParams, LayerNormParams, LayerParams};
 pub use reference::{FunctionalReference, SimOutput};
 pub use simulator::TintSimulator;
 pub use step_config::{AttentionBackwardMode, DerivativeMode, LossGradientKind, StepConfig};
+pub use updated_params::tint_updated_params;

@@ -167,14 +167,7 @@ fn exact_top_layer_step_equals_autodiff_sgd_in_f64() {
             let sim_input = SimInput::with_train_lengths(input.clone(), &[train_length]).unwrap();
             let (out, updated) = reference.forward_with_params(&sim_input).unwrap();
 
-            let selection = ParamSelection {
-                top_layers: Some(1),
-                groups: Some(vec![
-                    ParamGroup::AttnValue,
-                    ParamGroup::AttnOutput,
-                    ParamGroup::Mlp,
-                ]),
-            };
+            let selection = tint_sim::tint_updated_params(&model, Some(1));
             let config = DynEvalConfig {
                 lr,
                 steps,
@@ -563,14 +556,7 @@ fn gradient_mask_equals_autodiff_sgd_on_the_same_targets() {
         lr,
         steps: 1,
         reduction: LossReduction::Sum,
-        params: ParamSelection {
-            top_layers: Some(1),
-            groups: Some(vec![
-                ParamGroup::AttnValue,
-                ParamGroup::AttnOutput,
-                ParamGroup::Mlp,
-            ]),
-        },
+        params: tint_sim::tint_updated_params(&model, Some(1)),
         loss_mask: LossMask::Targets(vec![gradient[..train_length].to_vec()]),
         ..Default::default()
     };
