@@ -91,20 +91,13 @@ impl ForwardMemory {
     /// # Errors
     /// [`AuxError::MemoryOverLimit`].
     pub fn admit(&self, what: &str, limit: u64, flag: &str) -> Result<(), AuxError> {
-        if self.total() <= limit {
-            return Ok(());
-        }
-        Err(AuxError::MemoryOverLimit {
-            what: what.to_string(),
-            estimate: gib(self.total()),
-            parts: format!(
+        admit_estimate(self.total(), what, limit, flag, || {
+            format!(
                 "logits {:.2} GiB, one block's activations {:.2} GiB, attention {:.2} GiB",
                 gib(self.logits),
                 gib(self.activations),
                 gib(self.attention)
-            ),
-            limit: gib(limit),
-            flag: flag.to_string(),
+            )
         })
     }
 }
@@ -223,23 +216,37 @@ impl BackwardMemory {
     /// # Errors
     /// [`AuxError::MemoryOverLimit`].
     pub fn admit(&self, what: &str, limit: u64, flag: &str) -> Result<(), AuxError> {
-        if self.total() <= limit {
-            return Ok(());
-        }
-        Err(AuxError::MemoryOverLimit {
-            what: what.to_string(),
-            estimate: gib(self.total()),
-            parts: format!(
+        admit_estimate(self.total(), what, limit, flag, || {
+            format!(
                 "logits and their gradients {:.2} GiB, blocks' intermediates {:.2} GiB, stored \
                  block inputs {:.2} GiB",
                 gib(self.logits),
                 gib(self.blocks),
                 gib(self.stored_inputs)
-            ),
-            limit: gib(limit),
-            flag: flag.to_string(),
+            )
         })
     }
+}
+
+/// `Ok` when `total` bytes are within `limit`; else [`AuxError::MemoryOverLimit`] naming `what`,
+/// the estimate, its `parts`, the limit and `flag`.
+fn admit_estimate(
+    total: u64,
+    what: &str,
+    limit: u64,
+    flag: &str,
+    parts: impl FnOnce() -> String,
+) -> Result<(), AuxError> {
+    if total <= limit {
+        return Ok(());
+    }
+    Err(AuxError::MemoryOverLimit {
+        what: what.to_string(),
+        estimate: gib(total),
+        parts: parts(),
+        limit: gib(limit),
+        flag: flag.to_string(),
+    })
 }
 
 /// Bytes per value of `model`'s parameters (4 for float32, 8 for float64).
