@@ -11,6 +11,7 @@ mod branches;
 mod dyn_eval;
 mod gguf_reader;
 mod hostile_inputs;
+mod ids_properties;
 mod llama_smollm2;
 mod llama_tiny;
 mod mutation_suite;
