@@ -16,4 +16,5 @@ mod llama_smollm2;
 mod llama_tiny;
 mod mutation_suite;
 mod parity;
+mod safetensors_properties;
 mod trace;
