@@ -97,7 +97,7 @@ fn tiny_vocab() -> Vec<MetadataValue> {
 }
 
 /// Writes the tiny HF model as an F32 GGUF the way llama.cpp's converter does (rotary rows of q/k permuted).
-fn tiny_gguf(name: &str, pre: &str) -> Vec<u8> {
+pub(crate) fn tiny_gguf(name: &str, pre: &str) -> Vec<u8> {
     tiny_gguf_with_bos(name, pre, Some(3), None)
 }
 

@@ -9,6 +9,7 @@ mod common;
 mod bad_input;
 mod branches;
 mod dyn_eval;
+mod gguf_properties;
 mod gguf_reader;
 mod hostile_inputs;
 mod ids_properties;
