@@ -30,6 +30,8 @@ mod sexp;
 
 #[cfg(test)]
 mod mutation_tests;
+#[cfg(test)]
+mod property_tests;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_writer;
 #[cfg(test)]

@@ -59,6 +59,22 @@ impl RObject {
         }
     }
 
+    /// How many rows the `row.names` attribute names, if it has one: R's compact form
+    /// `c(NA, -n)` (or `c(NA, n)`) counts `n`, any other vector its length.
+    fn row_names_count(&self) -> Option<usize> {
+        let names = self.attr("row.names")?;
+        Some(match &names.value {
+            RValue::Integers(v) if v.len() == 2 && v[0].is_none() => {
+                v[1].map_or(0, |n| n.unsigned_abs() as usize)
+            }
+            RValue::Integers(v) => v.len(),
+            RValue::Strings(v) => v.len(),
+            RValue::Reals(v) => v.len(),
+            RValue::Logicals(v) => v.len(),
+            _ => return None,
+        })
+    }
+
     /// Whether `class` includes `class`.
     pub fn inherits(&self, class: &str) -> bool {
         self.string_attr("class")
@@ -138,6 +154,13 @@ impl RObject {
                 "column {name:?} has {} rows, the first column {n_rows}",
                 c.len()
             )));
+        }
+        if let Some(named) = self.row_names_count() {
+            if named != n_rows {
+                return Err(bad(format!(
+                    "row.names count {named} rows, the columns {n_rows}"
+                )));
+            }
         }
         Ok(DataFrame {
             columns: out,
