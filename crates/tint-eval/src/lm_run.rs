@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
-use tint_aux::AuxModel;
+use tint_aux::{AuxModel, BackwardMemory, GradientMemory};
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
 use crate::lm_grid::{build_lm_method, RowPlan};
@@ -48,6 +48,38 @@ pub fn non_finite_hint<E: Into<EvalError>>(hint: &'static str) -> impl FnOnce(E)
             error
         }
     }
+}
+
+/// Refuses a run whose dynamic evaluation (`dyn-eval`, `dyn-eval-matched`) would need more than
+/// `limit` bytes by its estimate ([`tint_aux::BackwardMemory`]: one step on a block of
+/// `--block-size` tokens, block by block on LLaMA models, times the blocks scored at once), before
+/// any block runs.
+///
+/// # Errors
+/// [`EvalError::Aux`] with [`tint_aux::AuxError::MemoryOverLimit`].
+fn admit_dyn_eval_memory<AB: AutodiffBackend>(
+    args: &LmRunSettings,
+    model: &AuxModel<AB>,
+    workers: usize,
+    limit: u64,
+) -> Result<(), EvalError> {
+    let trains = args
+        .methods
+        .iter()
+        .any(|m| matches!(m, Method::DynEval | Method::DynEvalMatched));
+    if !trains {
+        return Ok(());
+    }
+    let workers = workers.max(1);
+    BackwardMemory::of_model(model, workers, args.block_size, GradientMemory::Least).admit(
+        &format!(
+            "dynamic evaluation's step on {workers} block(s) of {} tokens at a time",
+            args.block_size
+        ),
+        limit,
+        "--max-memory-gib (or fewer --workers)",
+    )?;
+    Ok(())
 }
 
 /// Threads that score blocks when `--workers` is not given: every core on the CPU backend
@@ -194,6 +226,7 @@ pub fn run_lm<AB: AutodiffBackend>(
         workers: args.workers.unwrap_or_else(|| default_workers(env.backend)),
         ..Default::default()
     };
+    admit_dyn_eval_memory(args, &model, config.workers, env.memory_limit)?;
     let settings = serde_json::json!({
         "args": args,
         "model_identity": args.model.identity(),
