@@ -10,9 +10,11 @@
 //! (about a third more compute). The operations are the whole graph's, so the gradients are equal
 //! to it (`crates/tint-aux/tests/all/dyn_eval.rs`).
 
-use burn::module::AutodiffModule;
-use burn::tensor::{backend::AutodiffBackend, Int, Tensor};
+use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor};
 
+use super::block::LlamaBlock;
 use super::model::LlamaModel;
 use crate::loss::{masked_loss_of_logits, LossMask, LossReduction};
 use crate::AuxError;
@@ -66,9 +68,20 @@ pub(crate) fn blockwise_loss_and_gradients<B: AutodiffBackend>(
 
     // Each block, top to bottom: back-propagate `upstream` (the gradient of its output) through
     // it by the surrogate `sum(output ⊙ upstream)`, whose gradient with respect to the output is
-    // `upstream` itself.
+    // `upstream` itself; below the lowest block that trains (and no trained embedding) nothing
+    // needs a gradient, and the walk stops there, as the whole graph's backward would.
+    let embedding_trains = model.embedding.weight.is_require_grad();
+    let lowest_needed = if embedding_trains {
+        Some(0)
+    } else {
+        model.blocks.iter().position(any_trainable)
+    };
     let (cos, sin) = model.rope(seq_length, &device);
-    for block in model.blocks.iter().rev() {
+    for (layer, block) in model.blocks.iter().enumerate().rev() {
+        if lowest_needed.is_none_or(|lowest| layer < lowest) {
+            upstream = None;
+            break;
+        }
         let Some(gradient) = upstream else { break };
         let input = hidden.pop().expect("one stored input per block");
         let input = Tensor::<B, 3>::from_inner(input).require_grad();
@@ -80,9 +93,22 @@ pub(crate) fn blockwise_loss_and_gradients<B: AutodiffBackend>(
     }
 
     // The embedding, when it trains.
-    if let (Some(gradient), true) = (upstream, model.embedding.weight.is_require_grad()) {
+    if let (Some(gradient), true) = (upstream, embedding_trains) {
         let embedded = model.embedding.forward(input_ids);
         passes.push((embedded * Tensor::from_inner(gradient)).sum().backward());
     }
     Ok((loss, passes))
+}
+
+/// Whether any parameter of `block` is marked to train.
+fn any_trainable<B: AutodiffBackend>(block: &LlamaBlock<B>) -> bool {
+    struct Trainable(bool);
+    impl<B: Backend> ModuleVisitor<B> for Trainable {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            self.0 |= param.is_require_grad();
+        }
+    }
+    let mut visitor = Trainable(false);
+    block.visit(&mut visitor);
+    visitor.0
 }
