@@ -723,3 +723,31 @@ fn eval_lm_refuses_a_dyn_eval_step_over_the_memory_limit_before_it_runs() {
     succeeds(&run("4"));
     assert!(out.exists());
 }
+
+/// Two processes on one report: while another process holds the report's lock (`OUT.lock`, taken
+/// here through the library as a running `eval` does), `eval lm` and `eval icl` on that `--out`
+/// are refused with the rule and leave the report as it was; once the holder ends, the same
+/// command runs.
+#[test]
+fn a_report_another_process_is_writing_is_refused_until_it_ends() {
+    let dir = scratch("lock-across-processes");
+    let out = dir.join("report.json");
+    std::fs::write(&out, "{\"kept\": true}").unwrap();
+    let lm = |out: &Path| eval_lm(&micro(), out, &["--methods", "vanilla", "--workers", "1"]);
+    let holder = tint_eval::output_lock::OutputLock::acquire(&out).unwrap();
+    fails_with(&lm(&out), &["another run is writing this report", "--out"]);
+    let icl = xtask(&[
+        "eval",
+        "icl",
+        "--model",
+        micro().to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    fails_with(&icl, &["another run is writing this report"]);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "{\"kept\": true}");
+    drop(holder);
+    std::fs::remove_file(&out).unwrap();
+    succeeds(&lm(&out));
+    assert!(out.exists());
+}
