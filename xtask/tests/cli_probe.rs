@@ -686,31 +686,21 @@ fn eval_refuses_a_memory_limit_that_is_not_a_positive_number() {
 fn eval_lm_refuses_a_dyn_eval_step_over_the_memory_limit_before_it_runs() {
     let dir = scratch("lm-memory");
     let out = dir.join("report.json");
-    let text = text();
     let run = |limit: &str| {
-        xtask(&[
-            "eval",
-            &format!("--max-memory-gib={limit}"),
-            "lm",
-            "--model",
-            micro().to_str().unwrap(),
-            "--text",
-            text.to_str().unwrap(),
-            "--block-size",
-            "32",
-            "--max-blocks",
-            "2",
-            "--train-fraction",
-            "0.5",
-            "--methods",
-            "dyn-eval",
-            "--lr",
-            "1e-3",
-            "--workers",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ])
+        let flag = format!("--max-memory-gib={limit}");
+        eval_lm(
+            &micro(),
+            &out,
+            &[
+                "--methods",
+                "dyn-eval",
+                "--lr",
+                "1e-3",
+                "--workers",
+                "1",
+                &flag,
+            ],
+        )
     };
     fails_with(
         &run("0.000001"),
