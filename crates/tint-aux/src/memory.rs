@@ -229,8 +229,12 @@ impl BackwardMemory {
 }
 
 /// `Ok` when `total` bytes are within `limit`; else [`AuxError::MemoryOverLimit`] naming `what`,
-/// the estimate, its `parts`, the limit and `flag`.
-fn admit_estimate(
+/// the estimate, its `parts`, the limit and `flag`. The one admission rule of every estimate
+/// (also those other crates make of their own steps).
+///
+/// # Errors
+/// [`AuxError::MemoryOverLimit`].
+pub fn admit_estimate(
     total: u64,
     what: &str,
     limit: u64,

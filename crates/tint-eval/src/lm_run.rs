@@ -8,8 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use burn::module::AutodiffModule;
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use tint_aux::{AuxModel, BackwardMemory, GradientMemory};
+use tint_sim::TintConfig;
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
 use crate::lm_grid::{build_lm_method, RowPlan};
@@ -18,7 +19,7 @@ use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
 use crate::lm_tune::{tune_lm, TuneRecord};
 use crate::method::Method;
-use crate::methods::{TintMethod, UnadaptedNlls};
+use crate::methods::{Tint, TintMethod, UnadaptedNlls};
 use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
@@ -50,35 +51,45 @@ pub fn non_finite_hint<E: Into<EvalError>>(hint: &'static str) -> impl FnOnce(E)
     }
 }
 
-/// Refuses a run whose dynamic evaluation (`dyn-eval`, `dyn-eval-matched`) would need more than
-/// `limit` bytes by its estimate ([`tint_aux::BackwardMemory`]: one step on a block of
-/// `--block-size` tokens, block by block on LLaMA models, times the blocks scored at once), before
-/// any block runs.
+/// Refuses, before any block runs, a run whose training steps would need more than `limit` bytes
+/// by their estimates, for `workers` blocks of `--block-size` tokens at a time: dynamic
+/// evaluation (`dyn-eval`, `dyn-eval-matched`; [`tint_aux::BackwardMemory`], block by block on
+/// LLaMA models) and TinT's functional reference (`tint-ref`;
+/// [`tint_sim::llama::ReferenceStepMemory`] on LLaMA models).
 ///
 /// # Errors
-/// [`EvalError::Aux`] with [`tint_aux::AuxError::MemoryOverLimit`].
-fn admit_dyn_eval_memory<AB: AutodiffBackend>(
+/// [`EvalError::Aux`] with [`tint_aux::AuxError::MemoryOverLimit`]; the reference's construction
+/// errors.
+fn admit_step_memory<B: Backend>(
     args: &LmRunSettings,
-    model: &AuxModel<AB>,
+    model: &AuxModel<B>,
+    tint_config: &TintConfig,
     workers: usize,
     limit: u64,
 ) -> Result<(), EvalError> {
+    let workers = workers.max(1);
+    let flag = "--max-memory-gib (or fewer --workers)";
+    let blocks = format!("{workers} block(s) of {} tokens at a time", args.block_size);
     let trains = args
         .methods
         .iter()
         .any(|m| matches!(m, Method::DynEval | Method::DynEvalMatched));
-    if !trains {
-        return Ok(());
+    if trains {
+        BackwardMemory::of_model(model, workers, args.block_size, GradientMemory::Least).admit(
+            &format!("dynamic evaluation's step on {blocks}"),
+            limit,
+            flag,
+        )?;
     }
-    let workers = workers.max(1);
-    BackwardMemory::of_model(model, workers, args.block_size, GradientMemory::Least).admit(
-        &format!(
-            "dynamic evaluation's step on {workers} block(s) of {} tokens at a time",
-            args.block_size
-        ),
-        limit,
-        "--max-memory-gib (or fewer --workers)",
-    )?;
+    if args.methods.contains(&Method::Tint(TintMethod::Reference)) {
+        Tint::reference(model, tint_config.clone())?.admit_steps(
+            &[args.block_size],
+            workers,
+            limit,
+            &blocks,
+            flag,
+        )?;
+    }
     Ok(())
 }
 
@@ -226,7 +237,13 @@ pub fn run_lm<AB: AutodiffBackend>(
         workers: args.workers.unwrap_or_else(|| default_workers(env.backend)),
         ..Default::default()
     };
-    admit_dyn_eval_memory(args, &model, config.workers, env.memory_limit)?;
+    admit_step_memory(
+        args,
+        &inference,
+        &tint_config,
+        config.workers,
+        env.memory_limit,
+    )?;
     let settings = serde_json::json!({
         "args": args,
         "model_identity": args.model.identity(),
@@ -759,6 +776,37 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The functional reference's step on LLaMA models is admitted by its estimate times the
+    /// blocks scored at once (`tint_sim::llama::ReferenceStepMemory`); a run without it, or
+    /// under the limit, is admitted.
+    #[test]
+    fn a_tint_reference_step_over_the_limit_is_refused_for_the_blocks_at_once() {
+        use burn::backend::Flex;
+        use tint_sim::llama::{LlamaReference, LlamaTintConfig};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let model: AuxModel<Flex> =
+            tint_aux::load_model(&root.join("fixtures/llama/tiny"), &Default::default()).unwrap();
+        let mut args = LmRunSettings::quick(&root, &root.join("target"));
+        args.methods = vec![Method::Vanilla, Method::Tint(TintMethod::Reference)];
+        args.block_size = 16;
+        let config = args.tint.config(&model, 0.0, args.steps).unwrap();
+        let one = LlamaReference::new(&model, LlamaTintConfig::from_tint(&config))
+            .unwrap()
+            .step_memory(&[16])
+            .total();
+        let message = admit_step_memory(&args, &model, &config, 2, 2 * one - 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("tint-ref's step on 2 block(s) of 16 tokens at a time")
+                && message.contains("--max-memory-gib (or fewer --workers)"),
+            "{message}"
+        );
+        admit_step_memory(&args, &model, &config, 2, 2 * one).unwrap();
+        args.methods = vec![Method::Vanilla];
+        admit_step_memory(&args, &model, &config, 2, 0).unwrap();
     }
 
     #[test]

@@ -433,6 +433,32 @@ impl<B: Backend> Tint<B> {
 }
 
 impl<B: Backend> Tint<B> {
+    /// Refuses `parallel` steps at once, each on sequences of `seq_lengths` (one after another),
+    /// whose memory estimate ([`TintStep::step_memory`], `parallel` times) is over `limit`
+    /// bytes: the error names `what` runs, the estimate's parts and `flag`, which raises the
+    /// limit. Admits every step of an engine without an estimate.
+    ///
+    /// # Errors
+    /// [`EvalError::Aux`] with [`tint_aux::AuxError::MemoryOverLimit`].
+    pub fn admit_steps(
+        &self,
+        seq_lengths: &[usize],
+        parallel: usize,
+        limit: u64,
+        what: &str,
+        flag: &str,
+    ) -> Result<(), EvalError> {
+        let Some(memory) = self.engine.step_memory(seq_lengths) else {
+            return Ok(());
+        };
+        memory.times(parallel.max(1)).admit(
+            &format!("{}'s step on {what}", self.method().name()),
+            limit,
+            flag,
+        )?;
+        Ok(())
+    }
+
     /// The step size `η` of the step.
     pub fn inner_lr(&self) -> f64 {
         self.engine.step().inner_lr

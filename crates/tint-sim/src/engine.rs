@@ -11,7 +11,10 @@ use crate::any_model::ModelSimulator;
 use crate::config::{Execution, TintConfig};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::llama::{LlamaDirection, LlamaParams, LlamaReference, LlamaSimulator, LlamaTintConfig};
+use crate::llama::{
+    LlamaDirection, LlamaParams, LlamaReference, LlamaSimulator, LlamaTintConfig,
+    ReferenceStepMemory,
+};
 use crate::params::AuxParams;
 use crate::reference::{FunctionalReference, SimOutput};
 use crate::simulator::TintSimulator;
@@ -85,6 +88,15 @@ pub trait TintStep<B: Backend>: Send + Sync {
         inputs: &[SimInput<B>],
     ) -> Option<Result<Box<dyn StepDirection<B>>, SimError>> {
         let _ = inputs;
+        None
+    }
+
+    /// An upper estimate of the memory one step on sequences of `seq_lengths` needs
+    /// ([`ReferenceStepMemory`]), to refuse a step over a limit before it allocates. `None` (the
+    /// default) where the engine has no estimate yet: every engine but the LLaMA functional
+    /// reference (the one `eval icl` and `eval lm` run on SmolLM2 at 2,048 positions).
+    fn step_memory(&self, seq_lengths: &[usize]) -> Option<ReferenceStepMemory> {
+        let _ = seq_lengths;
         None
     }
 }
@@ -217,6 +229,9 @@ impl<B: Backend> TintStep<B> for LlamaReference<B> {
             LlamaReference::direction(self, inputs)
                 .map(|direction| Box::new(direction) as Box<dyn StepDirection<B>>),
         )
+    }
+    fn step_memory(&self, seq_lengths: &[usize]) -> Option<ReferenceStepMemory> {
+        Some(LlamaReference::step_memory(self, seq_lengths))
     }
 }
 

@@ -399,7 +399,8 @@ fn build_method<'a, AB: AutodiffBackend>(
             let tint = Tint::for_method(models.inference, config, method)?;
             let label = format!("{}(eta={value:e},steps={})", method.name(), args.steps);
             let icl = TintIcl::new(tint, label, models.device)
-                .with_step_reuse(models.tint_steps.clone(), direction_settings);
+                .with_step_reuse(models.tint_steps.clone(), direction_settings)
+                .with_memory_limit(models.memory_limit);
             (Box::new(icl), settings)
         }
     })

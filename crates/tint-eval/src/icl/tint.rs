@@ -61,6 +61,8 @@ pub struct TintIcl<B: Backend> {
     /// The descent direction shared with the methods of the other step sizes of a grid, and
     /// this method's settings without its step size (the key's settings).
     reuse: Option<(StepReuse<dyn StepDirection<B>>, String)>,
+    /// Bytes a training step may need at most ([`Tint::admit_steps`]); `None`: no limit.
+    memory_limit: Option<u64>,
 }
 
 /// An update trained once on a demonstration prefix, with what it was trained on.
@@ -93,7 +95,31 @@ impl<B: Backend> TintIcl<B> {
             updates_trained: 0,
             positions_reused_before: 0,
             reuse: None,
+            memory_limit: None,
         }
+    }
+
+    /// Refuses, before it allocates, a training step whose memory estimate is over `limit`
+    /// bytes ([`Tint::admit_steps`]).
+    pub fn with_memory_limit(mut self, limit: u64) -> Self {
+        self.memory_limit = Some(limit);
+        self
+    }
+
+    /// [`Tint::admit_steps`] for one step on training sequences of `seq_lengths` under the
+    /// limit, if any.
+    fn admit_step(&self, seq_lengths: &[usize]) -> Result<(), IclError> {
+        let Some(limit) = self.memory_limit else {
+            return Ok(());
+        };
+        let longest = seq_lengths.iter().max().copied().unwrap_or(0);
+        let what = format!(
+            "{} training sequence(s) of up to {longest} positions",
+            seq_lengths.len()
+        );
+        self.tint
+            .admit_steps(seq_lengths, 1, limit, &what, "--max-memory-gib")
+            .map_err(IclError::Eval)
     }
 
     /// This method taking the descent direction of a demonstration prefix from `reuse` when a
@@ -204,6 +230,8 @@ impl<B: Backend> TintIcl<B> {
         targets: Vec<Vec<bool>>,
         inputs: &[SimInput<B>],
     ) -> Result<Box<dyn UpdatedModel<B>>, IclError> {
+        let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
+        self.admit_step(&lengths)?;
         let compute = || {
             self.tint
                 .direction(inputs)
@@ -239,6 +267,7 @@ impl<B: Backend> TintIcl<B> {
                 .updated_by_direction(vec![ids.to_vec()], vec![targets.to_vec()], inputs)
                 .map(Some);
         }
+        self.admit_step(&[ids.len()])?;
         self.tint
             .train_once(input)
             .transpose()

@@ -564,3 +564,81 @@ fn a_dyn_eval_step_over_the_memory_limit_is_refused_before_it_runs() {
         unlimited.score(&request).unwrap()
     );
 }
+
+/// TinT's functional reference refuses a step whose estimated memory
+/// (`tint_sim::llama::ReferenceStepMemory`) is over its limit before it computes anything, in
+/// the Multi format (the step on the demonstrations of a scored context) and in the Single format
+/// (one step on several sequences), naming the method, the sequences and the flag; under the limit
+/// it scores as without one.
+#[test]
+fn a_tint_reference_step_over_the_memory_limit_is_refused_before_it_runs() {
+    use tint_eval::icl::{DemoFormat, TrainingSequences};
+    use tint_sim::llama::{LlamaReference, LlamaTintConfig};
+
+    let device = Default::default();
+    let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
+    let mut config = default_tint_config(64, 4, None, None, None);
+    config.step.inner_lr = INNER_LR;
+    let demos: Vec<u32> = vec![5, 17, 23, 90, 4, 61, 8, 50, 31, 77];
+    let targets: Vec<bool> = (0..demos.len()).map(|t| t == 3 || t == 7).collect();
+    let needed = LlamaReference::new(&model, LlamaTintConfig::from_tint(&config))
+        .unwrap()
+        .step_memory(&[demos.len()])
+        .total();
+    let icl = |limit: Option<u64>| {
+        let icl = TintIcl::new(
+            Tint::reference(&model, config.clone()).unwrap(),
+            "tint-ref",
+            &device,
+        );
+        match limit {
+            Some(limit) => icl.with_memory_limit(limit),
+            None => icl,
+        }
+    };
+    let candidates: Vec<Vec<u32>> = vec![vec![42], vec![7]];
+    let context = [&demos[..], &[12, 13, 14]].concat();
+    let request = ScoreRequest {
+        context: &context,
+        demo_len: demos.len(),
+        demo_targets: &targets,
+        candidates: &candidates,
+    };
+    let refused_message = |message: String| {
+        assert!(
+            message.contains("tint-ref's step on")
+                && message.contains("of up to 10 positions")
+                && message.contains("--max-memory-gib"),
+            "{message}"
+        );
+    };
+
+    // Multi format: the step runs when the first context is scored.
+    let mut refused = icl(Some(needed - 1));
+    refused_message(refused.score(&request).unwrap_err().to_string());
+    assert_eq!(refused.updates_trained(), 0);
+    let mut admitted = icl(Some(needed));
+    let mut unlimited = icl(None);
+    assert_eq!(
+        admitted.score(&request).unwrap(),
+        unlimited.score(&request).unwrap()
+    );
+
+    // Single format: one step on two sequences, bounded by the longer.
+    let train = TrainingSequences {
+        ids: vec![demos.clone(), demos[..6].to_vec()],
+        targets: vec![targets.clone(), targets[..6].to_vec()],
+        format: Some(DemoFormat::Single),
+    };
+    let mut refused = icl(Some(needed - 1));
+    refused_message(refused.adapt(&train).unwrap_err().to_string());
+    assert_eq!(refused.updates_trained(), 0);
+    let (mut admitted, mut unlimited) = (icl(Some(needed)), icl(None));
+    admitted.adapt(&train).unwrap();
+    unlimited.adapt(&train).unwrap();
+    let plain = ScoreRequest::plain(&context, &candidates);
+    assert_eq!(
+        admitted.score(&plain).unwrap(),
+        unlimited.score(&plain).unwrap()
+    );
+}
