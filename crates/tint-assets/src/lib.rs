@@ -12,6 +12,7 @@
 //! The crate does not print: long operations report `Progress` through a callback.
 
 pub mod atomic_write;
+pub mod exclusive_lock;
 pub mod r_data;
 
 #[cfg(feature = "archive")]
@@ -43,6 +44,7 @@ pub use atomic_write::{write_atomic, write_atomic_with, AtomicWriteError};
 pub use cache::{cache_dir, CacheRefusal, CacheStatus, CACHE_ENV};
 #[cfg(feature = "archive")]
 pub use error::{AssetError, BlobProblem};
+pub use exclusive_lock::{ExclusiveLock, LockError};
 #[cfg(feature = "fetch")]
 pub use fetch::{ensure_asset, sotu_corpus, sotu_text};
 #[cfg(feature = "archive")]

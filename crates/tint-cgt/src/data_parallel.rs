@@ -49,8 +49,8 @@ use crate::model::CgtModel;
 use crate::nodes::NodeSetup;
 use crate::objective::{joint_loss_with_draws, LossTerms};
 use crate::train::{
-    check_finite, log_step, open_log, optimizer_config, restore_checkpoint, save_checkpoint,
-    RunFiles, StepReport, TrainOutcome, TrainingConfig, AUX_STREAM,
+    check_finite, lock_checkpoints, log_step, open_log, optimizer_config, restore_checkpoint,
+    save_checkpoint, RunFiles, StepReport, TrainOutcome, TrainingConfig, AUX_STREAM,
 };
 
 /// burn-collective keeps one local collective server per backend type for the whole process: one
@@ -164,6 +164,8 @@ fn run_data_parallel<B: AutodiffBackend>(
     let layout = Layout { local: peers, node };
     let batch_size = source.batch(0).batch_size;
     check_divisible(batch_size, layout.global(), 0)?;
+    // Held until training ends; the peers restore the same files under it.
+    let _lock = lock_checkpoints(files)?;
     let optimizer = optimizer_config(config).init::<B, CgtModel<B>>();
     let (model, optimizer, first_step) = restore_checkpoint(
         model.fork(lead_device),

@@ -65,6 +65,17 @@ pub enum CgtError {
     /// A checkpoint exists but was written by a run with other settings (steps, batch size, schedule).
     #[error("cannot resume: {0}")]
     ResumeMismatch(String),
+    /// Another run is training into the same checkpoint directory.
+    #[error(
+        "another run is training into the checkpoint directory {dir} (it holds {lock}); wait for \
+         it to finish or give another checkpoint directory"
+    )]
+    CheckpointsBusy {
+        /// The checkpoint directory.
+        dir: String,
+        /// Its lock file.
+        lock: String,
+    },
     /// Safetensors serialisation failed.
     #[error("safetensors error: {0}")]
     Safetensors(String),

@@ -13,6 +13,7 @@ use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use tint_assets::{ExclusiveLock, LockError};
 
 use crate::data::{step_rng, BatchSource};
 use crate::error::{CgtError, Result};
@@ -448,6 +449,7 @@ pub fn train_probed<B: AutodiffBackend>(
         ));
     }
     let batch_size = source.batch(0).batch_size;
+    let _lock = lock_checkpoints(files)?;
     let optimizer = optimizer_config(config).init::<B, CgtModel<B>>();
     let (mut model, mut optimizer, first_step) =
         restore_checkpoint(model, optimizer, files, config, batch_size, device)?;
@@ -528,6 +530,34 @@ pub(crate) fn log_step(
         writeln!(file, "{line}").map_err(|e| CgtError::io("append to", path, e))?;
     }
     Ok(())
+}
+
+/// The lock of `files.checkpoint_dir` (the file `DIR.lock` beside it), held by a training run from
+/// before it restores a checkpoint until it ends, so two runs never write one directory's
+/// checkpoints (each would overwrite the other's steps); `None` without a checkpoint directory.
+///
+/// # Errors
+/// [`CgtError::CheckpointsBusy`] when another run (in this process or another) holds it;
+/// [`CgtError::Io`] naming the lock file when it cannot be made.
+pub(crate) fn lock_checkpoints(files: &RunFiles) -> Result<Option<ExclusiveLock>> {
+    let Some(dir) = &files.checkpoint_dir else {
+        return Ok(None);
+    };
+    // `components` drops a trailing `/`, so `runs/a/` locks `runs/a.lock` as `runs/a` does.
+    let dir: PathBuf = dir.components().collect();
+    let path = PathBuf::from(format!("{}.lock", dir.display()));
+    match ExclusiveLock::acquire(&path) {
+        Ok(lock) => Ok(Some(lock)),
+        Err(LockError::Held { path }) => Err(CgtError::CheckpointsBusy {
+            dir: dir.display().to_string(),
+            lock: path.display().to_string(),
+        }),
+        Err(LockError::Io {
+            operation,
+            path,
+            source,
+        }) => Err(CgtError::io(operation, path, source)),
+    }
 }
 
 /// Restores the model, optimiser state and next step from `files.checkpoint_dir` when it holds a

@@ -4,17 +4,16 @@
 //! `flock` on `OUT.lock`, released when the run ends or its process dies (a killed run leaves no
 //! stale lock behind).
 
-use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
-use crate::results_doc::create_parent_dir;
+use tint_assets::{ExclusiveLock, LockError};
+
 use crate::EvalError;
 
 /// Holds the lock on a report's output for as long as it lives.
 #[derive(Debug)]
 pub struct OutputLock {
-    path: PathBuf,
-    _file: File,
+    _lock: ExclusiveLock,
 }
 
 impl OutputLock {
@@ -27,38 +26,24 @@ impl OutputLock {
     /// [`EvalError::Io`] naming the lock file when it cannot be opened or locked.
     pub fn acquire(out: &Path) -> Result<Self, EvalError> {
         let path = PathBuf::from(format!("{}.lock", out.display()));
-        create_parent_dir(&path)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|source| EvalError::Io {
-                operation: "open the lock file",
-                path: path.clone(),
-                source,
-            })?;
-        match file.try_lock() {
-            Ok(()) => Ok(Self { path, _file: file }),
-            Err(TryLockError::WouldBlock) => Err(EvalError::InvalidSetting {
+        match ExclusiveLock::acquire(&path) {
+            Ok(lock) => Ok(Self { _lock: lock }),
+            Err(LockError::Held { .. }) => Err(EvalError::InvalidSetting {
                 name: "--out",
                 value: out.display().to_string(),
                 rule: "another run is writing this report (it holds OUT.lock); wait for it to \
                        finish or give another --out",
             }),
-            Err(TryLockError::Error(source)) => Err(EvalError::Io {
-                operation: "lock",
+            Err(LockError::Io {
+                operation,
+                path,
+                source,
+            }) => Err(EvalError::Io {
+                operation,
                 path,
                 source,
             }),
         }
-    }
-}
-
-impl Drop for OutputLock {
-    fn drop(&mut self) {
-        // Removed while still locked, so a run that opens it now makes and locks a new file.
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Distribution, Tensor};
-use tint_cgt::train::{load_checkpoint_model, train, RunFiles};
+use tint_cgt::train::{load_checkpoint_model, train, train_with_history, RunFiles};
 use tint_cgt::{CgtInput, CgtModel};
 
 use crate::common::{tiny_regression_data, tiny_regression_model, tiny_training};
@@ -218,5 +218,70 @@ fn a_replaced_checkpoint_file_fails_its_recorded_digest() {
         Err(e) => assert!(e.to_string().starts_with(&prefix), "{e}"),
         Ok(_) => panic!("a replaced checkpoint file must not be resumed"),
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 66: two runs training into one checkpoint directory would overwrite each other's
+/// checkpoints. While one run trains (here: inside its progress callback), a second `train` on the
+/// same directory is refused before it reads or writes anything, naming the directory and its lock,
+/// and the first run's checkpoint stays as it wrote it; once the first run has ended, the same call
+/// is admitted (and finds the finished checkpoint).
+#[test]
+fn a_second_run_on_a_checkpoint_directory_is_refused_while_the_first_trains() {
+    let device = Default::default();
+    let data = tiny_regression_data();
+    let config = tiny_regression_model();
+    let mut training = tiny_training(4, 2);
+    training.checkpoint_every = 2;
+    let dir = std::env::temp_dir().join(format!("tint-cgt-busy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ckpt = dir.join("ckpt");
+    let files = RunFiles {
+        checkpoint_dir: Some(ckpt.clone()),
+        log_path: None,
+    };
+    let start = CgtModel::<AB>::new(&config, &device).unwrap();
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&ckpt)
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let mut refused = None;
+    train(start.clone(), &data, &training, &files, &device, &mut |r| {
+        if r.step == 2 {
+            let before = listing();
+            let second = train(
+                start.clone(),
+                &data,
+                &training,
+                &files,
+                &device,
+                &mut |_| {},
+            );
+            refused = Some((second.map(|_| ()), before, listing()));
+        }
+    })
+    .unwrap();
+    let (second, before, after) = refused.expect("the callback ran at step 2");
+    let message = second.unwrap_err().to_string();
+    assert!(
+        message.contains("another run is training into the checkpoint directory")
+            && message.contains(&ckpt.display().to_string())
+            && message.contains("ckpt.lock"),
+        "{message}"
+    );
+    assert_eq!(before, ["model-2.mpk", "optimizer-2.mpk", "state.json"]);
+    assert_eq!(after, before, "the refused run changed the checkpoint");
+    assert!(!dir.join("ckpt.lock").exists(), "the lock outlived its run");
+    // The first run has ended: the same call runs (nothing left to train at step 4 of 4).
+    let resumed =
+        train_with_history(start, &data, &training, &files, &device, &mut |_| {}).unwrap();
+    assert_eq!(resumed.resumed_at, 4);
     std::fs::remove_dir_all(&dir).unwrap();
 }
