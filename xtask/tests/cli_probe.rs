@@ -527,6 +527,77 @@ fn an_error_states_each_cause_once_and_exits_with_status_1() {
     assert_eq!(run.status.code(), Some(1));
 }
 
+/// Issue 66 item 4: every ICL cell stores the SHA-256 of its inputs (examples, template,
+/// settings); `--resume` reuses a cell whose digest this run computes again, and recomputes one
+/// whose stored digest differs (here: edited), saying why, and stores the right digest again.
+#[test]
+fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
+    let dir = scratch("icl-digest");
+    let data = dir.join("mr");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("train.jsonl"),
+        jsonl_lines(&[("good", 1), ("bad", 0)].repeat(2)),
+    )
+    .unwrap();
+    std::fs::write(
+        data.join("test.jsonl"),
+        jsonl_lines(&[("lovely film", 1), ("awful plot", 0)]),
+    )
+    .unwrap();
+    let out = dir.join("icl.json");
+    let micro = micro();
+    let run = || {
+        xtask(&[
+            "eval",
+            "icl",
+            "--model",
+            micro.to_str().unwrap(),
+            "--task",
+            "mr",
+            "--data",
+            data.to_str().unwrap(),
+            "--methods",
+            "icl",
+            "--shots",
+            "2",
+            "--seeds",
+            "0",
+            "--n-test",
+            "2",
+            "--n-dev",
+            "2",
+            "--max-input-tokens",
+            "16",
+            "--resume",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    succeeds(&run());
+    let digest = report(&out)["cells"][0]["inputs_sha256"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(digest.len(), 64, "{digest}");
+    let again = run();
+    succeeds(&again);
+    assert!(stderr(&again).contains("reused"), "{}", stderr(&again));
+    let edited = std::fs::read_to_string(&out)
+        .unwrap()
+        .replace(&digest, &"0".repeat(64));
+    std::fs::write(&out, edited).unwrap();
+    let recomputed = run();
+    succeeds(&recomputed);
+    assert!(
+        stderr(&recomputed).contains("digest of its inputs differ"),
+        "{}",
+        stderr(&recomputed)
+    );
+    assert_eq!(report(&out)["cells"][0]["inputs_sha256"], digest.as_str());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--tune-per-seed` with two formats: every (format, seed) gets its own bracketed step, each
 /// cell runs each seed with its own, and the rows say the step is per seed.
 #[test]

@@ -45,6 +45,16 @@ impl<M: LmMethod> LmMethod for ByTrainLen<M> {
         }
     }
 
+    /// Each training length's method's settings, in order.
+    fn settings(&self) -> String {
+        let each: Vec<String> = self
+            .methods
+            .iter()
+            .map(|(t, m)| format!("train_len {t}: {}", m.settings()))
+            .collect();
+        format!("{} [{}]", self.name, each.join("; "))
+    }
+
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
         let methods = self
             .methods

@@ -31,6 +31,43 @@ pub trait LmMethod {
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
         None
     }
+    /// Everything besides the blocks that sets this method's numbers (its kind, step sizes,
+    /// steps, trained parameters), in words: part of each cell's input digest
+    /// ([`cell_inputs_sha256`]), so a stored cell made with other settings is not reused. The
+    /// default: the name.
+    fn settings(&self) -> String {
+        self.name()
+    }
+}
+
+/// The SHA-256 (hex) of one LM cell's inputs: the method's [`LmMethod::settings`], the train
+/// fraction, the block size and every evaluated block's token ids, in order. Stored in the cell
+/// ([`MethodResult::inputs_sha256`]); `--resume` reuses a stored cell only when this run computes
+/// the same digest for it (issue 66 item 4).
+pub fn cell_inputs_sha256(
+    method_settings: &str,
+    train_fraction: f64,
+    block_size: usize,
+    blocks: &[Vec<u32>],
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in [
+        method_settings.as_bytes(),
+        &train_fraction.to_bits().to_le_bytes(),
+        &(block_size as u64).to_le_bytes(),
+        &(blocks.len() as u64).to_le_bytes(),
+    ] {
+        hash.update((part.len() as u64).to_le_bytes());
+        hash.update(part);
+    }
+    for block in blocks {
+        hash.update((block.len() as u64).to_le_bytes());
+        for id in block {
+            hash.update(id.to_le_bytes());
+        }
+    }
+    format!("{:x}", hash.finalize())
 }
 
 /// Settings of one language-modelling evaluation.
@@ -145,12 +182,21 @@ pub fn run_lm_eval(
         let train_len = spec.train_len();
         for method in methods.iter_mut() {
             let name = method.name();
+            let inputs_sha256 = cell_inputs_sha256(
+                &method.settings(),
+                spec.train_fraction,
+                config.block_size,
+                blocks,
+            );
             let stored = previous.iter().find(|r| {
                 r.method == name && (r.train_fraction - spec.train_fraction).abs() < 1e-12
             });
             let mut note = String::new();
             if let Some(done_cell) = stored {
-                match crate::resume::validate_cell(done_cell, blocks.len(), config.block_size) {
+                let checked =
+                    crate::resume::validate_cell(done_cell, blocks.len(), config.block_size)
+                        .and_then(|()| crate::resume::check_inputs(done_cell, &inputs_sha256));
+                match checked {
                     Ok(()) => {
                         done += blocks.len();
                         results.push(done_cell.clone());
@@ -223,6 +269,7 @@ pub fn run_lm_eval(
                 ),
                 blocks: nlls,
                 seconds: start.elapsed().as_secs_f64(),
+                inputs_sha256,
             };
             progress(LmProgress {
                 done,
@@ -265,6 +312,9 @@ impl<M: LmMethod + ?Sized> LmMethod for &mut M {
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
         (**self).fork()
     }
+    fn settings(&self) -> String {
+        (**self).settings()
+    }
 }
 
 impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
@@ -280,6 +330,9 @@ impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
         (**self).fork()
     }
+    fn settings(&self) -> String {
+        (**self).settings()
+    }
 }
 
 #[cfg(test)]
@@ -294,6 +347,9 @@ mod tests {
     impl LmMethod for Counting {
         fn name(&self) -> String {
             "counting".into()
+        }
+        fn settings(&self) -> String {
+            "counting: step 0.5".into()
         }
         fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
             self.calls += 1;
@@ -383,6 +439,79 @@ mod tests {
             full.results[1].perplexity.value
         );
         assert_eq!(cells.len(), 2, "one cell event per (method, fraction)");
+    }
+
+    /// Issue 66 item 4: a stored cell is reused only when this run computes the same digest of
+    /// its inputs — not after the method's settings changed under the same name, not for other
+    /// blocks of the same count and size, not without a digest; the reason is in the progress.
+    #[test]
+    fn a_stored_cell_with_other_inputs_is_recomputed() {
+        struct Renamed(Counting, &'static str);
+        impl LmMethod for Renamed {
+            fn name(&self) -> String {
+                self.0.name()
+            }
+            fn block_nll(
+                &mut self,
+                block: &[u32],
+                train_len: usize,
+            ) -> Result<BlockNll, EvalError> {
+                self.0.block_nll(block, train_len)
+            }
+            fn settings(&self) -> String {
+                self.1.into()
+            }
+        }
+        let tokens: Vec<Vec<u32>> = (0..4).map(|b| (10 * b..10 * b + 10).collect()).collect();
+        let config = LmEvalConfig {
+            block_size: 10,
+            train_fractions: vec![0.5],
+            bootstrap_resamples: 10,
+            ..Default::default()
+        };
+        let run = |blocks: &[Vec<u32>], settings: &'static str, previous: &[MethodResult]| {
+            let mut method = Renamed(Counting { calls: 0 }, settings);
+            let mut notes = Vec::new();
+            let report = {
+                let mut methods: Vec<Box<dyn LmMethod + '_>> = vec![Box::new(&mut method)];
+                run_lm_eval(
+                    blocks,
+                    &config,
+                    &mut methods,
+                    serde_json::json!({}),
+                    previous,
+                    &mut |p| notes.push(p.message),
+                )
+                .unwrap()
+            };
+            (report, method.0.calls, notes.join("\n"))
+        };
+        let (full, calls, _) = run(&tokens, "lr 1e-3", &[]);
+        assert_eq!(calls, 4);
+        let stored = full.results[0].clone();
+        assert_eq!(
+            stored.inputs_sha256,
+            cell_inputs_sha256("lr 1e-3", 0.5, 10, &tokens)
+        );
+        // The same inputs: reused.
+        assert_eq!(run(&tokens, "lr 1e-3", std::slice::from_ref(&stored)).1, 0);
+        // Other settings under the same name: recomputed, and said why.
+        let (_, calls, notes) = run(&tokens, "lr 3e-3", std::slice::from_ref(&stored));
+        assert_eq!(calls, 4);
+        assert!(
+            notes.contains("its inputs (method settings, train fraction, blocks) differ"),
+            "{notes}"
+        );
+        // Other blocks of the same count and size.
+        let mut other = tokens.clone();
+        other[3][9] = 99;
+        assert_eq!(run(&other, "lr 1e-3", std::slice::from_ref(&stored)).1, 4);
+        // No digest (a report written before them).
+        let mut old = stored;
+        old.inputs_sha256.clear();
+        let (_, calls, notes) = run(&tokens, "lr 1e-3", &[old]);
+        assert_eq!(calls, 4);
+        assert!(notes.contains("no digest of its inputs"), "{notes}");
     }
 
     #[test]

@@ -189,6 +189,7 @@ mod tests {
             },
             blocks: Vec::new(),
             seconds: 0.0,
+            inputs_sha256: String::new(),
         }
     }
 

@@ -200,6 +200,19 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
         })
     }
 
+    /// The step: learning rate (or the matched rule with TinT's `η`), steps, trained parameters.
+    fn settings(&self) -> String {
+        format!(
+            "{}: lr {:?}, inner_lr {:e}, steps {}, top_layers {:?}, tint_params_only {}",
+            self.name(),
+            self.lr,
+            self.inner_lr,
+            self.steps,
+            self.top_layers,
+            self.tint_params_only
+        )
+    }
+
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
         Some(Box::new(self.clone()))
     }
@@ -525,6 +538,16 @@ impl<B: Backend> LmMethod for Tint<B> {
             .unwrap_or_else(|_| weights_origin(&self.model).unwrap_or(NonFiniteOrigin::Unknown))
     }
 
+    /// The engine and its whole step (layers, steps, `η`, derivatives, loss gradient).
+    fn settings(&self) -> String {
+        format!(
+            "{}: {:?}, official_compat {}",
+            self.name(),
+            self.engine.step(),
+            self.official_compat
+        )
+    }
+
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
         Some(Box::new(self.clone()))
     }
@@ -550,6 +573,10 @@ impl<M: LmMethod> LmMethod for Labelled<M> {
 
     fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
         self.method.non_finite_origin(block, train_len)
+    }
+
+    fn settings(&self) -> String {
+        format!("{}: {}", self.label, self.method.settings())
     }
 
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {

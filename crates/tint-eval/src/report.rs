@@ -24,6 +24,11 @@ pub struct MethodResult {
     pub blocks: Vec<BlockNll>,
     /// Wall-clock seconds spent in this method (all blocks).
     pub seconds: f64,
+    /// SHA-256 of the cell's inputs ([`crate::lm::cell_inputs_sha256`]: the method's settings,
+    /// the train fraction, the blocks); `--resume` reuses the cell only when this run's digest is
+    /// the same. Empty in reports written before it (such a cell is recomputed).
+    #[serde(default)]
+    pub inputs_sha256: String,
 }
 
 /// A whole language-modelling report.
@@ -330,6 +335,7 @@ mod tests {
             perplexity: bootstrap(&blocks, 0.95, 100, 0),
             blocks: blocks.clone(),
             seconds: 0.0,
+            inputs_sha256: String::new(),
         };
         let report = LmReport {
             settings: serde_json::json!({"block_size": 4}),
@@ -376,6 +382,7 @@ mod tests {
             perplexity: bootstrap(&blocks(shift), 0.95, 100, 0),
             blocks: blocks(shift),
             seconds: 0.0,
+            inputs_sha256: String::new(),
         };
         let mut report = LmReport {
             settings: serde_json::json!({}),

@@ -225,6 +225,28 @@ pub fn validate_cell(
     Ok(())
 }
 
+/// Checks that a stored cell was computed from the inputs this run would give it: its
+/// [`MethodResult::inputs_sha256`] equals `expected` ([`crate::lm::cell_inputs_sha256`]).
+///
+/// # Errors
+///
+/// The rule broken, with both digests' first 12 hex digits.
+pub fn check_inputs(cell: &MethodResult, expected: &str) -> Result<(), String> {
+    if cell.inputs_sha256 == expected {
+        return Ok(());
+    }
+    let short = |d: &str| d.chars().take(12).collect::<String>();
+    if cell.inputs_sha256.is_empty() {
+        return Err("no digest of its inputs (a report written before them)".into());
+    }
+    Err(format!(
+        "its inputs (method settings, train fraction, blocks) differ: SHA-256 {}… stored, {}… in \
+         this run",
+        short(&cell.inputs_sha256),
+        short(expected)
+    ))
+}
+
 /// The cells of this run, then the stored cells of (method, train fraction) pairs this run did not
 /// produce, in their stored order.
 pub fn merge(computed: Vec<MethodResult>, stored: &[MethodResult]) -> Vec<MethodResult> {
@@ -262,6 +284,7 @@ pub(crate) mod test_cells {
             perplexity: bootstrap(&blocks, 0.95, 50, 0),
             blocks,
             seconds: 1.0,
+            inputs_sha256: String::new(),
         }
     }
 }

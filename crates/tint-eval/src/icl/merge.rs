@@ -298,6 +298,7 @@ mod tests {
             accuracy_std: 0.0,
             calibrated_mean: right as f64 / 3.0,
             calibrated_std: 0.0,
+            inputs_sha256: String::new(),
         });
         report.fingerprint = Some(serde_json::json!({
             "settings": settings.replace("mr-snippets", &task.to_string()),

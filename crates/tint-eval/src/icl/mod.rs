@@ -9,6 +9,7 @@
 //! [`IclReport`] (JSON, markdown) and draw [`accuracy_bars_svg`].
 
 pub mod calibration;
+pub mod cell_digest;
 pub mod error;
 pub mod loaders;
 pub mod merge;

@@ -527,6 +527,7 @@ mod tests {
             accuracy_std: std,
             calibrated_mean: mean,
             calibrated_std: std,
+            inputs_sha256: String::new(),
         }
     }
 

@@ -112,6 +112,11 @@ pub struct CellResult {
     pub calibrated_mean: f64,
     /// Population standard deviation, with calibration.
     pub calibrated_std: f64,
+    /// SHA-256 of the cell's inputs ([`super::cell_digest::cell_inputs_sha256`]: the examples,
+    /// the template, the settings); `--resume` reuses the cell only when this run's digest is the
+    /// same. Empty in reports written before it (such a cell is recomputed).
+    #[serde(default)]
+    pub inputs_sha256: String,
 }
 
 impl CellResult {

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use tint_aux::{AuxModel, DynEvalConfig, ParamSelection, SgdGradient};
 use tint_sim::{StepDirection, TintConfig};
 
+use super::cell_digest::cell_inputs_sha256;
 use super::loaders::{load_offline_task, load_task_dir};
 use super::run_settings::IclRunSettings;
 use super::{
@@ -764,7 +765,9 @@ pub fn run_icl<AB: AutodiffBackend>(
                     if let Some(stored) = report.cell(&key) {
                         let same = (k == 0 || stored.settings.seeds == settings.seeds)
                             && stored.settings.n_test == eval.test.len()
-                            && stored.settings.method_settings == settings.method_settings;
+                            && stored.settings.method_settings == settings.method_settings
+                            && stored.inputs_sha256
+                                == cell_inputs_sha256(eval, &encoder, &settings);
                         let row = key.row_label();
                         match stored.validate() {
                             Ok(()) if same => {
@@ -775,8 +778,9 @@ pub fn run_icl<AB: AutodiffBackend>(
                                 continue;
                             }
                             Ok(()) => on_event(RunEvent::Note(format!(
-                                "recomputing cell {row} k={k} on {task}: its seeds, examples or \
-                                 method settings differ from this run's"
+                                "recomputing cell {row} k={k} on {task}: its seeds, examples, \
+                                 method settings or digest of its inputs differ from this run's \
+                                 (or it has no digest: a report written before them)"
                             ))),
                             Err(why) => on_event(RunEvent::Note(format!(
                                 "recomputing cell {row} k={k} on {task}: stored numbers invalid \

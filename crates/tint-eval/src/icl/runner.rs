@@ -1,6 +1,7 @@
 //! Runs one cell (task × method × k × format × loss) over its seeds.
 
 use super::calibration::{accuracy, mean_std, predict, predict_calibrated};
+use super::cell_digest::cell_inputs_sha256;
 use super::error::IclError;
 use super::method::{IclMethod, ScoreRequest};
 use super::prompt::{DemoFormat, InContext, PromptEncoder, TrainLoss, TrainingSequences};
@@ -325,5 +326,6 @@ pub fn run_icl_cell(
         accuracy_std,
         calibrated_mean,
         calibrated_std,
+        inputs_sha256: cell_inputs_sha256(data, encoder, settings),
     })
 }
