@@ -124,6 +124,15 @@ fn jsonl_lines(texts: &[(&str, u8)]) -> String {
         .collect()
 }
 
+/// A task folder `DIR/mr` with `pool` as its `train.jsonl` and `test` as its `test.jsonl`.
+fn icl_data(dir: &Path, pool: &[(&str, u8)], test: &[(&str, u8)]) -> PathBuf {
+    let data = dir.join("mr");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("train.jsonl"), jsonl_lines(pool)).unwrap();
+    std::fs::write(data.join("test.jsonl"), jsonl_lines(test)).unwrap();
+    data
+}
+
 fn report(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -533,18 +542,11 @@ fn an_error_states_each_cause_once_and_exits_with_status_1() {
 #[test]
 fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
     let dir = scratch("icl-digest");
-    let data = dir.join("mr");
-    std::fs::create_dir_all(&data).unwrap();
-    std::fs::write(
-        data.join("train.jsonl"),
-        jsonl_lines(&[("good", 1), ("bad", 0)].repeat(2)),
-    )
-    .unwrap();
-    std::fs::write(
-        data.join("test.jsonl"),
-        jsonl_lines(&[("lovely film", 1), ("awful plot", 0)]),
-    )
-    .unwrap();
+    let data = icl_data(
+        &dir,
+        &[("good", 1), ("bad", 0)].repeat(2),
+        &[("lovely film", 1), ("awful plot", 0)],
+    );
     let out = dir.join("icl.json");
     let micro = micro();
     let run = || {
@@ -603,18 +605,14 @@ fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
 #[test]
 fn eval_icl_tunes_every_format_and_seed() {
     let dir = scratch("icl-tune");
-    let data = dir.join("mr");
-    std::fs::create_dir_all(&data).unwrap();
     // Two texts, each always with the same label: a step on the demonstrations helps on the dev
     // examples (the same texts) up to a size, so every grid has an interior best even on the
     // random micro model.
-    let pool = [("good", 1), ("bad", 0)].repeat(4);
-    std::fs::write(data.join("train.jsonl"), jsonl_lines(&pool)).unwrap();
-    std::fs::write(
-        data.join("test.jsonl"),
-        jsonl_lines(&[("lovely film", 1), ("awful plot", 0)]),
-    )
-    .unwrap();
+    let data = icl_data(
+        &dir,
+        &[("good", 1), ("bad", 0)].repeat(4),
+        &[("lovely film", 1), ("awful plot", 0)],
+    );
     let out = dir.join("icl.json");
     let micro = micro();
     let run = xtask(&[

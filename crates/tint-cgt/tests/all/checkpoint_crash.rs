@@ -3,6 +3,8 @@
 //! the next checkpoint is being written — its files cut or half there — resumes from the previous
 //! checkpoint and reaches the numbers of an uninterrupted run.
 
+use std::path::{Path, PathBuf};
+
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Distribution, Tensor};
 use tint_cgt::train::{load_checkpoint_model, train, train_with_history, RunFiles};
@@ -16,19 +18,39 @@ type AB = Autodiff<Flex>;
 /// the existing resume test bounds their logits by the same value.
 const RESUME_TOLERANCE: f32 = 1e-5;
 
+/// A fresh scratch directory `tint-cgt-TAG-PID` with a checkpoint directory `ckpt` in it, and run
+/// files that checkpoint there (and log to `log`, when given).
+fn scratch_run(tag: &str, log: Option<&str>) -> (PathBuf, PathBuf, RunFiles) {
+    let dir = std::env::temp_dir().join(format!("tint-cgt-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ckpt = dir.join("ckpt");
+    let files = RunFiles {
+        checkpoint_dir: Some(ckpt.clone()),
+        log_path: log.map(|name| dir.join(name)),
+    };
+    (dir, ckpt, files)
+}
+
+/// The sorted file names in `dir` (none when it does not exist).
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 #[test]
 fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
     let device = Default::default();
     let data = tiny_regression_data();
     let config = tiny_regression_model();
     let mut training = tiny_training(6, 2);
-    let dir = std::env::temp_dir().join(format!("tint-cgt-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let ckpt = dir.join("ckpt");
-    let files = RunFiles {
-        checkpoint_dir: Some(ckpt.clone()),
-        log_path: Some(dir.join("log.jsonl")),
-    };
+    let (dir, ckpt, files) = scratch_run("crash", Some("log.jsonl"));
     let start = CgtModel::<AB>::new(&config, &device).unwrap();
     let full = train(
         start.clone(),
@@ -49,12 +71,10 @@ fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
         })
     }));
     assert!(stopped.is_err());
-    let mut names: Vec<String> = std::fs::read_dir(&ckpt)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert_eq!(names, ["model-3.mpk", "optimizer-3.mpk", "state.json"]);
+    assert_eq!(
+        listing(&ckpt),
+        ["model-3.mpk", "optimizer-3.mpk", "state.json"]
+    );
     // The crash while writing the checkpoint at step 6: a cut model file, no optimiser file, the
     // state not yet replaced.
     std::fs::write(ckpt.join("model-6.mpk"), b"cut").unwrap();
@@ -69,12 +89,10 @@ fn a_crash_while_writing_the_next_checkpoint_resumes_from_the_previous_one() {
     let diff = (a.clone() - b).abs().max().into_scalar();
     assert!(diff < RESUME_TOLERANCE, "resume diff {diff}");
     // The finished run's checkpoint names its own files only, and loads as the trained model.
-    let mut names: Vec<String> = std::fs::read_dir(&ckpt)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    assert_eq!(names, ["model-6.mpk", "optimizer-6.mpk", "state.json"]);
+    assert_eq!(
+        listing(&ckpt),
+        ["model-6.mpk", "optimizer-6.mpk", "state.json"]
+    );
     let loaded = load_checkpoint_model(
         CgtModel::<AB>::new(&config, &device).unwrap(),
         &ckpt,
@@ -92,13 +110,7 @@ fn a_damaged_checkpoint_is_an_error_naming_its_file() {
     let device = Default::default();
     let config = tiny_regression_model();
     let training = tiny_training(2, 0);
-    let dir = std::env::temp_dir().join(format!("tint-cgt-damaged-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let ckpt = dir.join("ckpt");
-    let files = RunFiles {
-        checkpoint_dir: Some(ckpt.clone()),
-        log_path: None,
-    };
+    let (dir, ckpt, files) = scratch_run("damaged", None);
     let start = CgtModel::<AB>::new(&config, &device).unwrap();
     train(
         start.clone(),
@@ -233,29 +245,12 @@ fn a_second_run_on_a_checkpoint_directory_is_refused_while_the_first_trains() {
     let config = tiny_regression_model();
     let mut training = tiny_training(4, 2);
     training.checkpoint_every = 2;
-    let dir = std::env::temp_dir().join(format!("tint-cgt-busy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let ckpt = dir.join("ckpt");
-    let files = RunFiles {
-        checkpoint_dir: Some(ckpt.clone()),
-        log_path: None,
-    };
+    let (dir, ckpt, files) = scratch_run("busy", None);
     let start = CgtModel::<AB>::new(&config, &device).unwrap();
-    let listing = || {
-        let mut names: Vec<String> = std::fs::read_dir(&ckpt)
-            .map(|entries| {
-                entries
-                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
     let mut refused = None;
     train(start.clone(), &data, &training, &files, &device, &mut |r| {
         if r.step == 2 {
-            let before = listing();
+            let before = listing(&ckpt);
             let second = train(
                 start.clone(),
                 &data,
@@ -264,7 +259,7 @@ fn a_second_run_on_a_checkpoint_directory_is_refused_while_the_first_trains() {
                 &device,
                 &mut |_| {},
             );
-            refused = Some((second.map(|_| ()), before, listing()));
+            refused = Some((second.map(|_| ()), before, listing(&ckpt)));
         }
     })
     .unwrap();

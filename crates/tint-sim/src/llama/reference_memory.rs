@@ -196,18 +196,21 @@ mod tests {
     use super::*;
 
     /// SmolLM2-135M: vocabulary 49,152, width 576, MLP 1,536, 9 query and 3 key/value heads of
-    /// 64, float32; every layer updated (W_V, W_O and the MLP: TinT's default).
+    /// 64, float32.
+    const SMOLLM2: ReferenceSizes = ReferenceSizes {
+        vocab_size: 49_152,
+        d_model: 576,
+        d_ff: 1_536,
+        n_heads: 9,
+        n_kv_heads: 3,
+        head_dim: 64,
+        value_bytes: 4,
+    };
+
+    /// A step of SmolLM2 on a 16-token and a `seq`-token sequence, every layer updated (W_V, W_O
+    /// and the MLP: TinT's default).
     fn smollm2(seq: usize) -> ReferenceStepMemory {
-        let sizes = ReferenceSizes {
-            vocab_size: 49_152,
-            d_model: 576,
-            d_ff: 1_536,
-            n_heads: 9,
-            n_kv_heads: 3,
-            head_dim: 64,
-            value_bytes: 4,
-        };
-        ReferenceStepMemory::of_sizes(sizes, &LlamaTintConfig::default(), 30, &[16, seq])
+        ReferenceStepMemory::of_sizes(SMOLLM2, &LlamaTintConfig::default(), 30, &[16, seq])
     }
 
     #[test]
@@ -222,18 +225,10 @@ mod tests {
         assert_eq!(m.total(), m.traces + m.attention + m.logits + m.weights);
         assert_eq!(m.times(3).total(), 3 * m.total());
         // The longest sequence bounds the transient parts; more layers, more traces.
-        assert_eq!(smollm2(1024), {
-            let sizes = ReferenceSizes {
-                vocab_size: 49_152,
-                d_model: 576,
-                d_ff: 1_536,
-                n_heads: 9,
-                n_kv_heads: 3,
-                head_dim: 64,
-                value_bytes: 4,
-            };
-            ReferenceStepMemory::of_sizes(sizes, &LlamaTintConfig::default(), 30, &[1024, 7])
-        });
+        assert_eq!(
+            smollm2(1024),
+            ReferenceStepMemory::of_sizes(SMOLLM2, &LlamaTintConfig::default(), 30, &[1024, 7])
+        );
     }
 
     /// The estimate stays above what was measured: peak resident memory of
