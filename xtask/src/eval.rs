@@ -68,10 +68,12 @@ enum EvalWhat {
     Cgt(crate::eval_cgt::CgtArgs),
     /// In-context classification (paper Table 1): ICL, dynamic evaluation, TinT.
     Icl(IclRunSettings),
-    /// One report from the per-task pieces of an in-context classification protocol (`eval icl
-    /// --task T` each, e.g. `scripts/table1_paper.sh task T`): refuses pieces of other settings
-    /// (but the task and data file) or checkpoints, and cells or tuning records present in two
-    /// pieces.
+    /// One report from the per-task or per-seed pieces of an in-context classification protocol
+    /// (`eval icl --task T` or `--seeds S` each, e.g. `scripts/table1_paper.sh task T`, or one seed
+    /// per job of a job array with `--tune-per-seed`): a cell found in seed pieces gets every
+    /// piece's seed runs, in the order the pieces are given; refuses pieces of other settings (but
+    /// the task, data file and seeds) or checkpoints, a seed run or tuning record present in two
+    /// pieces, and seed runs of one cell whose settings differ.
     IclMerge(IclMergeArgs),
 }
 
@@ -81,7 +83,8 @@ pub(crate) struct IclMergeArgs {
     /// The merged report (`.json`; the markdown and charts are written next to it).
     #[arg(long)]
     out: PathBuf,
-    /// The pieces: `eval icl` reports, one or more tasks each.
+    /// The pieces: `eval icl` reports, one or more tasks and seeds each (seed pieces in seed
+    /// order: a zero-shot cell comes from the first).
     #[arg(required = true)]
     pieces: Vec<PathBuf>,
 }

@@ -600,6 +600,101 @@ fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Seed pieces (issue 62 item 7): `eval icl --seeds 0` and `--seeds 1` with `--tune-per-seed`,
+/// merged by `icl-merge`, give the cells of one run with `--seeds 0,1`: the same predictions,
+/// accuracies, spreads, tuned steps and rows (run times and input digests aside).
+#[test]
+fn eval_icl_seed_pieces_merge_into_the_cells_of_one_run() {
+    let dir = scratch("icl-seeds");
+    let data = icl_data(
+        &dir,
+        &[("good", 1), ("bad", 0)].repeat(4),
+        &[("lovely film", 1), ("awful plot", 0)],
+    );
+    let micro = micro();
+    let run = |seeds: &str, out: &Path| {
+        succeeds(&xtask(&[
+            "eval",
+            "icl",
+            "--model",
+            micro.to_str().unwrap(),
+            "--task",
+            "mr",
+            "--data",
+            data.to_str().unwrap(),
+            "--methods",
+            "icl,dyn-eval",
+            "--shots",
+            "0,2",
+            "--seeds",
+            seeds,
+            "--n-test",
+            "2",
+            "--n-dev",
+            "4",
+            "--balanced",
+            "--max-input-tokens",
+            "16",
+            "--tune",
+            "lr=1e-2,1e-1,1",
+            "--tune-extend",
+            "8",
+            "--tune-per-seed",
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+    };
+    let (whole, s0, s1, merged) = (
+        dir.join("whole.json"),
+        dir.join("s0.json"),
+        dir.join("s1.json"),
+        dir.join("merged.json"),
+    );
+    run("0,1", &whole);
+    run("0", &s0);
+    run("1", &s1);
+    succeeds(&xtask(&[
+        "eval",
+        "icl-merge",
+        "--out",
+        merged.to_str().unwrap(),
+        s0.to_str().unwrap(),
+        s1.to_str().unwrap(),
+    ]));
+    // Run times and input digests differ by design; everything else must not.
+    let strip = |mut cells: serde_json::Value| {
+        for cell in cells.as_array_mut().unwrap() {
+            cell["inputs_sha256"] = serde_json::Value::Null;
+            for run in cell["runs"].as_array_mut().unwrap() {
+                run["seconds"] = serde_json::Value::Null;
+            }
+        }
+        cells
+    };
+    let (whole, merged) = (report(&whole), report(&merged));
+    assert_eq!(
+        strip(merged["cells"].clone()),
+        strip(whole["cells"].clone())
+    );
+    let steps = |r: &serde_json::Value| -> Vec<(String, f64)> {
+        let mut steps: Vec<(String, f64)> = r["tuning"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["method"].as_str().unwrap().to_string(),
+                    t["choice"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        steps.sort_by(|a, b| a.0.cmp(&b.0));
+        steps
+    };
+    assert_eq!(steps(&merged), steps(&whole));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--tune-per-seed` with two formats: every (format, seed) gets its own bracketed step, each
 /// cell runs each seed with its own, and the rows say the step is per seed.
 #[test]

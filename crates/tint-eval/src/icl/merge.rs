@@ -1,9 +1,15 @@
-//! One report from the pieces of an in-context classification protocol run one task at a time
-//! (`scripts/table1_paper.sh task T` on several machines or sessions, `eval icl --task T` each): the
-//! pieces must share every setting but the task and its data file, and the checkpoint (SHA-256); no
-//! cell or tuning record may come from two pieces. Each piece's code version, tasks and data digest
-//! are kept in the merged report, whose paired differences are recomputed over the merged cells
-//! (the table then has the paper's layout: tasks as columns and their average).
+//! One report from the pieces of an in-context classification protocol run one task, or one set of
+//! seeds, at a time (`scripts/table1_paper.sh task T` on several machines or sessions, `eval icl
+//! --task T --seeds S` each, e.g. a job array with one seed per job): the pieces must share every
+//! setting but the task, its data file and the seeds, and the checkpoint (SHA-256). A cell found in
+//! several pieces (one task, other seeds) becomes one cell whose seed runs are those of the pieces,
+//! in the order the pieces are given: the seeds must not repeat, and its settings must agree but
+//! for the seeds and each seed's tuned step (`--tune-per-seed`, which seed pieces need: a step
+//! tuned on all of a piece's seeds would differ between pieces, and its record would be in two of
+//! them). A zero-shot cell runs once, with the first seed's step: it comes from the first piece
+//! that has it. No tuning record may come from two pieces. Each piece's code version, tasks, seeds
+//! and data digest are kept in the merged report, whose paired differences are recomputed over the
+//! merged cells (the table then has the paper's layout: tasks as columns and their average).
 //!
 //! A merged report is not resumable: its fingerprint lists its pieces instead of one run's settings,
 //! so `eval icl --resume` refuses it; resume the pieces and merge again.
@@ -11,12 +17,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::calibration::mean_std;
 use super::report::IclReport;
+use super::result::CellResult;
 use crate::paired::PairedSettings;
 use crate::EvalError;
 
 /// Fields of a piece's recorded settings that may differ between the pieces of one protocol.
-pub const PART_FIELDS: [&str; 2] = ["task", "data"];
+pub const PART_FIELDS: [&str; 3] = ["task", "data", "seeds"];
 
 /// The top-level fields of a recorded settings text (`Name { a: 1, b: [2, 3], c: X { d: 4 } }`, the
 /// `Debug` form of [`super::run_settings::IclRunSettings::fingerprint_text`]) as (name, value)
@@ -169,6 +177,8 @@ pub fn merge_icl_reports(pieces: &[PathBuf]) -> Result<IclReport, EvalError> {
     let (first, first_fp) = &read[0];
     let mut merged = IclReport::new(first.model.clone(), first.backend.clone());
     let mut owners: Vec<(String, PathBuf)> = Vec::new();
+    // Each merged cell, with the piece that gave each of its seed runs.
+    let mut cells: Vec<(CellResult, Vec<PathBuf>)> = Vec::new();
     let mut sources = Vec::with_capacity(pieces.len());
     for (path, (piece, fp)) in pieces.iter().zip(&read) {
         let mut differences = differing_settings(&first_fp.settings, &fp.settings);
@@ -186,7 +196,7 @@ pub fn merge_icl_reports(pieces: &[PathBuf]) -> Result<IclReport, EvalError> {
                 path: path.clone(),
                 reason: format!(
                     "made with other settings than {}: {}; pieces of one report may differ only \
-                     in their task and data file",
+                     in their task, data file and seeds",
                     first_path.display(),
                     differences.join(", ")
                 ),
@@ -203,8 +213,15 @@ pub fn merge_icl_reports(pieces: &[PathBuf]) -> Result<IclReport, EvalError> {
                 path: path.clone(),
                 reason: format!("its {name} does not recount: {why}"),
             })?;
-            claim(&mut owners, name, path)?;
-            merged.cells.push(cell.clone());
+            match cells.iter_mut().find(|(c, _)| c.key == cell.key) {
+                None => cells.push((cell.clone(), vec![path.clone(); cell.runs.len()])),
+                // Zero-shot: the first piece's runs (a run with every seed uses its first seed's
+                // step), recorded with every piece's steps, as that run records them.
+                Some((into, _)) if cell.key.k == 0 => {
+                    join_step_settings(&mut into.settings.method_settings, cell);
+                }
+                Some((into, from)) => add_seed_runs(into, from, cell, path, &name)?,
+            }
         }
         for record in &piece.tuning {
             claim(
@@ -222,9 +239,97 @@ pub fn merge_icl_reports(pieces: &[PathBuf]) -> Result<IclReport, EvalError> {
             "settings": fp.settings,
         }));
     }
+    merged.cells = cells.into_iter().map(|(cell, _)| cell).collect();
     merged.compute_paired(&PairedSettings::default());
     merged.fingerprint = Some(serde_json::json!({ "merged_from": sources }));
     Ok(merged)
+}
+
+/// Adds the seed runs of `cell` (from the piece at `path`) to `into`, the same cell of earlier
+/// pieces (`from`: the piece of each of its runs): the settings must agree but for the seeds and
+/// the per-seed steps, and no seed may repeat. The means and spreads are recomputed; the merged
+/// cell has no input digest (a merged report is not resumed).
+fn add_seed_runs(
+    into: &mut CellResult,
+    from: &mut Vec<PathBuf>,
+    cell: &CellResult,
+    path: &Path,
+    name: &str,
+) -> Result<(), EvalError> {
+    let refuse = |reason: String| EvalError::Report {
+        path: path.to_path_buf(),
+        reason,
+    };
+    if let Some(run) = cell
+        .runs
+        .iter()
+        .find(|r| into.settings.seeds.contains(&r.seed))
+    {
+        let other = &from[into
+            .runs
+            .iter()
+            .position(|r| r.seed == run.seed)
+            .unwrap_or(0)];
+        return Err(refuse(format!(
+            "its {name} has seed {} also in {}: each seed run must come from one piece",
+            run.seed,
+            other.display()
+        )));
+    }
+    let (a, b) = (&into.settings, &cell.settings);
+    let per_seed = |s: &str| s.is_empty() || s.starts_with("seed ");
+    let mut differences = Vec::new();
+    for (field, same) in [
+        ("balanced", a.balanced == b.balanced),
+        ("demos_in_context", a.demos_in_context == b.demos_in_context),
+        ("n_test", a.n_test == b.n_test),
+        ("max_input_tokens", a.max_input_tokens == b.max_input_tokens),
+        ("calibration", a.calibration == b.calibration),
+        (
+            "method_settings",
+            a.method_settings == b.method_settings
+                || (per_seed(&a.method_settings) && per_seed(&b.method_settings)),
+        ),
+    ] {
+        if !same {
+            differences.push(field);
+        }
+    }
+    if !differences.is_empty() {
+        return Err(refuse(format!(
+            "its {name} differs from the same cell of {} in {}: the seed runs of one cell must \
+             share every setting but the seeds (and each seed's tuned step)",
+            from[0].display(),
+            differences.join(", ")
+        )));
+    }
+    join_step_settings(&mut into.settings.method_settings, cell);
+    into.settings.seeds.extend(&cell.settings.seeds);
+    into.runs.extend(cell.runs.iter().cloned());
+    from.extend(std::iter::repeat_n(path.to_path_buf(), cell.runs.len()));
+    let plain: Vec<f64> = into.runs.iter().map(|r| r.accuracy).collect();
+    let calibrated: Vec<f64> = into.runs.iter().map(|r| r.accuracy_calibrated).collect();
+    (into.accuracy_mean, into.accuracy_std) = mean_std(&plain);
+    (into.calibrated_mean, into.calibrated_std) = mean_std(&calibrated);
+    into.inputs_sha256.clear();
+    into.validate().map_err(|why| {
+        refuse(format!(
+            "its {name} merged with earlier pieces does not recount: {why}"
+        ))
+    })
+}
+
+/// Appends the per-seed steps of `cell`'s settings (`seed 1: …; seed 2: …`) to `settings`, those
+/// of the same row in earlier pieces, unless they are the same.
+fn join_step_settings(settings: &mut String, cell: &CellResult) {
+    let more = &cell.settings.method_settings;
+    if more.is_empty() || settings == more {
+        return;
+    }
+    if !settings.is_empty() {
+        settings.push_str("; ");
+    }
+    settings.push_str(more);
 }
 
 /// Records that `what` comes from `path`, refusing it when another piece already gave it.
@@ -254,11 +359,27 @@ mod tests {
 
     /// A one-cell report on `task`: `icl` at 4 shots, 2 seeds × 3 queries, `right` of them right.
     fn piece(task: TaskKind, settings: &str, right: usize) -> IclReport {
-        let runs: Vec<SeedRun> = [0u64, 1]
+        seed_piece(task, settings, &[0, 1], &[right, right], "icl", 4, "")
+    }
+
+    /// A one-cell report on `task`: `method` at `k` shots, one run per seed of `seeds` with 3
+    /// queries, `right[i]` of them right in seed `i`'s run; the recorded settings' seeds are
+    /// `seeds`.
+    fn seed_piece(
+        task: TaskKind,
+        settings: &str,
+        seeds: &[u64],
+        right: &[usize],
+        method: &str,
+        k: usize,
+        method_settings: &str,
+    ) -> IclReport {
+        let runs: Vec<SeedRun> = seeds
             .iter()
-            .map(|&seed| SeedRun {
+            .zip(right)
+            .map(|(&seed, &right)| SeedRun {
                 seed,
-                demos_used: 4,
+                demos_used: k,
                 accuracy: right as f64 / 3.0,
                 accuracy_calibrated: right as f64 / 3.0,
                 train_losses: Vec::new(),
@@ -275,33 +396,38 @@ mod tests {
                 seconds: 0.0,
             })
             .collect();
+        let accuracies: Vec<f64> = runs.iter().map(|r| r.accuracy).collect();
+        let (mean, std) = mean_std(&accuracies);
         let mut report = IclReport::new("m", "flex");
         report.cells.push(CellResult {
             key: CellKey {
                 task,
-                method: "icl".into(),
-                k: 4,
+                method: method.into(),
+                k,
                 format: None,
                 loss: None,
             },
             settings: CellSettings {
-                seeds: vec![0, 1],
+                seeds: seeds.to_vec(),
                 balanced: false,
                 demos_in_context: true,
                 n_test: 3,
                 max_input_tokens: 64,
-                method_settings: String::new(),
+                method_settings: method_settings.into(),
                 calibration: "prompt".into(),
             },
             runs,
-            accuracy_mean: right as f64 / 3.0,
-            accuracy_std: 0.0,
-            calibrated_mean: right as f64 / 3.0,
-            calibrated_std: 0.0,
+            accuracy_mean: mean,
+            accuracy_std: std,
+            calibrated_mean: mean,
+            calibrated_std: std,
             inputs_sha256: String::new(),
         });
+        let seeds_text = format!("seeds: {seeds:?}");
         report.fingerprint = Some(serde_json::json!({
-            "settings": settings.replace("mr-snippets", &task.to_string()),
+            "settings": settings
+                .replace("mr-snippets", &task.to_string())
+                .replace("seeds: [0, 1]", &seeds_text),
             "checkpoint_sha256": "c",
             "code_version": format!("v-{task}"),
             "data_sha256": [format!("{task}: d")],
@@ -335,13 +461,14 @@ mod tests {
             fields[5].1,
             "[TuneGrid { parameter: \"lr\", values: [0.1, 0.3] }]"
         );
-        // Task and data may differ; anything else is named with its two values.
+        // Task, data and seeds may differ; anything else is named with its two values.
         let other = SETTINGS
             .replace("mr-snippets", "cr-snippets")
-            .replace("[0, 1]", "[0, 2]");
+            .replace("seeds: [0, 1]", "seeds: [2]")
+            .replace("shots: [0, 32]", "shots: [0, 4]");
         assert_eq!(
             differing_settings(SETTINGS, &other),
-            ["seeds ([0, 1] → [0, 2])".to_string()]
+            ["shots ([0, 32] → [0, 4])".to_string()]
         );
         assert!(top_level_fields("IclArgs { a: [1, }").is_none());
     }
@@ -383,6 +510,83 @@ mod tests {
         let wrong = write(&dir, "wrong.json", &wrong);
         let error = merge_icl_reports(&[mr, wrong]).unwrap_err().to_string();
         assert!(error.contains("does not recount"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Seed pieces of one task (`--seeds 0`, `--seeds 1`) merge into one cell per row whose seed
+    /// runs are the pieces', in the order given, with the means and spreads of all of them and
+    /// each seed's step in the settings; the zero-shot cell's run comes from the first piece. A seed in
+    /// two pieces, or a cell whose settings differ but for the seeds, is refused.
+    #[test]
+    fn seed_pieces_of_one_task_merge_into_cells_of_every_seed() {
+        let dir = scratch("seeds");
+        let row = "dyn-eval(lr=per-seed,steps=1)";
+        let piece_of = |seeds: &[u64], right: &[usize], settings: &str| {
+            let mut report = seed_piece(
+                TaskKind::MrSnippets,
+                SETTINGS,
+                seeds,
+                right,
+                row,
+                4,
+                settings,
+            );
+            // The zero-shot cell: run once, with the piece's first seed's step.
+            let zero = seed_piece(
+                TaskKind::MrSnippets,
+                SETTINGS,
+                &[0],
+                &[right[0]],
+                row,
+                0,
+                settings,
+            );
+            report.cells.push(zero.cells[0].clone());
+            report
+        };
+        let a = write(&dir, "s0.json", &piece_of(&[0], &[1], "seed 0: lr 1e-3"));
+        let b = write(
+            &dir,
+            "s12.json",
+            &piece_of(&[1, 2], &[3, 2], "seed 1: lr 3e-4; seed 2: lr 1e-3"),
+        );
+        let merged = merge_icl_reports(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(merged.cells.len(), 2);
+        let cell = merged.cells.iter().find(|c| c.key.k == 4).unwrap();
+        let whole = seed_piece(
+            TaskKind::MrSnippets,
+            SETTINGS,
+            &[0, 1, 2],
+            &[1, 3, 2],
+            row,
+            4,
+            "seed 0: lr 1e-3; seed 1: lr 3e-4; seed 2: lr 1e-3",
+        );
+        assert_eq!(
+            *cell, whole.cells[0],
+            "the cell a run with every seed writes"
+        );
+        let zero = merged.cells.iter().find(|c| c.key.k == 0).unwrap();
+        // The first piece's run, with every seed's step recorded (as a run with every seed).
+        assert_eq!(zero.runs[0].seed, 0);
+        assert_eq!(
+            zero.settings.method_settings,
+            whole.cells[0].settings.method_settings
+        );
+        // Seed 1 again, and a cell of another size.
+        let again = write(&dir, "s1.json", &piece_of(&[1], &[0], "seed 1: lr 3e-4"));
+        let error = merge_icl_reports(&[a.clone(), b.clone(), again])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("has seed 1 also in") && error.contains("s12.json"),
+            "{error}"
+        );
+        let mut other = piece_of(&[3], &[2], "seed 3: lr 1e-3");
+        other.cells[0].settings.max_input_tokens = 32;
+        let other = write(&dir, "s3.json", &other);
+        let error = merge_icl_reports(&[a, b, other]).unwrap_err().to_string();
+        assert!(error.contains("in max_input_tokens"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

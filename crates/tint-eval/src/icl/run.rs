@@ -744,7 +744,12 @@ pub fn run_icl<AB: AutodiffBackend>(
                         .iter()
                         .find(|(v, _)| *v == (format, loss))
                         .map_or(&steps[0].1, |(_, values)| values);
-                    let (mut method, method_settings) = if values.len() == 1 {
+                    // A step tuned per seed makes a per-seed row even with one seed, so that
+                    // seed pieces of one protocol (`--seeds 0`, `--seeds 1`, …) name the row
+                    // alike and `icl-merge` joins their seed runs.
+                    let tuned_per_seed =
+                        args.tune_per_seed && matches!(spec.step, Some(Step::Tune(_)));
+                    let (mut method, method_settings) = if values.len() == 1 && !tuned_per_seed {
                         build_method(spec, values[0], args, &models)?
                     } else {
                         build_per_seed(spec, values, args, &models)?
