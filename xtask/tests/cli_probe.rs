@@ -549,7 +549,7 @@ fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
     );
     let out = dir.join("icl.json");
     let micro = micro();
-    let run = || {
+    let run_with = |max_input_tokens: &str| {
         xtask(&[
             "eval",
             "icl",
@@ -570,12 +570,13 @@ fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
             "--n-dev",
             "2",
             "--max-input-tokens",
-            "16",
+            max_input_tokens,
             "--resume",
             "--out",
             out.to_str().unwrap(),
         ])
     };
+    let run = || run_with("16");
     succeeds(&run());
     let digest = report(&out)["cells"][0]["inputs_sha256"]
         .as_str()
@@ -597,6 +598,14 @@ fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
         stderr(&recomputed)
     );
     assert_eq!(report(&out)["cells"][0]["inputs_sha256"], digest.as_str());
+    // Issue 66: a refused --resume names the setting that differs, with both values.
+    fails_with(
+        &run_with("20"),
+        &[
+            "--resume: the report was made with other settings",
+            "max_input_tokens (16 → 20)",
+        ],
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -222,18 +222,23 @@ pub fn refuse_repeats<T: PartialEq + std::fmt::Debug>(
     flag: &'static str,
     values: &[T],
 ) -> Result<(), EvalError> {
-    match values
-        .iter()
-        .enumerate()
-        .find(|(i, v)| values[..*i].contains(v))
-    {
-        Some((_, v)) => Err(EvalError::InvalidSetting {
+    match first_repeat(values) {
+        Some(v) => Err(EvalError::InvalidSetting {
             name: flag,
             value: format!("{v:?} (in {values:?})"),
             rule: "name each value once",
         }),
         None => Ok(()),
     }
+}
+
+/// The first value of `values` that an earlier one repeats.
+pub fn first_repeat<T: PartialEq>(values: &[T]) -> Option<&T> {
+    values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+        .map(|(_, v)| v)
 }
 
 /// Refuses zero SGD / simulated steps (no step: the adapted model would be the unadapted one under

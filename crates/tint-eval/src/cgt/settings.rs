@@ -8,6 +8,7 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
 use super::conventions::{default_run_dir, EvalStream};
 use super::error::CgtRunError;
+use crate::run_settings::first_repeat;
 
 /// What to train and evaluate (the flags of `cargo xtask eval cgt`).
 #[derive(Debug, Clone, PartialEq)]
@@ -147,7 +148,8 @@ impl CgtSettings {
             .collect()
     }
 
-    /// Checks the seeds (the preset and variants are checked by their accessors).
+    /// Checks the seeds, that no seed or variant repeats, and the other settings (the preset and
+    /// the variants' names are checked by their accessors).
     ///
     /// # Errors
     /// No seed.
@@ -157,6 +159,22 @@ impl CgtSettings {
                 name: "--seeds",
                 value: String::new(),
                 rule: "at least one seed",
+            });
+        }
+        // A repeated seed or variant would run twice and its interval would count one run as
+        // two (issue 66).
+        if let Some(seed) = first_repeat(&self.seeds) {
+            return Err(CgtRunError::InvalidSetting {
+                name: "--seeds",
+                value: format!("{seed} (in {:?})", self.seeds),
+                rule: "name each value once",
+            });
+        }
+        if let Some(variant) = first_repeat(&self.variants) {
+            return Err(CgtRunError::InvalidSetting {
+                name: "--variants",
+                value: format!("{variant} (in {:?})", self.variants),
+                rule: "name each value once",
             });
         }
         if let Some(section) = &self.section {
@@ -352,9 +370,34 @@ mod tests {
         assert!(error.contains("--variants = cgt-x"), "{error}");
         let no_seeds = CgtSettings {
             seeds: Vec::new(),
-            ..plain
+            ..plain.clone()
         };
         assert!(no_seeds.validate().is_err());
+        // Issue 66: a repeated seed or variant is refused by name, not run twice.
+        let twice = CgtSettings {
+            seeds: vec![0, 1, 0],
+            ..plain.clone()
+        };
+        let error = twice.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("--seeds") && error.contains("0 (in [0, 1, 0])"),
+            "{error}"
+        );
+        let twice = CgtSettings {
+            variants: vec!["cgt".into(), "cgt".into()],
+            ..plain.clone()
+        };
+        let error = twice.validate().unwrap_err().to_string();
+        assert!(
+            error.contains("--variants") && error.contains("cgt (in"),
+            "{error}"
+        );
+        let once = CgtSettings {
+            seeds: vec![0, 1],
+            variants: vec!["baseline".into(), "cgt".into()],
+            ..plain
+        };
+        once.validate().unwrap();
     }
 
     #[test]

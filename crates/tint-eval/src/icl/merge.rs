@@ -77,6 +77,54 @@ fn top_level_fields(text: &str) -> Option<Vec<(String, String)>> {
 /// The settings fields (other than [`PART_FIELDS`]) whose values differ between two recorded
 /// settings texts, as `name (a → b)`; the whole text when either does not parse.
 pub fn differing_settings(a: &str, b: &str) -> Vec<String> {
+    differing_fields(a, b, &PART_FIELDS)
+}
+
+/// What differs between a report's recorded fingerprint (`stored`; `None` for a report without
+/// one) and this run's (`now`), each named with its two values: the settings fields
+/// ([`differing_fields`], every field), the checkpoint's and the data's SHA-256 (first 12 hex
+/// digits) and the code version. Empty when they are equal.
+pub fn fingerprint_differences(
+    stored: Option<&serde_json::Value>,
+    now: &serde_json::Value,
+) -> Vec<String> {
+    let Some(stored) = stored else {
+        return vec!["no fingerprint (a report of an older version)".into()];
+    };
+    let text = |v: &serde_json::Value, key: &str| match &v[key] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "absent".into(),
+        other => other.to_string(),
+    };
+    let short = |s: String| s.chars().take(12).collect::<String>();
+    let mut differences = differing_fields(&text(stored, "settings"), &text(now, "settings"), &[]);
+    if stored["checkpoint_sha256"] != now["checkpoint_sha256"] {
+        differences.push(format!(
+            "checkpoint content (SHA-256 {}… → {}…)",
+            short(text(stored, "checkpoint_sha256")),
+            short(text(now, "checkpoint_sha256"))
+        ));
+    }
+    if stored["data_sha256"] != now["data_sha256"] {
+        differences.push(format!(
+            "data ({} → {})",
+            text(stored, "data_sha256"),
+            text(now, "data_sha256")
+        ));
+    }
+    if stored["code_version"] != now["code_version"] {
+        differences.push(format!(
+            "code version ({} → {})",
+            text(stored, "code_version"),
+            text(now, "code_version")
+        ));
+    }
+    differences
+}
+
+/// The fields but `skip` whose values differ between two recorded settings texts, as
+/// `name (a → b)`; the whole text when either does not parse.
+fn differing_fields(a: &str, b: &str, skip: &[&str]) -> Vec<String> {
     let (Some(fa), Some(fb)) = (top_level_fields(a), top_level_fields(b)) else {
         return if a == b {
             Vec::new()
@@ -91,7 +139,7 @@ pub fn differing_settings(a: &str, b: &str) -> Vec<String> {
     names.dedup();
     names
         .into_iter()
-        .filter(|n| !PART_FIELDS.contains(&n.as_str()))
+        .filter(|n| !skip.contains(&n.as_str()))
         .filter_map(|n| {
             let (va, vb) = (ma.get(n), mb.get(n));
             (va != vb).then(|| {
@@ -588,5 +636,38 @@ mod tests {
         let error = merge_icl_reports(&[a, b, other]).unwrap_err().to_string();
         assert!(error.contains("in max_input_tokens"), "{error}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A refused `--resume` names what differs: each settings field (the task and seeds too),
+    /// the checkpoint, the data and the code, with both values; a report without a fingerprint
+    /// says so.
+    #[test]
+    fn fingerprint_differences_name_each_part_with_both_values() {
+        let now = serde_json::json!({
+            "settings": SETTINGS,
+            "checkpoint_sha256": "aaaaaaaaaaaaaaaa",
+            "data_sha256": ["mr-snippets: d"],
+            "code_version": "v1",
+        });
+        assert!(fingerprint_differences(Some(&now), &now).is_empty());
+        let stored = serde_json::json!({
+            "settings": SETTINGS.replace("seeds: [0, 1]", "seeds: [0]"),
+            "checkpoint_sha256": "bbbbbbbbbbbbbbbb",
+            "data_sha256": ["mr-snippets: e"],
+            "code_version": "v0",
+        });
+        assert_eq!(
+            fingerprint_differences(Some(&stored), &now),
+            [
+                "seeds ([0] → [0, 1])",
+                "checkpoint content (SHA-256 bbbbbbbbbbbb… → aaaaaaaaaaaa…)",
+                "data ([\"mr-snippets: e\"] → [\"mr-snippets: d\"])",
+                "code version (v0 → v1)",
+            ]
+        );
+        assert_eq!(
+            fingerprint_differences(None, &now),
+            ["no fingerprint (a report of an older version)"]
+        );
     }
 }

@@ -14,6 +14,7 @@ use tint_sim::{StepDirection, TintConfig};
 
 use super::cell_digest::cell_inputs_sha256;
 use super::loaders::{load_offline_task, load_task_dir};
+use super::merge::fingerprint_differences;
 use super::run_settings::IclRunSettings;
 use super::{
     accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, DemoFormat, DynEvalIcl,
@@ -555,11 +556,18 @@ pub fn run_icl<AB: AutodiffBackend>(
     let mut report = if args.resume && args.out.is_file() {
         let report = IclReport::read_json(&args.out)?;
         if report.fingerprint.as_ref() != Some(&fingerprint) {
+            let differences = fingerprint_differences(report.fingerprint.as_ref(), &fingerprint);
             return Err(EvalError::Report {
                 path: args.out.clone(),
-                reason: "--resume: made with other settings, checkpoint, data or code (or by an \
-                         older version without a fingerprint); use another --out or drop --resume"
-                    .into(),
+                reason: format!(
+                    "--resume: the report was made with other settings: {} (in the report → in \
+                     this run); use another --out or drop --resume",
+                    if differences.is_empty() {
+                        "its fingerprint differs".to_string()
+                    } else {
+                        differences.join(", ")
+                    }
+                ),
             });
         }
         report
