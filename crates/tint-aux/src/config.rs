@@ -157,10 +157,16 @@ pub enum AuxConfig {
     Opt(OptConfig),
 }
 
-#[derive(Deserialize)]
-struct ModelTypeProbe {
-    #[serde(default)]
-    model_type: String,
+/// What a JSON value is, for messages: `an array`, `the number 3`, `the string "x"`, `null`, …
+fn json_kind(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Null => "null".into(),
+        serde_json::Value::Bool(b) => format!("the boolean {b}"),
+        serde_json::Value::Number(n) => format!("the number {n}"),
+        serde_json::Value::String(s) => format!("the string {s:?}"),
+        serde_json::Value::Array(_) => "an array".into(),
+        serde_json::Value::Object(_) => "an object".into(),
+    }
 }
 
 impl AuxConfig {
@@ -172,10 +178,47 @@ impl AuxConfig {
             path: path.to_path_buf(),
             source,
         };
-        let probe: ModelTypeProbe = serde_json::from_str(text).map_err(json_err)?;
-        let config = match probe.model_type.as_str() {
-            "gpt2" => AuxConfig::Gpt2(serde_json::from_str(text).map_err(json_err)?),
-            "opt" => AuxConfig::Opt(serde_json::from_str(text).map_err(json_err)?),
+        let invalid = |reason: String| AuxError::InvalidConfig {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let value: serde_json::Value = serde_json::from_str(text).map_err(json_err)?;
+        let Some(object) = value.as_object() else {
+            return Err(invalid(format!(
+                "the config must be a JSON object of settings; it is {}",
+                json_kind(&value)
+            )));
+        };
+        let model_type = match object.get("model_type") {
+            Some(serde_json::Value::String(name)) => name.clone(),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "field `model_type` must be a string naming the architecture ({}); it is {}",
+                    SUPPORTED_MODEL_TYPES,
+                    json_kind(other)
+                )))
+            }
+            None => {
+                return Err(invalid(format!(
+                    "no field `model_type`: it names the architecture ({SUPPORTED_MODEL_TYPES})"
+                )))
+            }
+        };
+        // Typed errors name the field (`n_layer: invalid type: floating point `2.5`, expected
+        // usize`), not only a line and column.
+        fn typed<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String> {
+            let mut deserializer = serde_json::Deserializer::from_str(text);
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+                match e.path().to_string().as_str() {
+                    // A missing field is reported at the top level; the message names it.
+                    "." => e.inner().to_string(),
+                    field => format!("field `{field}`: {}", e.inner()),
+                }
+            })
+        }
+        let config = match model_type.as_str() {
+            "gpt2" => AuxConfig::Gpt2(typed(text).map_err(invalid)?),
+            "opt" => AuxConfig::Opt(typed(text).map_err(invalid)?),
             other => {
                 return Err(AuxError::UnknownArchitecture {
                     path: path.to_path_buf(),
@@ -423,8 +466,32 @@ mod tests {
             matches!(&err, AuxError::UnknownArchitecture { model_type, .. } if model_type == "bert"),
             "{err}"
         );
-        let err = AuxConfig::from_json_str("{}", Path::new("x/config.json")).unwrap_err();
-        assert!(matches!(err, AuxError::UnknownArchitecture { .. }), "{err}");
+        // Issue 66: a config without `model_type`, or not an object, says so instead of naming
+        // an architecture `""`; a value of the wrong type names its field.
+        for (text, expected) in [
+            ("{}", "no field `model_type`"),
+            (
+                "[1, 2]",
+                "must be a JSON object of settings; it is an array",
+            ),
+            (
+                r#"{"model_type": 2}"#,
+                "field `model_type` must be a string",
+            ),
+            (
+                r#"{"model_type":"gpt2","n_embd":32,"n_layer":2.5,"n_head":4,"n_positions":64,"vocab_size":100}"#,
+                "field `n_layer`: invalid type: floating point `2.5`",
+            ),
+        ] {
+            let err = AuxConfig::from_json_str(text, Path::new("x/config.json")).unwrap_err();
+            let message = err.to_string();
+            assert!(
+                matches!(err, AuxError::InvalidConfig { .. })
+                    && message.contains(expected)
+                    && message.contains("x/config.json"),
+                "{text}: {message}"
+            );
+        }
     }
 
     #[test]
@@ -441,6 +508,10 @@ mod tests {
         assert!(matches!(err, AuxError::InvalidConfig { .. }), "{err}");
         let missing = r#"{"model_type":"gpt2","n_embd":32}"#;
         let err = AuxConfig::from_json_str(missing, Path::new("c.json")).unwrap_err();
-        assert!(matches!(err, AuxError::Json { .. }), "{err}");
+        assert!(
+            matches!(err, AuxError::InvalidConfig { .. })
+                && err.to_string().contains("missing field `n_layer`"),
+            "{err}"
+        );
     }
 }

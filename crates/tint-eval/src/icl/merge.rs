@@ -82,7 +82,7 @@ pub fn differing_settings(a: &str, b: &str) -> Vec<String> {
 
 /// What differs between a report's recorded fingerprint (`stored`; `None` for a report without
 /// one) and this run's (`now`), each named with its two values: the settings fields
-/// ([`differing_fields`], every field), the checkpoint's and the data's SHA-256 (first 12 hex
+/// (every field, as `differing_settings` names them), the checkpoint's and the data's SHA-256 (first 12 hex
 /// digits) and the code version. Empty when they are equal.
 pub fn fingerprint_differences(
     stored: Option<&serde_json::Value>,
