@@ -536,6 +536,28 @@ fn an_error_states_each_cause_once_and_exits_with_status_1() {
     assert_eq!(run.status.code(), Some(1));
 }
 
+/// Issue 66: a text too short for one block (here empty) is refused naming the file.
+#[test]
+fn eval_lm_names_a_text_too_short_for_one_block() {
+    let dir = scratch("lm-empty-text");
+    let text = dir.join("empty.txt");
+    std::fs::write(&text, "").unwrap();
+    let run = xtask(&[
+        "eval",
+        "lm",
+        "--model",
+        micro().to_str().unwrap(),
+        "--text",
+        text.to_str().unwrap(),
+        "--methods",
+        "vanilla",
+        "--out",
+        dir.join("lm.json").to_str().unwrap(),
+    ]);
+    fails_with(&run, &[&format!("cutting {} into blocks", text.display())]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Issue 66 item 4: every ICL cell stores the SHA-256 of its inputs (examples, template,
 /// settings); `--resume` reuses a cell whose digest this run computes again, and recomputes one
 /// whose stored digest differs (here: edited), saying why, and stores the right digest again.

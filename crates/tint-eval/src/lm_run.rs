@@ -203,7 +203,8 @@ pub fn run_lm<AB: AutodiffBackend>(
             tune_blocks: if tuning_needed { args.tune_blocks } else { 0 },
             tune_every: args.tune_every,
         },
-    )?;
+    )
+    .map_err(|e| e.context(format!("cutting {} into blocks", text_path.display())))?;
     let (eval_docs, tune_docs) = split.used_documents();
     on_event(RunEvent::Note(format!(
         "model {} | text {} ({} documents) | backend {} | {} evaluation blocks, {} tuning blocks \
