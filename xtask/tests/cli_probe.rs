@@ -153,8 +153,8 @@ fn eval_lm_names_a_nan_weight_and_records_it_only_when_allowed() {
             "--allow-non-finite",
             "method vanilla: non-finite NLL",
             "evaluation block 0 at train fraction 0.5",
-            "checkpoint weights: weight",
-            "(1 of 4096 values non-finite)",
+            "checkpoint weights: weight `transformer.h.1.mlp.c_fc.weight` in ",
+            "nan-model/model.safetensors (1 of 4096 values non-finite)",
         ],
     );
     assert!(!out.exists(), "nothing is written for a failed cell");

@@ -65,6 +65,7 @@ fn tiny_gpt2() -> AuxModel<B> {
         blocks,
         ln_f: layer_norm(),
         config,
+        weight_file: Default::default(),
     })
 }
 

@@ -177,6 +177,7 @@ impl<'a> Checkpoint<'a> {
                 tensor: name.to_string(),
                 expected: expected.to_vec(),
                 found: view.shape().to_vec(),
+                set_by: "".into(),
             });
         }
         let bytes = view.data();

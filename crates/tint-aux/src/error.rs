@@ -76,7 +76,10 @@ pub enum AuxError {
         tensor: String,
     },
     /// A tensor has a shape other than the one the config implies.
-    #[error("tensor {tensor:?} in {path} has shape {found:?}, expected {expected:?}")]
+    #[error(
+        "tensor {tensor:?} in {path} has shape {found:?}, expected {expected:?}{}",
+        if set_by.is_empty() { String::new() } else { format!("; {set_by}") }
+    )]
     TensorShape {
         /// The checkpoint file.
         path: PathBuf,
@@ -86,6 +89,10 @@ pub enum AuxError {
         expected: Vec<usize>,
         /// The shape in the file.
         found: Vec<usize>,
+        /// Which config fields set the expected dimensions that differ (`32 is the config's
+        /// n_embd`); empty when none is known. (Boxed: every `Result` carrying this error stays
+        /// small.)
+        set_by: Box<str>,
     },
     /// The checkpoint holds tensors the config does not use (e.g. a config with fewer layers than the
     /// checkpoint, or a GGUF `block_count` below the number of blocks).

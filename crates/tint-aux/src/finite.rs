@@ -5,6 +5,7 @@ use burn::module::Param;
 use burn::tensor::{backend::Backend, Tensor};
 
 use crate::params::{ParamInfo, ParamMapper};
+use crate::weight_file::WeightFile;
 use crate::{AuxError, AuxModel};
 
 /// Number of NaN or infinite values of `tensor`, and its number of values (read on the host).
@@ -40,9 +41,11 @@ pub fn check_finite<B: Backend, const D: usize>(
 }
 
 /// The first parameter (in the model's visiting order) holding a NaN or an infinity, described as
-/// `weight NAME (k of n values non-finite)`, or `None` when every weight is finite.
+/// `` weight `NAME` in FILE (k of n values non-finite) `` with the file's own tensor name
+/// ([`WeightFile::describe`]; our parameter path for a model built in memory), or `None` when every
+/// weight is finite.
 pub fn first_non_finite_weight<B: Backend>(model: &AuxModel<B>) -> Option<String> {
-    struct Finder(Option<String>);
+    struct Finder(Option<String>, WeightFile);
     impl<B: Backend> ParamMapper<B> for Finder {
         fn map<const D: usize>(
             &mut self,
@@ -54,14 +57,14 @@ pub fn first_non_finite_weight<B: Backend>(model: &AuxModel<B>) -> Option<String
                 if count > 0 {
                     self.0 = Some(format!(
                         "weight {} ({count} of {total} values non-finite)",
-                        info.name
+                        self.1.describe(&info.name)
                     ));
                 }
             }
             param
         }
     }
-    let mut finder = Finder(None);
+    let mut finder = Finder(None, model.weight_file().clone());
     let _ = model.clone().map_named_params(&mut finder);
     finder.0
 }

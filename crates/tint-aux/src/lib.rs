@@ -53,8 +53,10 @@ pub mod model;
 pub mod opt;
 pub mod params;
 pub mod prefix_cache;
+mod size_fields;
 pub mod tokenizer;
 pub mod trace;
+pub mod weight_file;
 
 pub use checkpoint::linear;
 pub use config::{read_text_limited, AuxConfig};
@@ -76,3 +78,4 @@ pub use params::{ParamGroup, ParamInfo, ParamMapper};
 pub use prefix_cache::PrefixCache;
 pub use tokenizer::AuxTokenizer;
 pub use trace::{ForwardTrace, LayerTrace};
+pub use weight_file::{FileTensor, TensorNaming, WeightFile};

@@ -10,6 +10,7 @@ use burn::tensor::backend::Backend;
 use crate::checkpoint::{check_parameter_budget, read_checkpoint_bytes, Checkpoint};
 use crate::config::AuxConfig;
 use crate::model::AuxModel;
+use crate::size_fields::name_size_fields;
 use crate::AuxError;
 
 /// File name of the HF config in a model directory.
@@ -86,7 +87,7 @@ pub(crate) fn with_checks<T>(
         config.min_parameter_count(),
         checkpoint.total_elements(),
     )?;
-    let model = build()?;
+    let model = build().map_err(|e| name_size_fields(e, &config.size_fields()))?;
     checkpoint.check_all_used(&|name| ignorable(config, name))?;
     Ok(model)
 }

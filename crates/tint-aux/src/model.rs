@@ -11,6 +11,7 @@ use crate::gpt2::Gpt2;
 use crate::opt::Opt;
 use crate::params::ParamMapper;
 use crate::trace::ForwardTrace;
+use crate::weight_file::WeightFile;
 use crate::AuxError;
 
 /// What every auxiliary causal language model provides.
@@ -66,6 +67,15 @@ pub enum AuxModel<B: Backend> {
 }
 
 impl<B: Backend> AuxModel<B> {
+    /// The file the weights were read from and the names its tensors have there.
+    pub fn weight_file(&self) -> &WeightFile {
+        match self {
+            AuxModel::Gpt2(m) => &m.weight_file,
+            AuxModel::Opt(m) => &m.weight_file,
+            AuxModel::Llama(m) => &m.weight_file,
+        }
+    }
+
     /// The model as a [`CausalLm`] trait object (the one place that lists the variants for reading).
     pub fn lm(&self) -> &dyn CausalLm<B> {
         match self {

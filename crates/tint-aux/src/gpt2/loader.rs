@@ -25,6 +25,7 @@ use crate::block::DecoderBlock;
 use crate::checkpoint::{linear, Checkpoint};
 use crate::config::Gpt2Config;
 use crate::gpt2::Gpt2;
+use crate::weight_file::{TensorNaming, WeightFile};
 use crate::AuxError;
 
 /// Builds a [`Gpt2`] from a parsed checkpoint (callers check the parameter budget first:
@@ -103,6 +104,12 @@ pub(crate) fn load_gpt2_from<B: Backend>(
         blocks,
         ln_f,
         config: config.clone(),
+        weight_file: WeightFile::new(
+            checkpoint.path(),
+            TensorNaming::Gpt2 {
+                prefix: prefix.to_string(),
+            },
+        ),
     })
 }
 

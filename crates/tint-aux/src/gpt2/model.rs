@@ -10,6 +10,7 @@ use crate::layer_norm::LayerNorm;
 use crate::model::{embed_tokens, tied_lm_head, CausalLm};
 use crate::params::{map_layer_norm, ParamGroup, ParamInfo, ParamMapper};
 use crate::trace::{ForwardTrace, LayerTrace};
+use crate::weight_file::WeightFile;
 
 /// GPT-2 language model. Built by [`load_gpt2`](crate::gpt2::load_gpt2).
 #[derive(Module, Debug)]
@@ -25,6 +26,9 @@ pub struct Gpt2<B: Backend> {
     /// The HF config the model was built from.
     #[module(skip)]
     pub config: Gpt2Config,
+    /// The file the weights were read from and its tensor names.
+    #[module(skip)]
+    pub weight_file: WeightFile,
 }
 
 impl<B: Backend> Gpt2<B> {
@@ -46,6 +50,7 @@ impl<B: Backend> Gpt2<B> {
                 .collect(),
             ln_f: map_layer_norm(self.ln_f, "ln_f", None, mapper),
             config: self.config,
+            weight_file: self.weight_file,
         }
     }
 }

@@ -159,6 +159,7 @@ impl<B: Backend> LlamaModel<B> {
                 .map(|head| map_linear(head, "lm_head", None, ParamGroup::Embedding, mapper)),
             rope_theta: self.rope_theta,
             max_positions: self.max_positions,
+            weight_file: self.weight_file,
         }
     }
 }

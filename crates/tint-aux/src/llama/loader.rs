@@ -38,6 +38,8 @@ use crate::checkpoint::{
     Checkpoint,
 };
 use crate::gguf::{GgufError, GgufFile, GgufTokenizer};
+use crate::size_fields::{llama_size_fields, name_size_fields};
+use crate::weight_file::{TensorNaming, WeightFile};
 use crate::AuxError;
 
 /// Undoes llama.cpp's rotary row permutation of a `[n_heads · head_dim, cols]` row-major matrix.
@@ -93,6 +95,9 @@ trait WeightSource {
 
     /// Checked after the model is built: every tensor of the source was read.
     fn check_all_used(&self) -> Result<(), AuxError>;
+
+    /// The file the tensors come from and its naming.
+    fn weight_file(&self) -> WeightFile;
 }
 
 /// Most parameters [`LlamaConfig::init`] builds (2³² values, 16 GiB of float32): random weights have no
@@ -121,6 +126,10 @@ impl WeightSource for Checkpoint<'_> {
     fn check_all_used(&self) -> Result<(), AuxError> {
         Checkpoint::check_all_used(self, &hf_ignorable)
     }
+
+    fn weight_file(&self) -> WeightFile {
+        WeightFile::new(self.path(), TensorNaming::LlamaHf)
+    }
 }
 
 struct GgufSource<'a> {
@@ -131,7 +140,7 @@ struct GgufSource<'a> {
     used: Mutex<BTreeSet<String>>,
 }
 
-fn gguf_name(hf_name: &str) -> String {
+pub(crate) fn gguf_name(hf_name: &str) -> String {
     let fixed = match hf_name {
         "model.embed_tokens.weight" => Some("token_embd.weight"),
         "model.norm.weight" => Some("output_norm.weight"),
@@ -185,6 +194,7 @@ impl WeightSource for GgufSource<'_> {
                 tensor: name,
                 expected: shape.to_vec(),
                 found: info.shape(),
+                set_by: "".into(),
             });
         }
         let tensor = self.file.tensor_f32(&name).map_err(missing)?;
@@ -220,6 +230,10 @@ impl WeightSource for GgufSource<'_> {
         unused.sort();
         unused_error(&self.path, unused)
     }
+
+    fn weight_file(&self) -> WeightFile {
+        WeightFile::new(&self.path, TensorNaming::LlamaGguf)
+    }
 }
 
 fn hf_linear<B: Backend, W: WeightSource>(
@@ -239,7 +253,9 @@ fn assemble<B: Backend, W: WeightSource>(
     device: &B::Device,
 ) -> Result<LlamaModel<B>, AuxError> {
     weights.check_budget(config.min_parameter_count())?;
-    let model = assemble_unchecked(config, weights, device)?;
+    let model = assemble_unchecked(config, weights, device).map_err(|e| {
+        name_size_fields(e, &llama_size_fields(config, &weights.weight_file().naming))
+    })?;
     weights.check_all_used()?;
     Ok(model)
 }
@@ -303,6 +319,7 @@ fn assemble_unchecked<B: Backend, W: WeightSource>(
         lm_head,
         rope_theta: config.rope_theta,
         max_positions: config.max_positions,
+        weight_file: weights.weight_file(),
     })
 }
 
@@ -435,6 +452,10 @@ impl WeightSource for RandomSource {
 
     fn check_all_used(&self) -> Result<(), AuxError> {
         Ok(())
+    }
+
+    fn weight_file(&self) -> WeightFile {
+        WeightFile::default()
     }
 }
 

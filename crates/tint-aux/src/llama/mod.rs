@@ -21,6 +21,7 @@ pub use aux_impl::{gguf_tokenizer, load_gguf_model, try_load_llama};
 pub use block::{LlamaBlock, LlamaLayerTrace};
 pub(crate) use blockwise_backward::blockwise_loss_and_gradients;
 pub use config::{HfLlamaConfig, HfRopeParameters, LlamaConfig};
+pub(crate) use loader::gguf_name;
 pub use loader::{
     load_llama_gguf, load_llama_hf, permute_rotary_rows, read_hf_config, unpermute_rotary_rows,
     LoadedGguf,

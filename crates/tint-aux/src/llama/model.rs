@@ -8,6 +8,7 @@ use super::attention::KeyValues;
 use super::block::{LlamaBlock, LlamaLayerTrace};
 use super::rms_norm::RmsNorm;
 use super::rotary::rotary_tables_dtype;
+use crate::weight_file::WeightFile;
 use crate::AuxError;
 
 /// A LLaMA-architecture decoder (SmolLM2, TinyLlama, …), all weights `[d_input, d_output]`.
@@ -25,6 +26,9 @@ pub struct LlamaModel<B: Backend> {
     pub rope_theta: f64,
     /// Longest accepted sequence.
     pub max_positions: usize,
+    /// The file the weights were read from and its tensor names.
+    #[module(skip)]
+    pub weight_file: WeightFile,
 }
 
 /// The activations of a whole forward pass.

@@ -34,6 +34,7 @@ use crate::block::DecoderBlock;
 use crate::checkpoint::{read_checkpoint_bytes, Checkpoint};
 use crate::config::{OptConfig, OPT_LAYER_NORM_EPS, OPT_POSITION_OFFSET};
 use crate::opt::Opt;
+use crate::weight_file::{TensorNaming, WeightFile};
 use crate::AuxError;
 
 /// Builds an [`Opt`] from a parsed checkpoint (callers check the parameter budget first:
@@ -145,6 +146,12 @@ pub(crate) fn load_opt_from<B: Backend>(
         blocks,
         ln_f,
         config: config.clone(),
+        weight_file: WeightFile::new(
+            checkpoint.path(),
+            TensorNaming::Opt {
+                prefix: prefix.to_string(),
+            },
+        ),
     })
 }
 

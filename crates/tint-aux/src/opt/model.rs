@@ -11,6 +11,7 @@ use crate::layer_norm::LayerNorm;
 use crate::model::{embed_tokens, tied_lm_head, CausalLm};
 use crate::params::{map_layer_norm, map_linear, ParamGroup, ParamInfo, ParamMapper};
 use crate::trace::{ForwardTrace, LayerTrace};
+use crate::weight_file::WeightFile;
 
 /// OPT language model. Built by [`load_opt`](crate::opt::load_opt).
 #[derive(Module, Debug)]
@@ -32,6 +33,9 @@ pub struct Opt<B: Backend> {
     /// The HF config the model was built from.
     #[module(skip)]
     pub config: OptConfig,
+    /// The file the weights were read from and its tensor names.
+    #[module(skip)]
+    pub weight_file: WeightFile,
 }
 
 impl<B: Backend> Opt<B> {
@@ -69,6 +73,7 @@ impl<B: Backend> Opt<B> {
                 .collect(),
             ln_f: self.ln_f.map(|n| map_layer_norm(n, "ln_f", None, mapper)),
             config: self.config,
+            weight_file: self.weight_file,
         }
     }
 }

@@ -245,7 +245,13 @@ fn nan_and_infinite_weights_are_found_and_named() {
     assert!(*count > 0);
     assert_eq!(
         cause.as_deref(),
-        Some("weight blocks.1.fc.weight (2 of 4096 values non-finite)"),
+        Some(
+            format!(
+                "weight `transformer.h.1.mlp.c_fc.weight` in {} (2 of 4096 values non-finite)",
+                dir.join("model.safetensors").display()
+            )
+            .as_str()
+        ),
         "{err}"
     );
 }
@@ -391,4 +397,43 @@ fn a_tensor_name_repeated_in_the_safetensors_header_is_refused_by_name() {
         Err(other) => panic!("expected DuplicateTensor, got {other}"),
         Ok(_) => panic!("a repeated tensor name must be refused"),
     }
+}
+
+/// Issue 66, finding 21: a config size that disagrees with the weights names the config field that
+/// set the expected dimension (GPT-2 and LLaMA `config.json`).
+#[test]
+fn a_config_size_that_disagrees_with_the_weights_names_its_field() {
+    for (field, value, needle) in [
+        (
+            "vocab_size",
+            256,
+            "expected [256, 32]; 256 is the config's vocab_size",
+        ),
+        ("n_embd", 16, "16 is the config's n_embd"),
+    ] {
+        let dir = with_config("gpt2-tiny", &format!("size-{field}"), |c| {
+            c[field] = serde_json::json!(value)
+        });
+        let err = load(&dir).unwrap_err();
+        assert!(matches!(err, AuxError::TensorShape { .. }), "{err}");
+        assert!(err.to_string().contains(needle), "{field}: {err}");
+    }
+    let source = crate::llama_tiny::llama_fixture("tiny");
+    let dir = scratch("size-intermediate");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(source.join("config.json")).unwrap())
+            .unwrap();
+    config["intermediate_size"] = serde_json::json!(80);
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    std::fs::copy(
+        source.join("model.safetensors"),
+        dir.join("model.safetensors"),
+    )
+    .unwrap();
+    let err = load(&dir).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("80 is the config's intermediate_size"),
+        "{err}"
+    );
 }

@@ -17,7 +17,7 @@ type TestBackend = burn::backend::Flex;
 /// which moves logits by a few 1e-6; 1e-4 is the bound.
 const TINY_LOGITS_TOL: f32 = 1e-4;
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn llama_fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/llama")
         .join(name)
@@ -49,7 +49,7 @@ struct Golden {
 }
 
 fn golden(name: &str) -> Golden {
-    let bytes = std::fs::read(fixture(name).join("golden.safetensors")).unwrap();
+    let bytes = std::fs::read(llama_fixture(name).join("golden.safetensors")).unwrap();
     let tensors = SafeTensors::deserialize(&bytes).unwrap();
     let (ids, ids_shape) = read_i64(&tensors, "input_ids");
     let (logits, logits_shape) = read_f32(&tensors, "logits");
@@ -70,7 +70,7 @@ fn check_against_golden(model: &LlamaModel<TestBackend>, name: &str) {
 #[test]
 fn tiny_untied_gqa_matches_hf() {
     let (model, config) =
-        load_llama_hf::<TestBackend>(&fixture("tiny"), &Default::default()).unwrap();
+        load_llama_hf::<TestBackend>(&llama_fixture("tiny"), &Default::default()).unwrap();
     assert_eq!((config.n_heads, config.n_kv_heads), (4, 2));
     assert_eq!(
         config.rope_theta, 500.0,
@@ -83,7 +83,7 @@ fn tiny_untied_gqa_matches_hf() {
 #[test]
 fn tiny_tied_matches_hf() {
     let (model, config) =
-        load_llama_hf::<TestBackend>(&fixture("tiny_tied"), &Default::default()).unwrap();
+        load_llama_hf::<TestBackend>(&llama_fixture("tiny_tied"), &Default::default()).unwrap();
     assert!(config.tie_word_embeddings && model.lm_head.is_none());
     check_against_golden(&model, "tiny_tied");
 }
@@ -103,7 +103,7 @@ pub(crate) fn tiny_gguf(name: &str, pre: &str) -> Vec<u8> {
 
 /// [`tiny_gguf`] with the BOS id `bos` (absent: `None`) and `add_bos_token` (absent: `None`).
 fn tiny_gguf_with_bos(name: &str, pre: &str, bos: Option<u32>, add_bos: Option<bool>) -> Vec<u8> {
-    let dir = fixture(name);
+    let dir = llama_fixture(name);
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
@@ -174,7 +174,7 @@ fn tiny_gguf_with_bos(name: &str, pre: &str, bos: Option<u32>, add_bos: Option<b
     writer.to_bytes()
 }
 
-fn write_temp(name: &str, bytes: &[u8]) -> PathBuf {
+pub(crate) fn write_temp(name: &str, bytes: &[u8]) -> PathBuf {
     let path = std::env::temp_dir().join(format!("tint-llama-{}-{name}", std::process::id()));
     std::fs::write(&path, bytes).unwrap();
     path
@@ -322,7 +322,7 @@ fn bad_hf_directories_are_typed_errors() {
         Err(AuxError::MissingFile { .. })
     ));
     let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture("tiny/config.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(llama_fixture("tiny/config.json")).unwrap())
             .unwrap();
     config["rope_parameters"]["rope_type"] = "yarn".into();
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
@@ -334,7 +334,7 @@ fn bad_hf_directories_are_typed_errors() {
     config["num_hidden_layers"] = 3.into(); // the checkpoint has 2 layers
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
     std::fs::copy(
-        fixture("tiny/model.safetensors"),
+        llama_fixture("tiny/model.safetensors"),
         dir.join("model.safetensors"),
     )
     .unwrap();
@@ -363,7 +363,7 @@ impl tint_aux::params::ParamMapper<TestBackend> for CountParams {
 #[test]
 fn aux_model_dispatch_loads_llama_dirs_and_gguf_files() {
     let device = Default::default();
-    let model = tint_aux::load_model::<TestBackend>(&fixture("tiny"), &device).unwrap();
+    let model = tint_aux::load_model::<TestBackend>(&llama_fixture("tiny"), &device).unwrap();
     assert_eq!(
         (model.model_type(), model.n_layers(), model.hidden_size()),
         ("llama", 2, 64)

@@ -19,3 +19,4 @@ mod mutation_suite;
 mod parity;
 mod safetensors_properties;
 mod trace;
+mod weight_names;
