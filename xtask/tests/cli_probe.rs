@@ -558,6 +558,48 @@ fn eval_lm_names_a_text_too_short_for_one_block() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Issue 66, finding 25: a bad value is named by the flag the user gave (`--shots`, `--n-test`),
+/// not by the library's variable (`k`, `n_test`).
+#[test]
+fn eval_icl_names_the_flag_of_a_bad_value() {
+    let dir = scratch("icl-flag-names");
+    let data = icl_data(
+        &dir,
+        &[("good", 1), ("bad", 0)].repeat(2),
+        &[("lovely film", 1), ("awful plot", 0)],
+    );
+    let micro = micro();
+    let out = dir.join("icl.json");
+    let run_with = |shots: &str, n_test: &str| {
+        xtask(&[
+            "eval",
+            "icl",
+            "--model",
+            micro.to_str().unwrap(),
+            "--task",
+            "mr",
+            "--data",
+            data.to_str().unwrap(),
+            "--methods",
+            "icl",
+            "--shots",
+            shots,
+            "--seeds",
+            "0",
+            "--n-test",
+            n_test,
+            "--n-dev",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    fails_with(&run_with("9", "2"), &["invalid setting --shots = 9"]);
+    fails_with(&run_with("2", "0"), &["invalid setting --n-test = 0"]);
+    assert!(!out.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Issue 66 item 4: every ICL cell stores the SHA-256 of its inputs (examples, template,
 /// settings); `--resume` reuses a cell whose digest this run computes again, and recomputes one
 /// whose stored digest differs (here: edited), saying why, and stores the right digest again.

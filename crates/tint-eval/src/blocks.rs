@@ -25,14 +25,14 @@ impl BlockSpec {
     pub fn validate(&self) -> Result<(), EvalError> {
         if self.block_size < 4 {
             return Err(EvalError::InvalidSetting {
-                name: "block-size",
+                name: "--block-size",
                 value: self.block_size.to_string(),
                 rule: "must be at least 4",
             });
         }
         if !(self.train_fraction > 0.0 && self.train_fraction < 1.0) {
             return Err(EvalError::InvalidSetting {
-                name: "train-fraction",
+                name: "--train-fraction",
                 value: self.train_fraction.to_string(),
                 rule: "must be strictly between 0 and 1",
             });
@@ -40,14 +40,14 @@ impl BlockSpec {
         let train = self.train_len();
         if train < 2 || train >= self.block_size {
             return Err(EvalError::InvalidSetting {
-                name: "train-fraction",
+                name: "--train-fraction",
                 value: self.train_fraction.to_string(),
                 rule: "must leave at least 2 training tokens and 1 evaluated token per block",
             });
         }
         if self.max_blocks == 0 {
             return Err(EvalError::InvalidSetting {
-                name: "max-blocks",
+                name: "--max-blocks",
                 value: "0".into(),
                 rule: "must be at least 1",
             });

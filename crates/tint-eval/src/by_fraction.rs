@@ -22,7 +22,7 @@ impl<M: LmMethod> ByTrainLen<M> {
             .find(|(t, _)| *t == train_len)
             .map(|(_, m)| m)
             .ok_or_else(|| EvalError::InvalidSetting {
-                name: "train-fraction",
+                name: "--train-fraction",
                 value: format!("a block with {train_len} training tokens (tuned for {known:?})"),
                 rule: "a row tuned per train fraction scores only the fractions it was tuned at",
             })

@@ -144,7 +144,7 @@ pub fn run_lm_eval(
 ) -> Result<LmReport, EvalError> {
     if config.train_fractions.is_empty() {
         return Err(EvalError::InvalidSetting {
-            name: "train-fraction",
+            name: "--train-fraction",
             value: "[]".into(),
             rule: "give at least one train fraction",
         });
@@ -158,7 +158,7 @@ pub fn run_lm_eval(
     }
     if let Some(bad) = blocks.iter().find(|b| b.len() != config.block_size) {
         return Err(EvalError::InvalidSetting {
-            name: "block-size",
+            name: "--block-size",
             value: format!("a block of {} tokens", bad.len()),
             rule: "every block must have block_size tokens",
         });

@@ -72,21 +72,21 @@ impl LmSplit {
     pub fn new(documents: &[Document], spec: SplitSpec) -> Result<Self, EvalError> {
         if spec.block_size < 4 {
             return Err(EvalError::InvalidSetting {
-                name: "block-size",
+                name: "--block-size",
                 value: spec.block_size.to_string(),
                 rule: "must be at least 4",
             });
         }
         if spec.tune_every < 2 {
             return Err(EvalError::InvalidSetting {
-                name: "tune-every",
+                name: "--tune-every",
                 value: spec.tune_every.to_string(),
                 rule: "every k-th document is for tuning: k must be at least 2",
             });
         }
         if spec.eval_blocks == 0 {
             return Err(EvalError::InvalidSetting {
-                name: "max-blocks",
+                name: "--max-blocks",
                 value: "0".into(),
                 rule: "must be at least 1",
             });

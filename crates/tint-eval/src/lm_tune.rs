@@ -186,7 +186,7 @@ pub fn best_index(scores: &[f64], lower_is_better: bool) -> Result<usize, EvalEr
         }
     }
     best.ok_or(EvalError::InvalidSetting {
-        name: "tune",
+        name: "--tune",
         value: format!("{scores:?}"),
         rule: "no grid value gave a finite score on the tuning split",
     })
@@ -355,7 +355,7 @@ pub fn tune_lm<'a>(
 ) -> Result<TuneRecord, EvalError> {
     if blocks.is_empty() {
         return Err(EvalError::InvalidSetting {
-            name: "tune",
+            name: "--tune",
             value: format!("{} grid values, 0 blocks", grid.len()),
             rule: "tuning needs at least one tuning block",
         });
@@ -405,7 +405,7 @@ pub fn tune_lm<'a>(
     let bracketed = bracket(method, parameter, grid, max_extensions, &mut score);
     // Every value diverged: the first non-finite NLL says where (e.g. the weights).
     let bracketed = match bracketed {
-        Err(EvalError::InvalidSetting { name: "tune", .. }) if first_non_finite.is_some() => {
+        Err(EvalError::InvalidSetting { name: "--tune", .. }) if first_non_finite.is_some() => {
             return Err(first_non_finite.expect("checked"))
         }
         other => other?,

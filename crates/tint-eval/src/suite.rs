@@ -293,7 +293,7 @@ pub fn run_default_suite<AB: AutodiffBackend>(
         .find(|t| t.method == "tint-ref")
         .map(|t| t.choice)
         .ok_or_else(|| EvalError::InvalidSetting {
-            name: "methods",
+            name: "--methods",
             value: "the suite's LM run".into(),
             rule: "the suite's LM run must tune tint-ref (the constructed part takes its step)",
         })?;

@@ -167,7 +167,7 @@ pub fn run_cgt<B: Backend>(
     settings.validate_devices(&preset)?;
     if devices.len() != settings.devices {
         return Err(CgtRunError::InvalidSetting {
-            name: "devices",
+            name: "--devices",
             value: format!(
                 "{} devices given for --devices {}",
                 devices.len(),

@@ -146,7 +146,7 @@ pub fn run_variant<B: Backend>(
 ) -> Result<VariantResult, CgtRunError> {
     let Some(device) = devices.first() else {
         return Err(CgtRunError::InvalidSetting {
-            name: "devices",
+            name: "--devices",
             value: "0".into(),
             rule: "at least one device",
         });

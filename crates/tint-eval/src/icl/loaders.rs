@@ -414,7 +414,7 @@ pub fn load_task_file(task: TaskKind, path: &Path) -> Result<Vec<Example>, IclEr
             | TaskKind::AmazonFineFood,
             _,
         ) => Err(IclError::InvalidSetting {
-            name: "task",
+            name: "--task",
             value: task.name().into(),
             rule: "has no standard layout; use load_offline_task or load_amazon_fine_food".into(),
         }),
@@ -636,7 +636,7 @@ pub fn load_offline_task(
         TaskKind::BbcTopics => load_bbc_topics(path, BbcText::default())?,
         _ => {
             return Err(IclError::InvalidSetting {
-                name: "task",
+                name: "--task",
                 value: task.name().into(),
                 rule: "is not an offline-asset task; use load_task_dir".into(),
             })

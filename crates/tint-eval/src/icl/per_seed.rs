@@ -32,7 +32,7 @@ impl<'a> PerSeedStep<'a> {
             .any(|(i, s)| seeds[..i].contains(s));
         if seeds.is_empty() || repeated {
             return Err(IclError::InvalidSetting {
-                name: "seeds",
+                name: "--seeds",
                 value: format!("{seeds:?}"),
                 rule: "a per-seed step needs one method for each of one or more distinct seeds"
                     .into(),

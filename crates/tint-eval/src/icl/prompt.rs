@@ -146,7 +146,7 @@ impl<'a> PromptEncoder<'a> {
     ) -> Result<Self, IclError> {
         if max_input_tokens == 0 {
             return Err(IclError::InvalidSetting {
-                name: "max_input_tokens",
+                name: "--max-input-tokens",
                 value: "0".into(),
                 rule: "must be positive".into(),
             });

@@ -478,6 +478,13 @@ fn check(args: &IclRunSettings) -> Result<Checked, EvalError> {
     refuse_repeats("--formats", &args.formats)?;
     refuse_repeats("--losses", &args.losses)?;
     check_step_count(args.steps)?;
+    if args.n_test == 0 {
+        return Err(EvalError::InvalidSetting {
+            name: "--n-test",
+            value: "0".into(),
+            rule: "evaluate at least one example",
+        });
+    }
     if args.calibration != "prompt" && args.calibration != "demos" {
         return Err(EvalError::InvalidSetting {
             name: "--calibration",

@@ -173,7 +173,7 @@ pub fn run_icl_cell(
         vec![0]
     } else if settings.seeds.is_empty() {
         return Err(IclError::InvalidSetting {
-            name: "seeds",
+            name: "--seeds",
             value: "[]".into(),
             rule: "k-shot runs need at least one seed".into(),
         });

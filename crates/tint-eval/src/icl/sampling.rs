@@ -26,7 +26,7 @@ pub fn sample_demonstrations(
     if !balanced {
         if k > pool.len() {
             return Err(IclError::InvalidSetting {
-                name: "k",
+                name: "--shots",
                 value: k.to_string(),
                 rule: format!("the demonstration pool has only {} examples", pool.len()),
             });
@@ -35,7 +35,7 @@ pub fn sample_demonstrations(
     }
     if n_classes == 0 || !k.is_multiple_of(n_classes) {
         return Err(IclError::InvalidSetting {
-            name: "k",
+            name: "--shots",
             value: k.to_string(),
             rule: format!("balanced sampling needs a multiple of the {n_classes} classes"),
         });
@@ -55,7 +55,7 @@ pub fn sample_demonstrations(
     }
     if chosen.len() < k {
         return Err(IclError::InvalidSetting {
-            name: "k",
+            name: "--shots",
             value: k.to_string(),
             rule: format!("some class has fewer than {per_class} examples in the pool"),
         });

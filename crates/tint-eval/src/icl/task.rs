@@ -152,7 +152,7 @@ impl TaskData {
     ) -> Result<Self, IclError> {
         if n_test == 0 || n_test >= examples.len() {
             return Err(IclError::InvalidSetting {
-                name: "n_test",
+                name: "--n-test",
                 value: n_test.to_string(),
                 rule: format!("must be in 1..{} (the examples available)", examples.len()),
             });
@@ -183,7 +183,7 @@ impl TaskData {
         let (test, train) = take_balanced(examples, n_test, task.n_classes(), seed, "examples")?;
         if train.is_empty() {
             return Err(IclError::InvalidSetting {
-                name: "n_test",
+                name: "--n-test",
                 value: n_test.to_string(),
                 rule: format!("must leave a demonstration pool ({available} examples available)"),
             });
@@ -217,7 +217,7 @@ impl TaskData {
     pub fn carve_dev(&self, n_dev: usize, seed: u64) -> Result<(TaskData, TaskData), IclError> {
         if n_dev == 0 || n_dev >= self.train.len() {
             return Err(IclError::InvalidSetting {
-                name: "n_dev",
+                name: "--n-dev",
                 value: n_dev.to_string(),
                 rule: format!(
                     "must be in 1..{} (the demonstration pool of {})",
@@ -296,7 +296,7 @@ pub fn take_balanced(
 ) -> Result<(Vec<Example>, Vec<Example>), IclError> {
     if n == 0 || n_classes == 0 {
         return Err(IclError::InvalidSetting {
-            name: "n_test",
+            name: "--n-test",
             value: n.to_string(),
             rule: "a balanced selection needs at least one example".into(),
         });
@@ -316,7 +316,7 @@ pub fn take_balanced(
     }
     if let Some(c) = (0..n_classes).find(|&c| counts[c] < quota(c)) {
         return Err(IclError::InvalidSetting {
-            name: "n_test",
+            name: "--n-test",
             value: n.to_string(),
             rule: format!(
                 "a selection balanced by class needs {} {what} of class {c}, and there are {}",
