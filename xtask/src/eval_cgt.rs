@@ -71,6 +71,7 @@ pub(crate) struct CgtArgs {
     /// node runs this same command with its own --node-rank and --node-address, after
     /// `cargo xtask orchestrator` has started (docs/cgt.md, "Several nodes"). The devices of all
     /// nodes must divide the batch size. Every node writes and evaluates its own copy of the runs.
+    /// Needs the build with the network: `cargo xtask-nodes` (feature `nodes`).
     #[arg(long, requires_all = ["node_rank", "orchestrator", "node_address"])]
     pub nodes: Option<u32>,
     /// This node's rank, 0..--nodes (each rank on exactly one node).

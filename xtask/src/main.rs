@@ -51,7 +51,8 @@ enum Cmd {
     /// Time the simulator step against the reference, dyn-eval, aux forward and sgemm; write
     /// docs/performance.md.
     Bench(bench::BenchArgs),
-    /// Run burn's global orchestrator for CGT training over several nodes (`eval cgt --nodes`).
+    /// Run burn's global orchestrator for CGT training over several nodes (`eval cgt --nodes`;
+    /// both need the build with the network, `cargo xtask-nodes`).
     Orchestrator(orchestrator::OrchestratorArgs),
 }
 

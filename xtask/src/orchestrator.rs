@@ -15,6 +15,7 @@ pub(crate) struct OrchestratorArgs {
 
 /// Runs the orchestrator until the process is interrupted (Ctrl-C).
 pub(crate) fn run(args: &OrchestratorArgs) -> Result<()> {
+    tint_cgt::nodes::require_network()?;
     eprintln!(
         "starting the orchestrator on port {} (every interface); start every node with \
          --orchestrator ws://<this host>:{}; Ctrl-C stops it",

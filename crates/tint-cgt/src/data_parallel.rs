@@ -108,7 +108,8 @@ pub fn train_data_parallel<B: AutodiffBackend>(
 /// `node.nodes · devices.len()` equal row shards.
 ///
 /// # Errors
-/// As [`train_data_parallel`]; a bad [`NodeSetup`]; the orchestrator or another node cannot be
+/// As [`train_data_parallel`]; built without the `nodes` feature
+/// ([`crate::nodes::require_network`]); a bad [`NodeSetup`]; the orchestrator or another node cannot be
 /// reached ([`CgtError::Collective`]); the nodes disagree on their ranks, device counts, settings or
 /// resume step.
 pub fn train_data_parallel_on_nodes<B: AutodiffBackend>(
@@ -120,6 +121,7 @@ pub fn train_data_parallel_on_nodes<B: AutodiffBackend>(
     node: &NodeSetup,
     progress: &mut dyn FnMut(&StepReport),
 ) -> Result<TrainOutcome<B>> {
+    crate::nodes::require_network()?;
     node.validate()?;
     run_data_parallel(model, source, config, files, devices, Some(node), progress)
 }

@@ -138,6 +138,7 @@ fn port_of(what: &str, address: &str) -> Result<u16> {
 /// The port is 0 (the system would pick one that the nodes could not be told), cannot be bound
 /// (in use, or not permitted), or no async runtime could be started.
 pub fn run_orchestrator(port: u16) -> Result<()> {
+    require_network()?;
     if port == 0 {
         return Err(CgtError::Collective(
             "the orchestrator's port must be in 1..=65535, got 0 (port 0 lets the system pick one \
@@ -151,12 +152,36 @@ pub fn run_orchestrator(port: u16) -> Result<()> {
             "the orchestrator cannot listen on port {port}: {e}"
         ))
     })?);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CgtError::Collective(format!("no async runtime for the orchestrator: {e}")))?;
-    runtime.block_on(burn_collective::start_global_orchestrator(port));
+    #[cfg(feature = "nodes")]
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                CgtError::Collective(format!("no async runtime for the orchestrator: {e}"))
+            })?;
+        runtime.block_on(burn_collective::start_global_orchestrator(port));
+    }
     Ok(())
+}
+
+/// Whether this build has the network for several nodes (the `nodes` feature).
+pub const HAS_NETWORK: bool = cfg!(feature = "nodes");
+
+/// `Ok` when this build can run several nodes; otherwise [`CgtError::Collective`] saying which
+/// feature to build with.
+///
+/// # Errors
+/// Built without the `nodes` feature.
+pub fn require_network() -> Result<()> {
+    if HAS_NETWORK {
+        return Ok(());
+    }
+    Err(CgtError::Collective(
+        "this build has no network for several nodes: build with the `nodes` feature \
+         (`cargo xtask-nodes …` for the command line, `tint-cgt/nodes` as a library)"
+            .into(),
+    ))
 }
 
 #[cfg(test)]
@@ -170,7 +195,14 @@ mod tests {
     #[test]
     fn the_orchestrator_refuses_port_0_before_binding() {
         let message = run_orchestrator(0).unwrap_err().to_string();
-        assert!(message.contains("must be in 1..=65535, got 0"), "{message}");
+        if HAS_NETWORK {
+            assert!(message.contains("must be in 1..=65535, got 0"), "{message}");
+        } else {
+            assert!(
+                message.contains("no network for several nodes") && message.contains("`nodes`"),
+                "{message}"
+            );
+        }
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub async fn os_shutdown_signal() {
     }
 }
 
+// PATCH (tint, vendor/README.md): only the websocket code calls it; burn-collective's mend builds
+// this crate without `websocket`.
+#[cfg_attr(not(feature = "websocket"), allow(dead_code))]
 pub(crate) fn init_logging() {
     let layer = tracing_subscriber::fmt::layer()
         .with_filter(LevelFilter::INFO)

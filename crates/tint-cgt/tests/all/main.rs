@@ -11,5 +11,10 @@ mod checkpoint_crash;
 mod data_parallel;
 mod icl_metrics;
 mod model;
+// Several nodes need the network of the `nodes` feature (CI runs them with it); without it, a
+// several-node run is refused by name.
+#[cfg(feature = "nodes")]
 mod multinode;
+#[cfg(not(feature = "nodes"))]
+mod no_network;
 mod probe;

@@ -230,7 +230,7 @@ impl CgtSettings {
     /// over the devices of every node.
     ///
     /// # Errors
-    /// A bad [`Self::nodes`]; the batch size is not a multiple of [`Self::devices`] times the node
+    /// [`Self::nodes`] in a build without tint-cgt's `nodes` feature, or a bad one; the batch size is not a multiple of [`Self::devices`] times the node
     /// count.
     pub fn validate_devices(&self, preset: &ExperimentPreset) -> Result<(), CgtRunError> {
         if let Some(node) = &self.nodes {
@@ -250,6 +250,10 @@ impl CgtSettings {
                 rule: "at least one device, and the devices of all nodes divide the batch size \
                        (equal shards)",
             });
+        }
+        // Last, so that a build without the network still checks the rest of the settings.
+        if self.nodes.is_some() {
+            tint_cgt::nodes::require_network().map_err(CgtRunError::cgt("--nodes"))?;
         }
         Ok(())
     }
@@ -549,7 +553,15 @@ mod tests {
         };
         let preset = settings.configured_preset().unwrap();
         settings.validate().unwrap();
-        settings.validate_devices(&preset).unwrap();
+        match settings.validate_devices(&preset) {
+            Ok(()) => assert!(tint_cgt::nodes::HAS_NETWORK),
+            // The default build has no network for several nodes (issue 63).
+            Err(error) => assert!(
+                !tint_cgt::nodes::HAS_NETWORK
+                    && error.to_string().contains("no network for several nodes"),
+                "{error}"
+            ),
+        }
         assert_eq!(
             settings.command_line(),
             "cargo xtask eval cgt --preset icl-tiny --devices 2 --nodes 2 --node-rank 1 \

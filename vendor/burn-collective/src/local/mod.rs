@@ -10,3 +10,6 @@ pub(crate) use reduce::*;
 
 pub(crate) mod client;
 pub(crate) mod server;
+// PATCH (tint): the stand-in protocol of a build without `websocket`.
+#[cfg(not(feature = "websocket"))]
+pub(crate) mod no_network;

@@ -7,6 +7,8 @@ use crate::{
     },
 };
 use burn_backend::{Backend, TensorMetadata, tensor::FloatTensor};
+// PATCH (tint, vendor/README.md): the network (axum, hyper, tungstenite) only with `websocket`.
+#[cfg(feature = "websocket")]
 use burn_communication::websocket::{WebSocket, WsServer};
 use std::sync::{MutexGuard, OnceLock};
 use std::{
@@ -21,7 +23,11 @@ use std::{
 use tokio::runtime::{Builder, Runtime};
 
 /// Define the client/server communication on the network
+#[cfg(feature = "websocket")]
 type Network = WebSocket;
+// PATCH (tint): without `websocket`, a protocol that has no values (no global client exists).
+#[cfg(not(feature = "websocket"))]
+type Network = crate::local::no_network::NoNetwork;
 /// Type sent to the collective client upon completion of a register request
 pub(crate) type RegisterResult = Result<(), CollectiveError>;
 /// Type sent to the collective client upon completion of a finish request
@@ -288,6 +294,7 @@ impl<B: Backend> LocalCollectiveServer<B> {
 
         let config = self.config.as_ref().unwrap();
         let global_params = config.global_register_params();
+        #[cfg(feature = "websocket")]
         if let Some(global_params) = &global_params
             && self.global_client.is_none()
         {
@@ -301,6 +308,18 @@ impl<B: Backend> LocalCollectiveServer<B> {
             let mut register_result = Ok(());
 
             // if an error occurs on the global register, it must be passed back to every local peer
+            // PATCH (tint): a build without `websocket` refuses several nodes here, by name.
+            #[cfg(not(feature = "websocket"))]
+            if global_params.is_some() {
+                register_result = Err(CollectiveError::Global(
+                    crate::global::shared::GlobalCollectiveError::Server(
+                        "this build of burn-collective has no network: several nodes need its \
+                         `websocket` feature"
+                            .to_string(),
+                    ),
+                ));
+            }
+            #[cfg(feature = "websocket")]
             if let Some(global_params) = global_params {
                 let client = self
                     .global_client
