@@ -25,6 +25,21 @@ pub fn model_files(dir: &Path) -> (PathBuf, PathBuf) {
 
 /// Loads `dir/config.json` and `dir/model.safetensors`.
 ///
+/// ```
+/// use burn::backend::Flex;
+/// use burn::tensor::{Int, Tensor, TensorData};
+/// use std::path::Path;
+///
+/// // The committed tiny GPT-2 (random weights, vocabulary 512).
+/// let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/aux/gpt2-tiny");
+/// let device = Default::default();
+/// let model = tint_aux::load_model::<Flex>(&dir, &device)?;
+/// let ids = Tensor::<Flex, 2, Int>::from_data(TensorData::new(vec![1i64, 2, 3], [1, 3]), &device);
+/// let logits = model.forward(ids)?; // [batch, tokens, vocabulary]
+/// assert_eq!(logits.dims(), [1, 3, 512]);
+/// # Ok::<(), tint_aux::AuxError>(())
+/// ```
+///
 /// # Errors
 ///
 /// [`AuxError::MissingFile`] for an absent file, [`AuxError::UnknownArchitecture`],

@@ -387,6 +387,30 @@ pub(crate) fn save_checkpoint<B: AutodiffBackend, O: Optimizer<CgtModel<B>, B>>(
 }
 
 /// Trains `model` on `source` and returns the trained model (see [`train_with_history`]).
+///
+/// The smallest preset for a few steps, in memory (no checkpoint, no log):
+///
+/// ```
+/// use burn::backend::{Autodiff, Flex};
+/// use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
+/// use tint_cgt::train::{train, RunFiles};
+/// use tint_cgt::CgtModel;
+///
+/// let preset = ExperimentPreset::by_name("icl-tiny")?;
+/// let DataPreset::Arithmetic(data) = &preset.data else { unreachable!("icl-tiny is arithmetic") };
+/// let mut training = preset.training_for(Variant::Cgt);
+/// training.steps = 3;
+/// let device = Default::default();
+/// let model = CgtModel::<Autodiff<Flex>>::new(&preset.model_for(Variant::Cgt), &device)?;
+/// let mut losses = Vec::new();
+/// let trained = train(model, data, &training, &RunFiles::default(), &device, &mut |step| {
+///     losses.push(step.terms.task)
+/// })?;
+/// assert_eq!(losses.len(), 3);
+/// assert!(losses.iter().all(|loss| loss.is_finite()));
+/// # let _ = trained;
+/// # Ok::<(), tint_cgt::CgtError>(())
+/// ```
 pub fn train<B: AutodiffBackend>(
     model: CgtModel<B>,
     source: &dyn BatchSource,

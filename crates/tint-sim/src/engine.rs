@@ -259,6 +259,32 @@ impl<B: Backend> TintStep<B> for ModelSimulator<B> {
 /// [`LlamaSimulator`] (sizes from [`crate::llama::LlamaSimulatorConfig::from_tint`]) /
 /// [`LlamaReference`] (step from [`LlamaTintConfig::from_tint`]).
 ///
+/// One step on the committed micro GPT-2: the constructed network trains on the first 12 tokens
+/// inside its forward pass and scores the rest; the functional reference takes the same step.
+///
+/// ```
+/// use burn::backend::Flex;
+/// use burn::tensor::{Int, Tensor, TensorData};
+/// use std::path::Path;
+/// use tint_sim::{build, Engine, Execution, SimInput, TintConfig};
+///
+/// let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+///     .join("../../fixtures/official-tint/micro-gpt2-random");
+/// let device = Default::default();
+/// let model = tint_aux::load_model::<Flex>(&dir, &device)?;
+/// let mut config = TintConfig::for_model(model.hidden_size(), 8, 8);
+/// config.step.inner_lr = 0.1;
+/// let ids: Vec<i64> = (0..24).map(|t| (t * 37 + 5) % 400).collect();
+/// let ids = Tensor::<Flex, 2, Int>::from_data(TensorData::new(ids, [1, 24]), &device);
+/// let input = SimInput::with_train_lengths(ids, &[12])?;
+/// let tint = build(&model, &config, Engine::Simulator(Execution::Constructed), None)?;
+/// let reference = build(&model, &config, Engine::Reference, None)?;
+/// let (a, b) = (tint.forward(&input)?, reference.forward(&input)?);
+/// let gap: f32 = (a.final_logits - b.final_logits).abs().max().into_scalar();
+/// assert!(gap < 2e-3, "constructed and reference differ by {gap}"); // docs/construction.md §9.4
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// # Errors
 /// The construction errors of the engine ([`SimError::InvalidConfig`] naming the rule and values),
 /// and [`SimError::UnsupportedModel`] for what TinT cannot simulate.
