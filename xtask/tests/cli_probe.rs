@@ -558,6 +558,31 @@ fn eval_lm_names_a_text_too_short_for_one_block() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Issue 66, findings 4b and 12 at the command line: `eval lm` refuses a repeated method, and a
+/// `--text` that never ends (`/dev/zero`) with the size limit, writing nothing.
+#[test]
+fn eval_lm_refuses_repeated_methods_and_an_endless_text() {
+    let dir = scratch("lm-repeats-endless");
+    let out = dir.join("lm.json");
+    let run = eval_lm(&micro(), &out, &["--methods", "vanilla,vanilla"]);
+    fails_with(&run, &["--methods = vanilla (in vanilla,vanilla)"]);
+    let run = xtask(&[
+        "eval",
+        "lm",
+        "--model",
+        micro().to_str().unwrap(),
+        "--text",
+        "/dev/zero",
+        "--methods",
+        "vanilla",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    fails_with(&run, &["/dev/zero", "more than the limit of"]);
+    assert!(!out.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Issue 66, finding 25: a bad value is named by the flag the user gave (`--shots`, `--n-test`),
 /// not by the library's variable (`k`, `n_test`).
 #[test]
@@ -570,7 +595,7 @@ fn eval_icl_names_the_flag_of_a_bad_value() {
     );
     let micro = micro();
     let out = dir.join("icl.json");
-    let run_with = |shots: &str, n_test: &str| {
+    let run_with = |shots: &str, n_test: &str, methods: &str| {
         xtask(&[
             "eval",
             "icl",
@@ -581,7 +606,7 @@ fn eval_icl_names_the_flag_of_a_bad_value() {
             "--data",
             data.to_str().unwrap(),
             "--methods",
-            "icl",
+            methods,
             "--shots",
             shots,
             "--seeds",
@@ -594,8 +619,16 @@ fn eval_icl_names_the_flag_of_a_bad_value() {
             out.to_str().unwrap(),
         ])
     };
-    fails_with(&run_with("9", "2"), &["invalid setting --shots = 9"]);
-    fails_with(&run_with("2", "0"), &["invalid setting --n-test = 0"]);
+    fails_with(&run_with("9", "2", "icl"), &["invalid setting --shots = 9"]);
+    fails_with(
+        &run_with("2", "0", "icl"),
+        &["invalid setting --n-test = 0"],
+    );
+    // Finding 12 at the command line: a repeated method is refused, not run twice.
+    fails_with(
+        &run_with("2", "2", "icl,icl"),
+        &["--methods = icl (in icl,icl)"],
+    );
     assert!(!out.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }

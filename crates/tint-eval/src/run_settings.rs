@@ -217,15 +217,34 @@ pub fn check_steps(flag: &'static str, values: &[f64]) -> Result<(), EvalError> 
 ///
 /// # Errors
 ///
-/// [`EvalError::InvalidSetting`] naming the flag and the repeated value.
-pub fn refuse_repeats<T: PartialEq + std::fmt::Debug>(
+/// [`EvalError::InvalidSetting`] naming the flag and the repeated value as the command line spells
+/// it (`Display`).
+pub fn refuse_repeats<T: PartialEq + std::fmt::Display>(
     flag: &'static str,
     values: &[T],
+) -> Result<(), EvalError> {
+    refuse_repeats_shown(flag, values, |v| v.to_string())
+}
+
+/// [`refuse_repeats`] with the values written by `show` (e.g. `icl` for the plain model of `eval
+/// icl`, which `Display` calls `vanilla`).
+///
+/// # Errors
+///
+/// As [`refuse_repeats`].
+pub fn refuse_repeats_shown<T: PartialEq>(
+    flag: &'static str,
+    values: &[T],
+    show: impl Fn(&T) -> String,
 ) -> Result<(), EvalError> {
     match first_repeat(values) {
         Some(v) => Err(EvalError::InvalidSetting {
             name: flag,
-            value: format!("{v:?} (in {values:?})"),
+            value: format!(
+                "{} (in {})",
+                show(v),
+                values.iter().map(&show).collect::<Vec<_>>().join(",")
+            ),
             rule: "name each value once",
         }),
         None => Ok(()),
@@ -307,7 +326,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("--seeds") && err.contains("0 (in [0, 1, 0])"),
+            err.contains("--seeds") && err.contains("--seeds = 0 (in 0,1,0)"),
             "{err}"
         );
         assert!(refuse_repeats("--train-fraction", &[0.5, 0.5]).is_err());

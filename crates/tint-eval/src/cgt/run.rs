@@ -382,6 +382,31 @@ mod tests {
         std::fs::remove_dir_all(&root).ok();
     }
 
+    /// Issue 66, finding 26 for `eval cgt`: an empty corpus is refused with its file's name.
+    #[test]
+    fn an_empty_text_corpus_is_named() {
+        let (root, base) = scratch_settings("empty-text", "text-small");
+        std::fs::create_dir_all(&root).unwrap();
+        let empty = root.join("empty.txt");
+        std::fs::write(&empty, "").unwrap();
+        let settings = CgtSettings {
+            steps: Some(1),
+            variants: vec!["baseline".into()],
+            seeds: vec![0],
+            text: Some(empty.clone()),
+            ..base
+        };
+        let err = run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!("cutting {}", empty.display())),
+            "{err}"
+        );
+        assert!(!root.join("runs").exists());
+        std::fs::remove_dir_all(&root).ok();
+    }
+
     #[test]
     fn only_finished_without_a_finished_run_names_the_run_directory() {
         let (root, base) = scratch_settings("none", "icl-tiny");

@@ -33,6 +33,7 @@ use crate::run_env::RunEnv;
 use crate::run_event::{OnEvent, RunEvent};
 use crate::run_settings::{
     check_out_extension, check_step_count, check_steps, parse_layers, refuse_repeats,
+    refuse_repeats_shown,
 };
 use crate::EvalError;
 
@@ -472,7 +473,7 @@ fn check(args: &IclRunSettings) -> Result<Checked, EvalError> {
         });
     }
     refuse_repeats("--task", &tasks)?;
-    refuse_repeats("--methods", &args.methods)?;
+    refuse_repeats_shown("--methods", &args.methods, |m| m.icl_name().to_string())?;
     refuse_repeats("--shots", &args.shots)?;
     refuse_repeats("--seeds", &args.seeds)?;
     refuse_repeats("--formats", &args.formats)?;
