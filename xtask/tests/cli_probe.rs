@@ -116,6 +116,25 @@ fn eval_lm(model: &Path, out: &Path, extra: &[&str]) -> Output {
     xtask(&args)
 }
 
+/// `cargo xtask eval icl` of the task `mr` read from `data` with `model`, writing `out`; `extra`
+/// holds the rest (methods, shots, seeds, sizes).
+fn eval_icl(model: &Path, data: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "eval",
+        "icl",
+        "--model",
+        model.to_str().unwrap(),
+        "--task",
+        "mr",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    xtask(&args)
+}
+
 /// Labelled examples as the JSON lines of a standard-layout task file.
 fn jsonl_lines(texts: &[(&str, u8)]) -> String {
     texts
@@ -226,14 +245,6 @@ fn eval_icl_names_a_nan_weight_and_records_it_only_when_allowed() {
     let out = dir.join("icl.json");
     let icl = |extra: &[&str]| {
         let mut args = vec![
-            "eval",
-            "icl",
-            "--model",
-            model.to_str().unwrap(),
-            "--task",
-            "mr",
-            "--data",
-            data.to_str().unwrap(),
             "--methods",
             "icl",
             "--shots",
@@ -246,11 +257,9 @@ fn eval_icl_names_a_nan_weight_and_records_it_only_when_allowed() {
             "2",
             "--max-input-tokens",
             "16",
-            "--out",
-            out.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        xtask(&args)
+        eval_icl(&model, &data, &out, &args)
     };
     fails_with(
         &icl(&[]),
@@ -596,28 +605,23 @@ fn eval_icl_names_the_flag_of_a_bad_value() {
     let micro = micro();
     let out = dir.join("icl.json");
     let run_with = |shots: &str, n_test: &str, methods: &str| {
-        xtask(&[
-            "eval",
-            "icl",
-            "--model",
-            micro.to_str().unwrap(),
-            "--task",
-            "mr",
-            "--data",
-            data.to_str().unwrap(),
-            "--methods",
-            methods,
-            "--shots",
-            shots,
-            "--seeds",
-            "0",
-            "--n-test",
-            n_test,
-            "--n-dev",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ])
+        eval_icl(
+            &micro,
+            &data,
+            &out,
+            &[
+                "--methods",
+                methods,
+                "--shots",
+                shots,
+                "--seeds",
+                "0",
+                "--n-test",
+                n_test,
+                "--n-dev",
+                "1",
+            ],
+        )
     };
     fails_with(&run_with("9", "2", "icl"), &["invalid setting --shots = 9"]);
     fails_with(
@@ -647,31 +651,26 @@ fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
     let out = dir.join("icl.json");
     let micro = micro();
     let run_with = |max_input_tokens: &str| {
-        xtask(&[
-            "eval",
-            "icl",
-            "--model",
-            micro.to_str().unwrap(),
-            "--task",
-            "mr",
-            "--data",
-            data.to_str().unwrap(),
-            "--methods",
-            "icl",
-            "--shots",
-            "2",
-            "--seeds",
-            "0",
-            "--n-test",
-            "2",
-            "--n-dev",
-            "2",
-            "--max-input-tokens",
-            max_input_tokens,
-            "--resume",
-            "--out",
-            out.to_str().unwrap(),
-        ])
+        eval_icl(
+            &micro,
+            &data,
+            &out,
+            &[
+                "--methods",
+                "icl",
+                "--shots",
+                "2",
+                "--seeds",
+                "0",
+                "--n-test",
+                "2",
+                "--n-dev",
+                "2",
+                "--max-input-tokens",
+                max_input_tokens,
+                "--resume",
+            ],
+        )
     };
     let run = || run_with("16");
     succeeds(&run());
@@ -719,36 +718,31 @@ fn eval_icl_seed_pieces_merge_into_the_cells_of_one_run() {
     );
     let micro = micro();
     let run = |seeds: &str, out: &Path| {
-        succeeds(&xtask(&[
-            "eval",
-            "icl",
-            "--model",
-            micro.to_str().unwrap(),
-            "--task",
-            "mr",
-            "--data",
-            data.to_str().unwrap(),
-            "--methods",
-            "icl,dyn-eval",
-            "--shots",
-            "0,2",
-            "--seeds",
-            seeds,
-            "--n-test",
-            "2",
-            "--n-dev",
-            "4",
-            "--balanced",
-            "--max-input-tokens",
-            "16",
-            "--tune",
-            "lr=1e-2,1e-1,1",
-            "--tune-extend",
-            "8",
-            "--tune-per-seed",
-            "--out",
-            out.to_str().unwrap(),
-        ]));
+        succeeds(&eval_icl(
+            &micro,
+            &data,
+            &out,
+            &[
+                "--methods",
+                "icl,dyn-eval",
+                "--shots",
+                "0,2",
+                "--seeds",
+                seeds,
+                "--n-test",
+                "2",
+                "--n-dev",
+                "4",
+                "--balanced",
+                "--max-input-tokens",
+                "16",
+                "--tune",
+                "lr=1e-2,1e-1,1",
+                "--tune-extend",
+                "8",
+                "--tune-per-seed",
+            ],
+        ));
     };
     let (whole, s0, s1, merged) = (
         dir.join("whole.json"),
@@ -816,39 +810,34 @@ fn eval_icl_tunes_every_format_and_seed() {
     );
     let out = dir.join("icl.json");
     let micro = micro();
-    let run = xtask(&[
-        "eval",
-        "icl",
-        "--model",
-        micro.to_str().unwrap(),
-        "--task",
-        "mr",
-        "--data",
-        data.to_str().unwrap(),
-        "--methods",
-        "dyn-eval",
-        "--shots",
-        "2",
-        "--seeds",
-        "0,1",
-        "--formats",
-        "single,multi",
-        "--n-test",
-        "2",
-        "--n-dev",
-        "4",
-        "--balanced",
-        "--max-input-tokens",
-        "16",
-        "--tune",
-        "lr=1e-2,1e-1,1",
-        "--tune-extend",
-        "8",
-        "--tune-per-seed",
-        "--balanced-test",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = eval_icl(
+        &micro,
+        &data,
+        &out,
+        &[
+            "--methods",
+            "dyn-eval",
+            "--shots",
+            "2",
+            "--seeds",
+            "0,1",
+            "--formats",
+            "single,multi",
+            "--n-test",
+            "2",
+            "--n-dev",
+            "4",
+            "--balanced",
+            "--max-input-tokens",
+            "16",
+            "--tune",
+            "lr=1e-2,1e-1,1",
+            "--tune-extend",
+            "8",
+            "--tune-per-seed",
+            "--balanced-test",
+        ],
+    );
     succeeds(&run);
     let json = report(&out);
     let tuning: Vec<&str> = json["tuning"]
