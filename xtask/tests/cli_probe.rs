@@ -721,7 +721,7 @@ fn eval_icl_seed_pieces_merge_into_the_cells_of_one_run() {
         succeeds(&eval_icl(
             &micro,
             &data,
-            &out,
+            out,
             &[
                 "--methods",
                 "icl,dyn-eval",
