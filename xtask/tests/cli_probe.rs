@@ -152,6 +152,19 @@ fn icl_data(dir: &Path, pool: &[(&str, u8)], test: &[(&str, u8)]) -> PathBuf {
     data
 }
 
+/// The evaluation examples of the small ICL tasks: one of each class.
+const TWO_TEST_EXAMPLES: &[(&str, u8)] = &[("lovely film", 1), ("awful plot", 0)];
+
+/// A task folder `DIR/mr` whose pool repeats `("good", 1), ("bad", 0)` `pairs` times, evaluated on
+/// [`TWO_TEST_EXAMPLES`].
+fn good_bad_task(dir: &Path, pairs: usize) -> PathBuf {
+    icl_data(
+        dir,
+        &[("good", 1), ("bad", 0)].repeat(pairs),
+        TWO_TEST_EXAMPLES,
+    )
+}
+
 fn report(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -226,8 +239,6 @@ fn eval_lm_names_the_update_of_a_1e300_step() {
 fn eval_icl_names_a_nan_weight_and_records_it_only_when_allowed() {
     let dir = scratch("icl-nan");
     let model = poisoned(&dir);
-    let data = dir.join("mr");
-    std::fs::create_dir_all(&data).unwrap();
     let pool = [
         ("a joy", 1),
         ("so dull", 0),
@@ -236,12 +247,7 @@ fn eval_icl_names_a_nan_weight_and_records_it_only_when_allowed() {
         ("moving", 1),
         ("boring", 0),
     ];
-    std::fs::write(data.join("train.jsonl"), jsonl_lines(&pool)).unwrap();
-    std::fs::write(
-        data.join("test.jsonl"),
-        jsonl_lines(&[("lovely film", 1), ("awful plot", 0)]),
-    )
-    .unwrap();
+    let data = icl_data(&dir, &pool, TWO_TEST_EXAMPLES);
     let out = dir.join("icl.json");
     let icl = |extra: &[&str]| {
         let mut args = vec![
@@ -597,11 +603,7 @@ fn eval_lm_refuses_repeated_methods_and_an_endless_text() {
 #[test]
 fn eval_icl_names_the_flag_of_a_bad_value() {
     let dir = scratch("icl-flag-names");
-    let data = icl_data(
-        &dir,
-        &[("good", 1), ("bad", 0)].repeat(2),
-        &[("lovely film", 1), ("awful plot", 0)],
-    );
+    let data = good_bad_task(&dir, 2);
     let micro = micro();
     let out = dir.join("icl.json");
     let run_with = |shots: &str, n_test: &str, methods: &str| {
@@ -643,11 +645,7 @@ fn eval_icl_names_the_flag_of_a_bad_value() {
 #[test]
 fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
     let dir = scratch("icl-digest");
-    let data = icl_data(
-        &dir,
-        &[("good", 1), ("bad", 0)].repeat(2),
-        &[("lovely film", 1), ("awful plot", 0)],
-    );
+    let data = good_bad_task(&dir, 2);
     let out = dir.join("icl.json");
     let micro = micro();
     let run_with = |max_input_tokens: &str| {
@@ -711,11 +709,7 @@ fn eval_icl_resume_recomputes_a_cell_whose_input_digest_differs() {
 #[test]
 fn eval_icl_seed_pieces_merge_into_the_cells_of_one_run() {
     let dir = scratch("icl-seeds");
-    let data = icl_data(
-        &dir,
-        &[("good", 1), ("bad", 0)].repeat(4),
-        &[("lovely film", 1), ("awful plot", 0)],
-    );
+    let data = good_bad_task(&dir, 4);
     let micro = micro();
     let run = |seeds: &str, out: &Path| {
         succeeds(&eval_icl(
@@ -803,11 +797,7 @@ fn eval_icl_tunes_every_format_and_seed() {
     // Two texts, each always with the same label: a step on the demonstrations helps on the dev
     // examples (the same texts) up to a size, so every grid has an interior best even on the
     // random micro model.
-    let data = icl_data(
-        &dir,
-        &[("good", 1), ("bad", 0)].repeat(4),
-        &[("lovely film", 1), ("awful plot", 0)],
-    );
+    let data = good_bad_task(&dir, 4);
     let out = dir.join("icl.json");
     let micro = micro();
     let run = eval_icl(

@@ -45,8 +45,8 @@ pub fn check_finite<B: Backend, const D: usize>(
 /// ([`WeightFile::describe`]; our parameter path for a model built in memory), or `None` when every
 /// weight is finite.
 pub fn first_non_finite_weight<B: Backend>(model: &AuxModel<B>) -> Option<String> {
-    struct Finder(Option<String>, WeightFile);
-    impl<B: Backend> ParamMapper<B> for Finder {
+    struct Finder<'a>(Option<String>, &'a WeightFile);
+    impl<B: Backend> ParamMapper<B> for Finder<'_> {
         fn map<const D: usize>(
             &mut self,
             info: &ParamInfo,
@@ -64,7 +64,7 @@ pub fn first_non_finite_weight<B: Backend>(model: &AuxModel<B>) -> Option<String
             param
         }
     }
-    let mut finder = Finder(None, model.weight_file().clone());
+    let mut finder = Finder(None, model.weight_file());
     let _ = model.clone().map_named_params(&mut finder);
     finder.0
 }

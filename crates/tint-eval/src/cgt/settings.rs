@@ -230,8 +230,8 @@ impl CgtSettings {
     /// over the devices of every node.
     ///
     /// # Errors
-    /// [`Self::nodes`] in a build without tint-cgt's `nodes` feature, or a bad one; the batch size is not a multiple of [`Self::devices`] times the node
-    /// count.
+    /// [`Self::nodes`] in a build without tint-cgt's `nodes` feature, or a bad one; the batch size
+    /// is not a multiple of [`Self::devices`] times the node count.
     pub fn validate_devices(&self, preset: &ExperimentPreset) -> Result<(), CgtRunError> {
         if let Some(node) = &self.nodes {
             node.validate().map_err(CgtRunError::cgt("--nodes"))?;
