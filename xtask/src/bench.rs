@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: the front end of [`tint_eval::bench`] (docs/performance.md). Parses the
+//! `cargo xtask bench`: the front end of [`tint_bench`] (docs/performance.md). Parses the
 //! flags, runs each measurement as a child process of this binary (the hidden `--child MODE:B
 //! --model-dir DIR` form, which docs/performance.md cites), prints progress, and rewrites the
 //! report's marked sections.
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result};
-use tint_eval::bench::{
+use tint_bench::{
     run_bench, run_measurement, BenchConfig, BenchError, BenchHost, BenchSettings, ChildRequest,
     ChildShape, Measurement, ReportSection, REPORT_HEADER, SGEMM_SIZE_CPU, SGEMM_SIZE_GPU,
 };
@@ -191,7 +191,7 @@ impl BenchHost for ChildProcesses {
         eprintln!(
             "  min {:.4} s (cpu {:.2} s), peak RSS {:.0} MB",
             measurement.min_seconds(),
-            tint_eval::bench::measure::min(&measurement.cpu_seconds),
+            tint_bench::measure::min(&measurement.cpu_seconds),
             measurement.peak_rss_kb as f64 / 1024.0
         );
         Ok(measurement)

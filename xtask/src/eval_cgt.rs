@@ -1,4 +1,4 @@
-//! `cargo xtask eval cgt`: the front end of [`tint_eval::cgt`] (paper Table 1 for the Contextually
+//! `cargo xtask eval cgt`: the front end of [`tint_cgt_eval`] (paper Table 1 for the Contextually
 //! Guided Transformer at a preset scale, over seeds). Parses the flags, draws a progress bar per run,
 //! writes the section into an experiment folder's README (default
 //! `experiments/cgt-icl-small/README.md`; charts go to `docs/cgt/`).
@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use tint_cgt::nodes::NodeSetup;
-use tint_eval::cgt::conventions::EvalStream;
-use tint_eval::cgt::{run_cgt, CgtEvent, CgtHost, CgtSettings};
+use tint_cgt_eval::conventions::EvalStream;
+use tint_cgt_eval::{run_cgt, CgtEvent, CgtHost, CgtSettings};
 
 use crate::backend::{devices, B, BACKEND_NAME};
 use crate::eval::Progress;

@@ -366,8 +366,8 @@ pub(crate) fn read_text(path: &Path, what: &'static str) -> Result<String, AuxEr
     std::fs::read_to_string(path).map_err(|source| io_error(path, what, source))
 }
 
-/// Reads a UTF-8 file of at most `max_bytes` bytes, whatever kind of file it is (a FIFO or a device
-/// such as `/dev/zero` has no size to check beforehand: at most `max_bytes + 1` bytes are read).
+/// Reads a UTF-8 file of at most `max_bytes` bytes, whatever kind of file it is
+/// ([`tint_assets::text_file::read_text_limited`], its error mapped to this crate's).
 ///
 /// # Errors
 /// [`AuxError::MissingFile`], and [`AuxError::Io`] naming the file for a read error, text that is
@@ -377,29 +377,8 @@ pub fn read_text_limited(
     what: &'static str,
     max_bytes: u64,
 ) -> Result<String, AuxError> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|source| io_error(path, what, source))?;
-    let mut bytes = Vec::new();
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|source| io_error(path, what, source))?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(io_error(
-            path,
-            what,
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("{what}: more than the limit of {max_bytes} bytes"),
-            ),
-        ));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        io_error(
-            path,
-            what,
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{what}: {e}")),
-        )
-    })
+    tint_assets::text_file::read_text_limited(path, what, max_bytes)
+        .map_err(|e| io_error(&e.path, e.what, e.source))
 }
 
 /// Maps an IO error to [`AuxError::MissingFile`] (not found) or [`AuxError::Io`].

@@ -8,8 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::EvalError;
 
-/// Most bytes one text file of a corpus may have (256 MiB; read whole, then tokenized).
-pub const MAX_TEXT_FILE_BYTES: u64 = 256 << 20;
+pub use tint_assets::MAX_TEXT_FILE_BYTES;
 
 /// A document of the corpus: its name (the file name) and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,10 +5,8 @@
 //! The command line (`cargo xtask eval …`) lives in `xtask`; this crate does not print. Long runs report
 //! progress through a callback.
 
-pub mod bench;
 pub mod blocks;
 pub mod by_fraction;
-pub mod cgt;
 pub mod documents;
 pub mod error;
 pub mod icl;
@@ -32,7 +30,6 @@ pub mod perplexity;
 pub mod report;
 pub mod results_doc;
 pub mod resume;
-pub mod rng;
 pub mod run_env;
 pub mod run_event;
 pub mod run_settings;

@@ -53,7 +53,7 @@ pub fn bootstrap(blocks: &[BlockNll], level: f64, resamples: usize, seed: u64) -
             tokens,
         };
     }
-    let mut rng = crate::rng::seeded(seed);
+    let mut rng = tint_lab::rng::seeded(seed);
     let mut samples: Vec<f64> = (0..resamples)
         .map(|_| {
             let (mut nll, mut n) = (0.0, 0usize);

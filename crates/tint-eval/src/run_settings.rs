@@ -237,7 +237,7 @@ pub fn refuse_repeats_shown<T: PartialEq>(
     values: &[T],
     show: impl Fn(&T) -> String,
 ) -> Result<(), EvalError> {
-    match first_repeat(values) {
+    match tint_lab::first_repeat(values) {
         Some(v) => Err(EvalError::InvalidSetting {
             name: flag,
             value: format!(
@@ -249,15 +249,6 @@ pub fn refuse_repeats_shown<T: PartialEq>(
         }),
         None => Ok(()),
     }
-}
-
-/// The first value of `values` that an earlier one repeats.
-pub fn first_repeat<T: PartialEq>(values: &[T]) -> Option<&T> {
-    values
-        .iter()
-        .enumerate()
-        .find(|(i, v)| values[..*i].contains(v))
-        .map(|(_, v)| v)
 }
 
 /// Refuses zero SGD / simulated steps (no step: the adapted model would be the unadapted one under

@@ -158,8 +158,8 @@ impl SuiteProtocol {
                 "Language modelling at the paper's budget (all 30 layers × 1 step), 50 %: \
                  SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to float32) on State-of-the-Union \
                  blocks",
-                "In-context classification (top 2 of 30 layers × 1 step, 4 shots): \
-                 SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to float32) on movie-review \
+                "In-context classification (4 shots; `icl` and `dyn-eval`, one step on every \
+                 parameter): SmolLM2-135M-Instruct (Q4_1 GGUF dequantised to float32) on movie-review \
                  snippets",
             ),
             SuiteProtocol::Full => (

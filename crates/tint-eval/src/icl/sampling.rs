@@ -1,9 +1,9 @@
-//! Seeded choice of the k demonstrations from the experiments' one generator ([`crate::rng`]), so that
+//! Seeded choice of the k demonstrations from the experiments' one generator ([`tint_lab::rng`]), so that
 //! runs are reproducible across platforms.
 
 use super::error::IclError;
 use super::task::Example;
-use crate::rng;
+use tint_lab::rng;
 
 /// Draws `k` demonstrations from `pool` with `seed`.
 ///

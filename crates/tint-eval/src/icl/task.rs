@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::IclError;
-use crate::rng;
+use tint_lab::rng;
 
 /// A classification task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

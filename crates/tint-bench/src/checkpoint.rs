@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::write_atomic;
+use tint_assets::write_atomic;
 
 use super::config::BenchConfig;
 use super::error::BenchError;
-use crate::rng;
+use tint_lab::rng;
 
 /// Where the bench writes its checkpoint and ids file.
 pub fn checkpoint_dir(config: &BenchConfig) -> PathBuf {
@@ -35,7 +35,7 @@ pub fn write_checkpoint(config: &BenchConfig, dir: &Path) -> Result<(), BenchErr
         source,
     })?;
     let (d, v, t) = (config.d_model, config.vocab_size, config.seq_length);
-    // The experiments' generator (crate::rng): the checkpoint's bytes are those of the earlier runs
+    // The experiments' generator (tint_lab::rng): the checkpoint's bytes are those of the earlier runs
     // in docs/performance.md.
     let mut rng = rng::seeded(0x5EED_0001);
     let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();

@@ -16,7 +16,7 @@ use super::error::CgtRunError;
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
 use super::variant_run::{run_variant, VariantJob};
-use crate::write_atomic;
+use tint_assets::write_atomic;
 
 /// What a CGT experiment reports while it runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,10 +131,10 @@ fn batch_source(
                 ),
             };
             // At most MAX_TEXT_FILE_BYTES, whatever kind of file it is (as the LM runs' --text).
-            let corpus = tint_aux::read_text_limited(
+            let corpus = tint_assets::read_text_limited(
                 &path,
                 "text corpus",
-                crate::documents::MAX_TEXT_FILE_BYTES,
+                tint_assets::MAX_TEXT_FILE_BYTES,
             )
             .map_err(CgtRunError::Text)?;
             let source = TextMixture::new(&corpus, *seq_length, *cut_min, *cut_max, *batch_size, 1)
@@ -300,9 +300,9 @@ mod tests {
     use super::*;
     use burn::backend::Flex;
 
-    use crate::cgt::conventions::EvalStream;
-    use crate::cgt::curve::read_curve;
-    use crate::cgt::evaluation_file::RunEvaluation;
+    use crate::conventions::EvalStream;
+    use crate::curve::read_curve;
+    use crate::evaluation_file::RunEvaluation;
 
     /// Records the events; has no default corpus.
     #[derive(Default)]
@@ -374,7 +374,7 @@ mod tests {
             err.contains("/dev/zero")
                 && err.contains(&format!(
                     "more than the limit of {} bytes",
-                    crate::documents::MAX_TEXT_FILE_BYTES
+                    tint_assets::MAX_TEXT_FILE_BYTES
                 )),
             "{err}"
         );

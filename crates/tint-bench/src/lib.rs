@@ -8,7 +8,7 @@
 //! [`run_bench`] writes a seeded random GPT-2 checkpoint (the tiny model of issue #9, or a micro
 //! one with `quick`) and asks its [`BenchHost`] to run every measurement in a child process (so
 //! each measurement's peak RSS is its own); the child calls [`run_measurement`]. Sections go back
-//! to the host as markdown. This module does not print.
+//! to the host as markdown. This crate does not print.
 //!
 //! | module | what it holds |
 //! |---|---|

@@ -1,5 +1,5 @@
-//! Statistics over seeds for the CGT tables: the mean and the half-width of its 95 % Student-t
-//! interval, and the table cell that shows them.
+//! Statistics over seeds: the mean and the half-width of its 95 % Student-t interval (the CGT
+//! tables' unit is the seed), and the table cell that shows them.
 
 /// Two-sided 95 % Student-t quantiles for 1..=10 degrees of freedom.
 const T_975: [f64; 10] = [

@@ -1,6 +1,6 @@
 //! Errors of the benchmark.
 
-use crate::atomic_write::AtomicWriteError;
+use tint_assets::AtomicWriteError;
 
 /// Everything that can go wrong while setting up, running or reporting a benchmark.
 #[derive(Debug, thiserror::Error)]

@@ -10,8 +10,8 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use super::conventions::{freeze_points, EvalStream};
 use super::curve::curve_table;
 use super::paired::paired_table;
-use super::stats::{cell, interval};
 use super::variant_run::{by_seed, per_seed, variants_of, VariantResult};
+use tint_lab::seed_interval::{cell, interval};
 
 /// How the runs were invoked, for the report.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,7 +10,7 @@ use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
 use super::conventions::EvalStream;
 use super::error::CgtRunError;
 use super::variant_run::VariantResult;
-use crate::write_atomic;
+use tint_assets::write_atomic;
 
 /// The file's content: one run (variant, seed) as last evaluated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

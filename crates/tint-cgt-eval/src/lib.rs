@@ -1,8 +1,9 @@
 //! Contextually Guided Transformer experiments behind `cargo xtask eval cgt` (paper Table 1 at a
-//! preset scale): the variants baseline, CGT, CGT + aux and CGT + aux + reg trained over seeds
-//! (resumed from their checkpoints, or only the finished ones assembled), evaluated on held-out
-//! streams, their context folded into exported specialised models, SVG charts, and a markdown
-//! section with mean ± 95 % Student-t intervals over seeds. This module does not print: progress
+//! preset scale), on tint-cgt and the experiments' shared parts (`tint-lab`, `tint-assets`) only:
+//! the variants baseline, CGT, CGT + aux and CGT + aux + reg trained over seeds (resumed from their
+//! checkpoints, or only the finished ones assembled), evaluated on held-out streams, their context
+//! folded into exported specialised models, SVG charts, and a markdown section with mean ± 95 %
+//! Student-t intervals over seeds (`tint_lab::seed_interval`). This crate does not print: progress
 //! goes to a [`CgtHost`].
 //!
 //! | module | what it holds |
@@ -16,7 +17,6 @@
 //! | [`charts`] | loss and by-pair charts |
 //! | [`curve`] | learning curves (`--eval-every`): held-out accuracy during training |
 //! | [`paired`] | paired differences between the variants, per seed |
-//! | [`stats`] | mean and Student-t interval over seeds |
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
 
@@ -30,7 +30,6 @@ pub mod report;
 pub mod run;
 mod run_metrics;
 pub mod settings;
-pub mod stats;
 pub mod variant_run;
 
 pub use error::CgtRunError;

@@ -9,8 +9,8 @@
 use tint_cgt::presets::{DataPreset, Variant};
 
 use super::conventions::freeze_points;
-use super::stats::cell;
 use super::variant_run::VariantResult;
+use tint_lab::seed_interval::cell;
 
 /// The comparisons of the table, in its column order: `(a, b)` reports `b − a`.
 pub const COMPARISONS: [(Variant, Variant); 3] = [

@@ -12,9 +12,9 @@ use tint_cgt::plot::{line_chart_svg, ChartText, Series};
 
 use super::charts::colour;
 use super::error::CgtRunError;
-use super::stats::cell;
 use super::variant_run::{variants_of, VariantResult};
-use crate::write_atomic;
+use tint_assets::write_atomic;
+use tint_lab::seed_interval::cell;
 
 /// The held-out accuracies after `step` training steps.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

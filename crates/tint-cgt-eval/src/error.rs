@@ -1,6 +1,6 @@
 //! Errors of the CGT runs.
 
-use crate::atomic_write::AtomicWriteError;
+use tint_assets::AtomicWriteError;
 
 /// Everything that can go wrong while setting up, running or reporting CGT runs.
 #[derive(Debug, thiserror::Error)]
@@ -59,9 +59,9 @@ pub enum CgtRunError {
     #[error(transparent)]
     Write(#[from] AtomicWriteError),
     /// The text corpus could not be read: missing, not UTF-8, or over
-    /// [`crate::documents::MAX_TEXT_FILE_BYTES`] (the error names the file).
+    /// [`tint_assets::MAX_TEXT_FILE_BYTES`] (the error names the file).
     #[error("reading the text corpus: {0}")]
-    Text(tint_aux::AuxError),
+    Text(tint_assets::TextFileError),
     /// The caller could not provide the default text corpus.
     #[error("fetching the default SOTU corpus (or pass --text FILE with blank-line separated documents): {0}")]
     Corpus(Box<dyn std::error::Error + Send + Sync>),

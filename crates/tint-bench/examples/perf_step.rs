@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! python3 scripts/make_bench_gpt2_tiny.py /tmp/gpt2-tiny-bench      # seeded random checkpoint
-//! cargo run -p tint-eval --example perf_step -- <sim|structured|ref|dyn|aux> <batch_size> <repeats> [model_dir]
+//! cargo run -p tint-bench --example perf_step -- <sim|structured|ref|dyn|aux> <batch_size> <repeats> [model_dir]
 //! ```
 //!
 //! `sim`: [`TintSimulator::forward`] with the constructed execution (the default,
@@ -22,10 +22,10 @@ use std::time::Instant;
 use burn::backend::Autodiff;
 use burn::tensor::{Int, Tensor, TensorData};
 use tint_aux::{dynamic_eval, load_model, AuxModel, DynEvalConfig};
-use tint_eval::bench::checkpoint::token_ids;
-use tint_eval::bench::config::INNER_LR;
-use tint_eval::bench::measure::cpu_seconds;
-use tint_eval::bench::BenchConfig;
+use tint_bench::checkpoint::token_ids;
+use tint_bench::config::INNER_LR;
+use tint_bench::measure::cpu_seconds;
+use tint_bench::BenchConfig;
 use tint_sim::{Activation, AuxParams, Execution, FunctionalReference, SimInput, TintSimulator};
 
 type Backend = burn::backend::Flex;

@@ -8,7 +8,7 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
 use super::conventions::{default_run_dir, EvalStream};
 use super::error::CgtRunError;
-use crate::run_settings::first_repeat;
+use tint_lab::first_repeat;
 
 /// What to train and evaluate (the flags of `cargo xtask eval cgt`).
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +27,8 @@ pub struct CgtSettings {
     pub checkpoint_every: Option<usize>,
     /// Directory for the SVG charts.
     pub plots: PathBuf,
-    /// The same directory as the report section links it: relative to the report's folder (see
-    /// [`crate::results_doc::relative_link`]) or absolute.
+    /// The same directory as the report section links it: relative to the report's folder or
+    /// absolute.
     pub plots_link: PathBuf,
     /// Directory for checkpoints, logs and exported models (`None`: [`default_run_dir`]).
     pub run_dir: Option<PathBuf>,

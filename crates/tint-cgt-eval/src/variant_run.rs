@@ -30,7 +30,7 @@ use super::curve::{append_point, settle_file, CurvePoint};
 use super::error::CgtRunError;
 use super::evaluation_file::RunEvaluation;
 use super::run::{CgtEvent, CgtHost};
-use crate::write_atomic;
+use tint_assets::write_atomic;
 
 /// What one variant of one seed produced.
 #[derive(Debug, Clone, PartialEq)]

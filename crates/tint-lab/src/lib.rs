@@ -1,0 +1,15 @@
+//! What every experiment of the project shares (issue 64's protocol crate, grown one piece at a time):
+//! a small library without burn that the TinT evaluation (`tint-eval`), the CGT experiments
+//! (`tint-cgt-eval`) and the benches use alike.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`rng`] | the one seeded generator (SplitMix64) and the draws the experiments make from it |
+//! | [`seed_interval`] | the mean over seeds and the half-width of its 95 % Student-t interval |
+//! | [`repeats`] | the first value a list of settings repeats (a seed or a variant named twice) |
+
+pub mod repeats;
+pub mod rng;
+pub mod seed_interval;
+
+pub use repeats::first_repeat;
