@@ -25,7 +25,6 @@ pub mod methods;
 pub mod model_source;
 pub mod non_finite;
 pub mod output_lock;
-pub mod paired;
 pub mod perplexity;
 pub mod report;
 pub mod results_doc;

@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::blocks::BlockSpec;
 use crate::lm_workers::score_blocks;
 use crate::non_finite::NonFiniteOrigin;
-use crate::paired::PairedSettings;
+use tint_lab::paired::PairedSettings;
 use crate::perplexity::{bootstrap, BlockNll};
 use crate::report::{LmReport, MethodResult};
 use crate::EvalError;

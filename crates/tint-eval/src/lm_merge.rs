@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::paired::PairedSettings;
+use tint_lab::paired::PairedSettings;
 use crate::report::{LmReport, MethodResult};
 use crate::resume::{differing_keys, validate_cell, Fingerprint};
 use crate::EvalError;

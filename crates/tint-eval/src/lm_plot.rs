@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn the_difference_chart_has_a_line_per_method_and_the_zero_line() {
-        use crate::paired::{paired_diff, Better, PairedSettings};
+        use tint_lab::paired::{paired_diff, Better, PairedSettings};
         use crate::report::LmPaired;
         let diff = |m: &str, shift: f64| {
             paired_diff(

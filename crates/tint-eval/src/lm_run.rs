@@ -1,7 +1,7 @@
 //! A whole language-modelling run (`cargo xtask eval lm`): step sizes chosen on tuning blocks cut
 //! from documents that are never evaluated ([`crate::lm_split`]), every method evaluated on the same
 //! evaluation blocks, perplexities and paired per-block differences from vanilla and dynamic
-//! evaluation ([`crate::paired`]). Reports are written atomically after every cell; `resume` reuses
+//! evaluation ([`tint_lab::paired`]). Reports are written atomically after every cell; `resume` reuses
 //! only cells whose fingerprint (settings, checkpoint and text SHA-256, code version) matches and
 //! whose numbers validate ([`crate::resume`]).
 
@@ -540,7 +540,7 @@ pub fn run_lm<AB: AutodiffBackend>(
     report.tuning = tuning;
     report.settings["fingerprint"] =
         serde_json::to_value(&fingerprint).expect("a fingerprint always serialises");
-    report.compute_paired(&crate::paired::PairedSettings {
+    report.compute_paired(&tint_lab::paired::PairedSettings {
         level: config.ci_level,
         seed: config.seed,
         ..Default::default()

@@ -20,7 +20,7 @@ pub struct TuneRecord {
     pub grid: Vec<f64>,
     /// Score of each grid value on the tuning split (same order as `grid`; NaN for a value whose
     /// run diverged; `null` in JSON).
-    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nans_if_null")]
     pub scores: Vec<f64>,
     /// What the score is (e.g. "mean NLL per token, lower is better").
     pub objective: String,

@@ -6,7 +6,7 @@ use rand::RngCore;
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct BlockNll {
     /// Σ −log p(token) over the evaluated targets (natural log).
-    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nan_if_null")]
     pub sum_nll: f64,
     /// Number of evaluated targets.
     pub count: usize,
@@ -16,13 +16,13 @@ pub struct BlockNll {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Perplexity {
     /// `exp(Σ nll / Σ count)` over all blocks (token-weighted, as in the paper's scripts).
-    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nan_if_null")]
     pub value: f64,
     /// Lower end of the confidence interval.
-    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nan_if_null")]
     pub ci_low: f64,
     /// Upper end of the confidence interval.
-    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nan_if_null")]
     pub ci_high: f64,
     /// Confidence level of the interval, e.g. 0.95.
     pub level: f64,

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::lm_tune::TuneRecord;
-use crate::paired::{paired_diff, Better, PairedDiff, PairedSettings};
+use tint_lab::paired::{paired_diff, Better, PairedDiff, PairedSettings};
 use crate::perplexity::{BlockNll, Perplexity};
 use crate::EvalError;
 

@@ -5,9 +5,13 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`rng`] | the one seeded generator (SplitMix64) and the draws the experiments make from it |
+//! | [`paired`] | paired differences from a baseline with bootstrap intervals (per unit, or per cluster: a query with its seeds) |
 //! | [`seed_interval`] | the mean over seeds and the half-width of its 95 % Student-t interval |
+//! | [`json_nan`] | non-finite numbers through JSON (`null` read back as NaN) |
 //! | [`repeats`] | the first value a list of settings repeats (a seed or a variant named twice) |
 
+pub mod json_nan;
+pub mod paired;
 pub mod repeats;
 pub mod rng;
 pub mod seed_interval;

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use super::calibration::mean_std;
 use super::report::IclReport;
 use super::result::CellResult;
-use crate::paired::PairedSettings;
+use tint_lab::paired::PairedSettings;
 use crate::EvalError;
 
 /// Fields of a piece's recorded settings that may differ between the pieces of one protocol.

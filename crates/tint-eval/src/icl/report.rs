@@ -11,7 +11,7 @@ use super::error::IclError;
 use super::result::{CellKey, CellResult};
 use super::task::TaskKind;
 use crate::lm_tune::TuneRecord;
-use crate::paired::{paired_diff_clustered, Better, PairedDiff, PairedSettings};
+use tint_lab::paired::{paired_diff_clustered, Better, PairedDiff, PairedSettings};
 
 /// [`PairedDiff::resampled`] of the ICL paired differences: the bootstrap draws test queries, and
 /// a drawn query brings the units of all its seeds.
@@ -463,7 +463,7 @@ fn cells_one_per_line(report: &serde_json::Value) -> Result<String, serde_json::
 mod tests {
     use super::*;
     use crate::icl::result::{CellSettings, Prediction, SeedRun};
-    use crate::paired::paired_diff;
+    use tint_lab::paired::paired_diff;
 
     /// A cell of `seeds.len()` seeds × `n_test` queries (in the runner's order: per seed, then
     /// per query) whose query `q` under the seed at position `s` is right iff `right(s, q)`;
@@ -683,7 +683,7 @@ mod tests {
         json["diff"].as_object_mut().unwrap().remove("resampled");
         let old: IclPaired = serde_json::from_value(json).unwrap();
         assert!(old.per_seed.is_empty());
-        assert_eq!(old.diff.resampled, crate::paired::UNITS_RESAMPLED);
+        assert_eq!(old.diff.resampled, tint_lab::paired::UNITS_RESAMPLED);
     }
 
     #[test]

@@ -41,10 +41,10 @@ pub struct Prediction {
     /// Gold class.
     pub label: usize,
     /// `log P(c | input, prompt)` per class.
-    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nans_if_null")]
     pub scores: Vec<f64>,
     /// `log P(c | prompt)` per class (the calibration prior).
-    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nans_if_null")]
     pub prior: Vec<f64>,
     /// Uncalibrated prediction.
     pub predicted: usize,
@@ -64,7 +64,7 @@ pub struct SeedRun {
     /// Accuracy with calibration.
     pub accuracy_calibrated: f64,
     /// Training losses of the (last) adaptation, if the method reports them.
-    #[serde(deserialize_with = "crate::non_finite::nans_if_null")]
+    #[serde(deserialize_with = "tint_lab::json_nan::nans_if_null")]
     pub train_losses: Vec<f64>,
     /// Every prediction.
     pub predictions: Vec<Prediction>,

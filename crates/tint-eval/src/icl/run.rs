@@ -27,7 +27,7 @@ use crate::lm_tune::TuneRecord;
 use crate::method::Method;
 use crate::methods::{Tint, TintMethod};
 use crate::model_source::Assets;
-use crate::paired::PairedSettings;
+use tint_lab::paired::PairedSettings;
 use crate::results_doc::write_file;
 use crate::run_env::RunEnv;
 use crate::run_event::{OnEvent, RunEvent};

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use tint_lab::rng;
+use crate::rng;
 
 /// Which direction of a difference is a win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,14 +34,14 @@ pub struct PairedDiff {
     /// The baseline it is compared with.
     pub baseline: String,
     /// Mean over units of `method − baseline`.
-    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
+    #[serde(deserialize_with = "crate::json_nan::nan_if_null")]
     pub mean: f64,
     /// Lower end of the percentile bootstrap interval of the mean (each unit keeps its method and
     /// baseline values together; what was drawn is [`PairedDiff::resampled`]).
-    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
+    #[serde(deserialize_with = "crate::json_nan::nan_if_null")]
     pub ci_low: f64,
     /// Upper end of the interval.
-    #[serde(deserialize_with = "crate::non_finite::nan_if_null")]
+    #[serde(deserialize_with = "crate::json_nan::nan_if_null")]
     pub ci_high: f64,
     /// Confidence level, e.g. 0.95.
     pub level: f64,
