@@ -8,10 +8,10 @@ use std::time::Instant;
 use crate::blocks::BlockSpec;
 use crate::lm_workers::score_blocks;
 use crate::non_finite::NonFiniteOrigin;
-use tint_lab::paired::PairedSettings;
 use crate::perplexity::{bootstrap, BlockNll};
 use crate::report::{LmReport, MethodResult};
 use crate::EvalError;
+use tint_lab::paired::PairedSettings;
 
 /// A way of scoring the evaluated part of a block, possibly after adapting to its training part.
 pub trait LmMethod {

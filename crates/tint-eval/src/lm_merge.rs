@@ -6,10 +6,10 @@
 
 use std::path::{Path, PathBuf};
 
-use tint_lab::paired::PairedSettings;
 use crate::report::{LmReport, MethodResult};
 use crate::resume::{differing_keys, validate_cell, Fingerprint};
 use crate::EvalError;
+use tint_lab::paired::PairedSettings;
 
 /// Keys of `settings.args` that may differ between the parts of one protocol.
 const PART_KEYS: [&str; 2] = ["train_fraction", "shard"];

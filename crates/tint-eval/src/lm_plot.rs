@@ -245,8 +245,8 @@ mod tests {
 
     #[test]
     fn the_difference_chart_has_a_line_per_method_and_the_zero_line() {
-        use tint_lab::paired::{paired_diff, Better, PairedSettings};
         use crate::report::LmPaired;
+        use tint_lab::paired::{paired_diff, Better, PairedSettings};
         let diff = |m: &str, shift: f64| {
             paired_diff(
                 (m, &[1.0 + shift, 2.0 + shift, 3.0]),

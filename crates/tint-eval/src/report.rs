@@ -7,9 +7,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::lm_tune::TuneRecord;
-use tint_lab::paired::{paired_diff, Better, PairedDiff, PairedSettings};
 use crate::perplexity::{BlockNll, Perplexity};
 use crate::EvalError;
+use tint_lab::paired::{paired_diff, Better, PairedDiff, PairedSettings};
 
 /// Result of one method at one train fraction.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use super::calibration::mean_std;
 use super::report::IclReport;
 use super::result::CellResult;
-use tint_lab::paired::PairedSettings;
 use crate::EvalError;
+use tint_lab::paired::PairedSettings;
 
 /// Fields of a piece's recorded settings that may differ between the pieces of one protocol.
 pub const PART_FIELDS: [&str; 3] = ["task", "data", "seeds"];

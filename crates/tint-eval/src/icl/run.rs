@@ -27,7 +27,6 @@ use crate::lm_tune::TuneRecord;
 use crate::method::Method;
 use crate::methods::{Tint, TintMethod};
 use crate::model_source::Assets;
-use tint_lab::paired::PairedSettings;
 use crate::results_doc::write_file;
 use crate::run_env::RunEnv;
 use crate::run_event::{OnEvent, RunEvent};
@@ -36,6 +35,7 @@ use crate::run_settings::{
     refuse_repeats_shown,
 };
 use crate::EvalError;
+use tint_lab::paired::PairedSettings;
 
 /// Parses a training format: `single` or `multi`.
 ///
