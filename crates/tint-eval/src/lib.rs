@@ -33,6 +33,7 @@ pub mod run_env;
 pub mod run_event;
 pub mod run_settings;
 pub mod suite;
+pub mod tune_record;
 
 pub use lm::{run_lm_eval, LmEvalConfig, LmMethod, LmProgress};
 pub use method::Method;

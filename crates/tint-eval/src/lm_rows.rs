@@ -4,10 +4,10 @@
 
 use crate::lm_grid::{Budget, LmMethodSpec};
 use crate::lm_settings::LmRunSettings;
-use crate::lm_tune::TuneRecord;
 use crate::method::Method;
 use crate::methods::TintMethod;
 use crate::run_settings::{check_step_count, check_steps, refuse_repeats};
+use crate::tune_record::TuneRecord;
 use crate::EvalError;
 
 /// A row of the run before its step size is known.

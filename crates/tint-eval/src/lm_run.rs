@@ -17,7 +17,7 @@ use crate::lm_grid::{build_lm_method, RowPlan};
 use crate::lm_rows::{pending_rows, StepSource};
 use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
-use crate::lm_tune::{tune_lm, TuneRecord};
+use crate::lm_tune::tune_lm;
 use crate::method::Method;
 use crate::methods::{Tint, TintMethod, UnadaptedNlls};
 use crate::results_doc::write_file;
@@ -25,6 +25,7 @@ use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
 use crate::run_event::{OnEvent, RunEvent};
 use crate::run_settings::check_out_extension;
+use crate::tune_record::TuneRecord;
 use crate::{run_lm_eval, EvalError, LmEvalConfig, LmReport, MethodResult};
 
 /// The asset that holds the State of the Union addresses (the default corpus).

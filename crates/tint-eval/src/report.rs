@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::lm_tune::TuneRecord;
 use crate::perplexity::{BlockNll, Perplexity};
+use crate::tune_record::TuneRecord;
 use crate::EvalError;
 use tint_lab::paired::{paired_diff, Better, PairedDiff, PairedSettings};
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::error::IclError;
 use super::result::{CellKey, CellResult};
 use super::task::TaskKind;
-use crate::lm_tune::TuneRecord;
+use crate::tune_record::TuneRecord;
 use tint_lab::paired::{paired_diff_clustered, Better, PairedDiff, PairedSettings};
 
 /// [`PairedDiff::resampled`] of the ICL paired differences: the bootstrap draws test queries, and

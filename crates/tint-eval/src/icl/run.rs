@@ -23,7 +23,6 @@ use super::{
 };
 use crate::documents::sha256_files;
 use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
-use crate::lm_tune::TuneRecord;
 use crate::method::Method;
 use crate::methods::{Tint, TintMethod};
 use crate::model_source::Assets;
@@ -34,6 +33,7 @@ use crate::run_settings::{
     check_out_extension, check_step_count, check_steps, parse_layers, refuse_repeats,
     refuse_repeats_shown,
 };
+use crate::tune_record::TuneRecord;
 use crate::EvalError;
 use tint_lab::paired::PairedSettings;
 

@@ -7,7 +7,8 @@ use super::prompt::PromptEncoder;
 use super::result::CellResult;
 use super::runner::{non_finite_origin, run_icl_cell, IclProgress, IclSettings};
 use super::task::TaskData;
-use crate::lm_tune::{bracket, check_grid, TuneRecord};
+use crate::lm_tune::{bracket, check_grid};
+use crate::tune_record::TuneRecord;
 use crate::EvalError;
 
 /// Mean over a cell's predictions of the gold label's negative log-probability among the label
