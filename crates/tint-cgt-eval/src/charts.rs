@@ -7,7 +7,7 @@ use tint_cgt::plot::{line_chart_svg, ChartText, Series};
 use tint_cgt::presets::Variant;
 
 use super::error::CgtRunError;
-use super::variant_run::{variants_of, VariantResult};
+use super::variant_result::{variants_of, VariantResult};
 
 /// The colour of a variant in every chart.
 pub fn colour(variant: Variant) -> [u8; 3] {

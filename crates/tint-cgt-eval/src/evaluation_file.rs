@@ -9,7 +9,7 @@ use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
 
 use super::conventions::EvalStream;
 use super::error::CgtRunError;
-use super::variant_run::VariantResult;
+use super::variant_result::VariantResult;
 use tint_assets::write_atomic;
 
 /// The file's content: one run (variant, seed) as last evaluated.

@@ -10,12 +10,15 @@
 //! |---|---|
 //! | [`settings`] | [`CgtSettings`]: preset overrides, variants, seeds, paths; the reproducing command |
 //! | [`conventions`] | seed shifts, evaluation streams, freeze points, the default run directory |
-//! | [`variant_run`] | [`VariantResult`], training + evaluation of one (seed, variant) |
+//! | [`variant_result`] | [`VariantResult`]: what one (seed, variant) produced; selections by variant and seed |
+//! | [`variant_run`] | training + evaluation of one (seed, variant) |
 //! | `run_metrics` | the per-run figures of the table's rows and paired differences (methods of [`VariantResult`]) |
 //! | [`evaluation_file`] | `evaluation.json`: a run's per-seed figures, as last evaluated |
-//! | [`run`] | [`run_cgt`], [`CgtHost`], [`CgtEvent`], [`CgtOutcome`] |
+//! | [`host`] | [`CgtHost`], [`CgtEvent`]: how a run reports to its front end |
+//! | [`run`] | [`run_cgt`], [`CgtOutcome`] |
 //! | [`charts`] | loss and by-pair charts |
-//! | [`curve`] | learning curves (`--eval-every`): held-out accuracy during training |
+//! | [`curve_file`] | a learning curve's points (`--eval-every`), `curve.jsonl` |
+//! | [`curve`] | the learning curves' chart and table over the runs |
 //! | [`paired`] | paired differences between the variants, per seed |
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
@@ -23,16 +26,20 @@
 pub mod charts;
 pub mod conventions;
 pub mod curve;
+pub mod curve_file;
 pub mod error;
 pub mod evaluation_file;
+pub mod host;
 pub mod paired;
 pub mod report;
 pub mod run;
 mod run_metrics;
 pub mod settings;
+pub mod variant_result;
 pub mod variant_run;
 
 pub use error::CgtRunError;
-pub use run::{run_cgt, CgtEvent, CgtHost, CgtOutcome};
+pub use host::{CgtEvent, CgtHost};
+pub use run::{run_cgt, CgtOutcome};
 pub use settings::CgtSettings;
-pub use variant_run::VariantResult;
+pub use variant_result::VariantResult;

@@ -9,7 +9,7 @@
 use tint_cgt::presets::{DataPreset, Variant};
 
 use super::conventions::freeze_points;
-use super::variant_run::VariantResult;
+use super::variant_result::VariantResult;
 use tint_lab::seed_interval::cell;
 
 /// The comparisons of the table, in its column order: `(a, b)` reports `b − a`.

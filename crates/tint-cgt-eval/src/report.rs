@@ -10,7 +10,7 @@ use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use super::conventions::{freeze_points, EvalStream};
 use super::curve::curve_table;
 use super::paired::paired_table;
-use super::variant_run::{by_seed, per_seed, variants_of, VariantResult};
+use super::variant_result::{by_seed, per_seed, variants_of, VariantResult};
 use tint_lab::seed_interval::{cell, interval};
 
 /// How the runs were invoked, for the report.
@@ -794,7 +794,7 @@ mod tests {
             regression: None,
             text_loss: None,
             fold_error: None,
-            curve: vec![super::super::curve::CurvePoint {
+            curve: vec![super::super::curve_file::CurvePoint {
                 step: 10,
                 dynamic_accuracy: 0.5,
                 no_example_accuracy: 0.25,

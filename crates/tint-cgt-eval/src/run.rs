@@ -1,98 +1,23 @@
 //! A CGT experiment: every (seed, variant) run of a preset (resumed from checkpoints, or only the
 //! finished ones), the charts, and the report section.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use burn::tensor::backend::Backend;
 use tint_cgt::data::{BatchSource, TextMixture};
 use tint_cgt::metrics::evaluate_regression_references;
-use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
+use tint_cgt::presets::{DataPreset, ExperimentPreset};
 use tint_cgt::train::checkpoint_is_final;
 
 use super::charts::{loss_chart, regression_chart};
 use super::conventions::{freeze_points, preset_for_seed, regression_eval_data};
-use super::curve::{curve_chart, CurvePoint};
+use super::curve::curve_chart;
 use super::error::CgtRunError;
+use super::host::{CgtEvent, CgtHost};
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
 use super::variant_run::{run_variant, VariantJob};
 use tint_assets::write_atomic;
-
-/// What a CGT experiment reports while it runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CgtEvent<'a> {
-    /// The experiment starts.
-    Started {
-        /// The preset's name.
-        preset: &'a str,
-        /// Training steps per variant.
-        steps: usize,
-        /// Sequences per batch.
-        batch_size: usize,
-        /// The seeds.
-        seeds: &'a [u64],
-        /// Where the runs live.
-        run_dir: &'a Path,
-    },
-    /// A variant of a seed starts (or resumes) training.
-    VariantStarted {
-        /// The variant.
-        variant: Variant,
-        /// The seed.
-        seed: u64,
-        /// Its training steps.
-        steps: usize,
-        /// The step of the checkpoint found in its run directory, which training resumes from
-        /// (0: none, from scratch).
-        resumes_at: usize,
-        /// Its run directory.
-        dir: &'a Path,
-    },
-    /// A training step finished.
-    Step {
-        /// Step index (0-based).
-        step: usize,
-        /// The task loss.
-        task_loss: f64,
-        /// The total loss.
-        total_loss: f64,
-    },
-    /// A learning-curve point was measured (`--eval-every`).
-    CurvePoint {
-        /// The variant.
-        variant: Variant,
-        /// The seed.
-        seed: u64,
-        /// The held-out accuracies after `point.step` steps.
-        point: CurvePoint,
-    },
-    /// A variant finished training (evaluation follows).
-    VariantTrained {
-        /// The variant.
-        variant: Variant,
-        /// The seed.
-        seed: u64,
-        /// The step it resumed at (0: from scratch).
-        resumed_at: usize,
-        /// Steps of the loss history (fewer than `steps` when a log was lost).
-        logged_steps: usize,
-        /// Its training steps.
-        steps: usize,
-    },
-}
-
-/// The caller's side of a CGT experiment.
-pub trait CgtHost {
-    /// The default text corpus of the text presets (blank-line separated documents), asked for only
-    /// when a text preset runs without [`CgtSettings::text`].
-    ///
-    /// # Errors
-    /// The corpus cannot be provided.
-    fn default_corpus(&mut self) -> Result<PathBuf, Box<dyn std::error::Error + Send + Sync>>;
-
-    /// Progress.
-    fn event(&mut self, event: CgtEvent<'_>);
-}
 
 /// What a CGT experiment produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -301,7 +226,7 @@ mod tests {
     use burn::backend::Flex;
 
     use crate::conventions::EvalStream;
-    use crate::curve::read_curve;
+    use crate::curve_file::read_curve;
     use crate::evaluation_file::RunEvaluation;
 
     /// Records the events; has no default corpus.

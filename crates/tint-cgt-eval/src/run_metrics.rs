@@ -5,7 +5,7 @@
 
 use tint_cgt::metrics::RegressionEvaluation;
 
-use super::variant_run::VariantResult;
+use super::variant_result::VariantResult;
 
 /// Mean dynamic-`y` error on pairs `k..` (`None` when there are none).
 fn tail_error(evaluation: &RegressionEvaluation, k: usize) -> Option<f64> {

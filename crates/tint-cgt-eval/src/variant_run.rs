@@ -10,8 +10,8 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::Backend;
 use burn::tensor::ElementConversion;
 use tint_cgt::data::{ArithmeticConfig, BatchSource, HostBatch, LinearRegressionConfig};
+use tint_cgt::metrics::IclEvaluation;
 use tint_cgt::metrics::{evaluate_icl, evaluate_regression, frozen_context};
-use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
 use tint_cgt::nodes::NodeSetup;
 use tint_cgt::objective::{joint_loss, ObjectiveConfig};
 use tint_cgt::plot::heat_map_svg;
@@ -26,83 +26,12 @@ use super::conventions::{
     freeze_points, icl_eval_data, regression_eval_data, EvalStream, MODEL_SEED_BASE,
     TEXT_EVAL_RNG_STREAM,
 };
-use super::curve::{append_point, settle_file, CurvePoint};
+use super::curve_file::{append_point, settle_file, CurvePoint};
 use super::error::CgtRunError;
 use super::evaluation_file::RunEvaluation;
-use super::run::{CgtEvent, CgtHost};
+use super::host::{CgtEvent, CgtHost};
+use super::variant_result::VariantResult;
 use tint_assets::write_atomic;
-
-/// What one variant of one seed produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VariantResult {
-    /// The variant.
-    pub variant: Variant,
-    /// The seed of this run.
-    pub seed: u64,
-    /// `(step, task loss)` of every step, earlier runs' steps included (read back from the log).
-    pub losses: Vec<(f64, f64)>,
-    /// Training seconds of all steps (earlier runs' steps from the log).
-    pub train_seconds: f64,
-    /// Wall seconds of this invocation for the variant: the steps trained now plus evaluation.
-    pub wall_seconds: f64,
-    /// Step this invocation resumed at (0: trained from scratch).
-    pub resumed_at: usize,
-    /// In-context evaluation (arithmetic presets).
-    pub icl: Option<IclEvaluation>,
-    /// Regression evaluation (linear-regression presets).
-    pub regression: Option<RegressionEvaluation>,
-    /// Text presets: mean evaluation cross-entropy with dynamic `y`, and of the frozen-`y`
-    /// auxiliary model (guided variants).
-    pub text_loss: Option<(f64, Option<f64>)>,
-    /// Largest output difference between the folded model and the frozen-`y` model (guided
-    /// variants of the arithmetic and regression presets).
-    pub fold_error: Option<f32>,
-    /// Learning curve (`--eval-every`; empty without it): held-out accuracies during training,
-    /// earlier invocations' points included (read back from the run's `curve.jsonl`).
-    pub curve: Vec<CurvePoint>,
-}
-
-impl VariantResult {
-    /// Mean task loss of the last 10 logged steps (`None` without logged steps): the report's
-    /// "final training loss" and `evaluation.json`'s `final_task_loss`.
-    pub fn final_task_loss(&self) -> Option<f64> {
-        let tail = &self.losses[self.losses.len().saturating_sub(10)..];
-        (!tail.is_empty()).then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
-    }
-}
-
-/// The variants present in `results`, in table order.
-pub fn variants_of(results: &[VariantResult]) -> Vec<Variant> {
-    Variant::ALL
-        .into_iter()
-        .filter(|v| results.iter().any(|r| r.variant == *v))
-        .collect()
-}
-
-/// The values of `metric` over the seeds of `variant`.
-pub fn per_seed(
-    results: &[VariantResult],
-    variant: Variant,
-    metric: &dyn Fn(&VariantResult) -> Option<f64>,
-) -> Vec<f64> {
-    by_seed(results, variant, metric)
-        .into_iter()
-        .map(|(_, value)| value)
-        .collect()
-}
-
-/// The values of `metric` over the seeds of `variant`, each with its seed, in the order of the runs.
-pub fn by_seed(
-    results: &[VariantResult],
-    variant: Variant,
-    metric: &dyn Fn(&VariantResult) -> Option<f64>,
-) -> Vec<(u64, f64)> {
-    results
-        .iter()
-        .filter(|r| r.variant == variant)
-        .filter_map(|r| metric(r).map(|value| (r.seed, value)))
-        .collect()
-}
 
 /// One run to do: `preset` holds the evaluation streams (the same for every seed), `seeded` the
 /// training stream and schedule of this seed.

@@ -1,6 +1,6 @@
 //! Step-size selection on a tuning split (never on evaluated data): a grid bracketed until its best
 //! value is interior, scored on the tuning blocks; what was chosen goes into a
-//! [`TuneRecord`](crate::tune_record::TuneRecord).
+//! [`TuneRecord`].
 
 use crate::lm::LmMethod;
 use crate::perplexity::BlockNll;

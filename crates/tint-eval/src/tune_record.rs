@@ -33,13 +33,13 @@ pub struct TuneRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train_fraction: Option<f64>,
     /// Grid values added beyond the given grid because the best value was on its edge
-    /// ([`bracket`]); they are in `grid` too.
+    /// ([`bracket`](crate::lm_tune::bracket)); they are in `grid` too.
     #[serde(default)]
     pub extended: Vec<f64>,
     /// Whether the choice has a scored value on both sides in `grid` (a bracketed optimum; a
     /// diverged value counts as a worse one), or is 0 (no step, the end of the step's domain)
     /// with a worse positive value above. Always true for a tuned record written since
-    /// bracketing exists ([`bracket`] refuses an edge choice); false for a given value.
+    /// bracketing exists ([`bracket`](crate::lm_tune::bracket) refuses an edge choice); false for a given value.
     #[serde(default)]
     pub interior: bool,
 }
@@ -113,7 +113,7 @@ impl TuneRecord {
         Ok(())
     }
 
-    /// The grid the settings gave: `grid` without the values [`bracket`] added.
+    /// The grid the settings gave: `grid` without the values [`bracket`](crate::lm_tune::bracket) added.
     pub fn given_grid(&self) -> Vec<f64> {
         self.grid
             .iter()
