@@ -5,15 +5,17 @@ dependency whichever package is built (issue 63 item 3; docs/build-time.md).
 Cargo resolves features for the packages it is asked to build, so `cargo test -p tint-aux` after
 `cargo test --workspace` would build burn, syn and a few dozen other dependencies again with fewer
 features. Every member takes `workspace-hack` as a dev-dependency (tests and examples only: a
-library user's build is unchanged), and the hack depends on every external package whose features
-differ between the workspace and some member alone, with the workspace's features: host packages
-(proc-macro parsers) as build-dependencies, the rest as dependencies.
+library user's build is unchanged), and the hack depends on every package whose features differ
+between the workspace and some member alone, with the workspace's features: host packages
+(proc-macro parsers) as build-dependencies, the rest, and the light members (LIGHT_MEMBERS below),
+as dependencies.
 
     python3 scripts/workspace_hack.py          # rewrite the hack's manifest
     python3 scripts/workspace_hack.py --check  # exit 1 naming each member that alone resolves
                                                # other features than the workspace (CI)
 """
 import collections
+import json
 import pathlib
 import subprocess
 import sys
@@ -55,7 +57,6 @@ def tree(args):
 def members():
     out = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    import json
     return sorted(p["name"] for p in json.loads(out)["packages"] if p["name"] != "workspace-hack")
 
 
