@@ -27,14 +27,14 @@ impl BlockSpec {
             return Err(EvalError::InvalidSetting {
                 name: "--block-size",
                 value: self.block_size.to_string(),
-                rule: "must be at least 4",
+                rule: "must be at least 4".into(),
             });
         }
         if !(self.train_fraction > 0.0 && self.train_fraction < 1.0) {
             return Err(EvalError::InvalidSetting {
                 name: "--train-fraction",
                 value: self.train_fraction.to_string(),
-                rule: "must be strictly between 0 and 1",
+                rule: "must be strictly between 0 and 1".into(),
             });
         }
         let train = self.train_len();
@@ -42,14 +42,15 @@ impl BlockSpec {
             return Err(EvalError::InvalidSetting {
                 name: "--train-fraction",
                 value: self.train_fraction.to_string(),
-                rule: "must leave at least 2 training tokens and 1 evaluated token per block",
+                rule: "must leave at least 2 training tokens and 1 evaluated token per block"
+                    .into(),
             });
         }
         if self.max_blocks == 0 {
             return Err(EvalError::InvalidSetting {
                 name: "--max-blocks",
                 value: "0".into(),
-                rule: "must be at least 1",
+                rule: "must be at least 1".into(),
             });
         }
         Ok(())

@@ -24,7 +24,8 @@ impl<M: LmMethod> ByTrainLen<M> {
             .ok_or_else(|| EvalError::InvalidSetting {
                 name: "--train-fraction",
                 value: format!("a block with {train_len} training tokens (tuned for {known:?})"),
-                rule: "a row tuned per train fraction scores only the fractions it was tuned at",
+                rule: "a row tuned per train fraction scores only the fractions it was tuned at"
+                    .into(),
             })
     }
 }

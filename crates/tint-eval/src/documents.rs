@@ -54,7 +54,7 @@ pub fn load_documents(path: &Path) -> Result<Vec<TextDocument>, EvalError> {
         return Err(EvalError::InvalidSetting {
             name: "--text",
             value: path.display().to_string(),
-            rule: "a directory of documents holds at least one .txt file",
+            rule: "a directory of documents holds at least one .txt file".into(),
         });
     }
     files

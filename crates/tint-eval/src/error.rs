@@ -11,7 +11,7 @@ pub enum EvalError {
         /// The offending value.
         value: String,
         /// The rule it violates.
-        rule: &'static str,
+        rule: std::borrow::Cow<'static, str>,
     },
     /// The corpus is too short for even one block.
     #[error("the text has {tokens} tokens, fewer than one block of {block_size}")]
@@ -83,9 +83,65 @@ pub enum EvalError {
         /// Why it could not be obtained.
         reason: String,
     },
-    /// An in-context classification error.
-    #[error(transparent)]
-    Icl(Box<crate::icl::IclError>),
+    /// A line of a data file does not follow the expected layout.
+    #[error("{path}:{line}: {reason}")]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// 1-based line (or record) number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A label is outside the task's classes.
+    #[error("{path}:{line}: label {label:?} is not one of the task's {n_classes} classes")]
+    BadLabel {
+        /// The file.
+        path: std::path::PathBuf,
+        /// 1-based line (or record) number.
+        line: usize,
+        /// The label as written.
+        label: String,
+        /// Number of classes of the task.
+        n_classes: usize,
+    },
+    /// A data set holds no example at all.
+    #[error("{what} holds no example")]
+    Empty {
+        /// Which data (file or split).
+        what: String,
+    },
+    /// Unknown in-context classification task name.
+    #[error("unknown task {name:?}; known: {known}")]
+    UnknownTask {
+        /// The name given.
+        name: String,
+        /// The known names, comma separated.
+        known: String,
+    },
+    /// A prompt (context + label word) does not fit in the model's positions.
+    #[error("a prompt needs {needed} positions but the model has {max_positions}")]
+    PromptTooLong {
+        /// Positions needed.
+        needed: usize,
+        /// Positions available.
+        max_positions: usize,
+    },
+    /// A label word tokenises to nothing.
+    #[error("label word {word:?} tokenises to no token")]
+    EmptyLabelWord {
+        /// The label word.
+        word: String,
+    },
+    /// A report file could not be (de)serialised.
+    #[error("report {path}: {source}")]
+    Json {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// An error with what was being done when it happened (the task loaded, the hint on
     /// `--allow-non-finite`).
     #[error("{context}")]
@@ -136,12 +192,6 @@ pub struct Unbracketed {
     pub extensions: usize,
 }
 
-impl From<crate::icl::IclError> for EvalError {
-    fn from(error: crate::icl::IclError) -> Self {
-        EvalError::Icl(Box::new(error))
-    }
-}
-
 impl EvalError {
     /// This error with `context` in front (the error stays its source).
     pub fn context(self, context: impl Into<String>) -> Self {
@@ -151,14 +201,30 @@ impl EvalError {
         }
     }
 
-    /// Whether this error, or one it wraps, is a non-finite value ([`EvalError::NonFinite`], or
-    /// its in-context classification form).
+    /// Whether this error, or one it wraps, is a non-finite value ([`EvalError::NonFinite`]).
     pub fn is_non_finite(&self) -> bool {
         match self {
             EvalError::NonFinite { .. } => true,
-            EvalError::Icl(icl) => crate::icl::runner::non_finite_origin(icl).is_some(),
             EvalError::Context { source, .. } => source.is_non_finite(),
             _ => false,
+        }
+    }
+
+    /// A file that could not be read or written (`cannot access PATH: …`).
+    pub(crate) fn access(path: &std::path::Path, source: std::io::Error) -> Self {
+        EvalError::Io {
+            operation: "access",
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// A line of a data file that does not follow the expected layout.
+    pub(crate) fn parse(path: &std::path::Path, line: usize, reason: impl Into<String>) -> Self {
+        EvalError::Parse {
+            path: path.to_path_buf(),
+            line,
+            reason: reason.into(),
         }
     }
 }

@@ -146,21 +146,21 @@ pub fn run_lm_eval(
         return Err(EvalError::InvalidSetting {
             name: "--train-fraction",
             value: "[]".into(),
-            rule: "give at least one train fraction",
+            rule: "give at least one train fraction".into(),
         });
     }
     if blocks.is_empty() {
         return Err(EvalError::InvalidSetting {
             name: "blocks",
             value: "0".into(),
-            rule: "evaluate at least one block",
+            rule: "evaluate at least one block".into(),
         });
     }
     if let Some(bad) = blocks.iter().find(|b| b.len() != config.block_size) {
         return Err(EvalError::InvalidSetting {
             name: "--block-size",
             value: format!("a block of {} tokens", bad.len()),
-            rule: "every block must have block_size tokens",
+            rule: "every block must have block_size tokens".into(),
         });
     }
     let specs: Vec<BlockSpec> = config

@@ -64,7 +64,7 @@ pub fn merge_lm_reports(parts: &[PathBuf]) -> Result<LmReport, EvalError> {
         return Err(EvalError::InvalidSetting {
             name: "parts",
             value: "none".into(),
-            rule: "give at least one report to merge",
+            rule: "give at least one report to merge".into(),
         });
     };
     let (first, first_fp) = read_part(first_path)?;

@@ -124,7 +124,7 @@ pub fn pending_rows(settings: &LmRunSettings) -> Result<Vec<PendingRow>, EvalErr
                     return Err(EvalError::InvalidSetting {
                         name: "--tune-tint-via-ref",
                         value: "true".into(),
-                        rule: "needs tint-ref among the --methods",
+                        rule: "needs tint-ref among the --methods".into(),
                     });
                 }
                 let from = spec.label.replacen(m.name(), reference.name(), 1);

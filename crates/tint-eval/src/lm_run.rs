@@ -227,7 +227,7 @@ pub fn run_lm<AB: AutodiffBackend>(
                 args.block_size,
                 model.max_positions()
             ),
-            rule: "a block must fit the model's position table",
+            rule: "a block must fit the model's position table".into(),
         });
     }
     let inference: AuxModel<AB::InnerBackend> = model.valid();
@@ -359,7 +359,7 @@ pub fn run_lm<AB: AutodiffBackend>(
                         .ok_or_else(|| EvalError::InvalidSetting {
                             name: "--tune-tint-via-ref",
                             value: format!("{} from {from}", spec.label),
-                            rule: "the row whose step is shared must run",
+                            rule: "the row whose step is shared must run".into(),
                         })?;
                     let mut record = source.clone();
                     record.method = spec.label.clone();
@@ -467,7 +467,7 @@ pub fn run_lm<AB: AutodiffBackend>(
             return Err(EvalError::InvalidSetting {
                 name: "--vanilla-from-ref",
                 value: format!("methods {}", list_methods(&args.methods)),
-                rule: "vanilla reads tint-ref's first pass: add tint-ref to --methods",
+                rule: "vanilla reads tint-ref's first pass: add tint-ref to --methods".into(),
             });
         }
         // `tint-ref` runs first on every block, so `vanilla` finds each block's first pass.

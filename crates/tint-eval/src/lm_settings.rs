@@ -203,7 +203,8 @@ impl Shard {
                 name: "--shard",
                 value: format!("{self} of {} train fraction(s)", fractions.len()),
                 rule: "shards split the train fractions: N is at most their number (split \
-                       further with --methods)",
+                       further with --methods)"
+                    .into(),
             });
         }
         Ok(fractions

@@ -74,28 +74,28 @@ impl LmSplit {
             return Err(EvalError::InvalidSetting {
                 name: "--block-size",
                 value: spec.block_size.to_string(),
-                rule: "must be at least 4",
+                rule: "must be at least 4".into(),
             });
         }
         if spec.tune_every < 2 {
             return Err(EvalError::InvalidSetting {
                 name: "--tune-every",
                 value: spec.tune_every.to_string(),
-                rule: "every k-th document is for tuning: k must be at least 2",
+                rule: "every k-th document is for tuning: k must be at least 2".into(),
             });
         }
         if spec.eval_blocks == 0 {
             return Err(EvalError::InvalidSetting {
                 name: "--max-blocks",
                 value: "0".into(),
-                rule: "must be at least 1",
+                rule: "must be at least 1".into(),
             });
         }
         if documents.is_empty() {
             return Err(EvalError::InvalidSetting {
                 name: "text",
                 value: "no document".into(),
-                rule: "the corpus needs at least one document",
+                rule: "the corpus needs at least one document".into(),
             });
         }
         let parts;

@@ -41,7 +41,8 @@ pub fn check_grid(grid: &[f64]) -> Result<(), EvalError> {
         Err(EvalError::InvalidSetting {
             name: "--tune",
             value: format!("{grid:?}"),
-            rule: "a tuning grid needs at least two positive, finite values in increasing order",
+            rule: "a tuning grid needs at least two positive, finite values in increasing order"
+                .into(),
         })
     }
 }
@@ -172,7 +173,7 @@ pub fn tune_lm<'a>(
         return Err(EvalError::InvalidSetting {
             name: "--tune",
             value: format!("{} grid values, 0 blocks", grid.len()),
-            rule: "tuning needs at least one tuning block",
+            rule: "tuning needs at least one tuning block".into(),
         });
     }
     check_grid(grid)?;

@@ -117,7 +117,7 @@ mod tests {
                 return Err(EvalError::InvalidSetting {
                     name: "fake",
                     value: block[0].to_string(),
-                    rule: "fails here",
+                    rule: "fails here".into(),
                 });
             }
             let sum_nll = if block[0] == self.nan {

@@ -498,7 +498,8 @@ impl<B: Backend> Tint<B> {
             name: "tint engine",
             value: format!("{:?}", self.engine.engine()),
             rule: "gives a step direction only as the functional reference of a one-pass step \
-                   without official_compat",
+                   without official_compat"
+                .into(),
         };
         if !self.gives_directions() {
             return Err(no_direction());

@@ -32,7 +32,8 @@ impl OutputLock {
                 name: "--out",
                 value: out.display().to_string(),
                 rule: "another run is writing this report (it holds OUT.lock); wait for it to \
-                       finish or give another --out",
+                       finish or give another --out"
+                    .into(),
             }),
             Err(LockError::Io {
                 operation,

@@ -89,7 +89,7 @@ pub fn parse_layers(flag: &'static str, text: &str) -> Result<Option<usize>, Eva
         n => n.parse().map(Some).map_err(|_| EvalError::InvalidSetting {
             name: flag,
             value: n.to_string(),
-            rule: "expected a number or `all`",
+            rule: "expected a number or `all`".into(),
         }),
     }
 }
@@ -206,7 +206,7 @@ pub fn check_steps(flag: &'static str, values: &[f64]) -> Result<(), EvalError> 
         return Err(EvalError::InvalidSetting {
             name: flag,
             value: format!("{values:?}"),
-            rule: "give one or more finite, non-negative learning rates",
+            rule: "give one or more finite, non-negative learning rates".into(),
         });
     }
     Ok(())
@@ -245,7 +245,7 @@ pub fn refuse_repeats_shown<T: PartialEq>(
                 show(v),
                 values.iter().map(&show).collect::<Vec<_>>().join(",")
             ),
-            rule: "name each value once",
+            rule: "name each value once".into(),
         }),
         None => Ok(()),
     }
@@ -262,7 +262,7 @@ pub fn check_step_count(steps: usize) -> Result<(), EvalError> {
         return Err(EvalError::InvalidSetting {
             name: "--steps",
             value: "0".into(),
-            rule: "at least one step (a method without a step is `vanilla` / `icl`)",
+            rule: "at least one step (a method without a step is `vanilla` / `icl`)".into(),
         });
     }
     Ok(())
@@ -282,8 +282,9 @@ pub fn check_out_extension(out: &std::path::Path, ext: &str) -> Result<(), EvalE
             rule: if ext == "json" {
                 "the report is written as .json (markdown and charts go next to it); give a path \
                  ending in .json"
+                    .into()
             } else {
-                "give a path with the report's extension"
+                "give a path with the report's extension".into()
             },
         });
     }

@@ -295,7 +295,8 @@ pub fn run_default_suite<AB: AutodiffBackend>(
         .ok_or_else(|| EvalError::InvalidSetting {
             name: "--methods",
             value: "the suite's LM run".into(),
-            rule: "the suite's LM run must tune tint-ref (the constructed part takes its step)",
+            rule: "the suite's LM run must tune tint-ref (the constructed part takes its step)"
+                .into(),
         })?;
     let (constructed, marker) = protocol.constructed_lm(&lm, eta);
     let (_, constructed_section) = lm_part.run(

@@ -187,6 +187,6 @@ pub fn best_index(scores: &[f64], lower_is_better: bool) -> Result<usize, EvalEr
     best.ok_or(EvalError::InvalidSetting {
         name: "--tune",
         value: format!("{scores:?}"),
-        rule: "no grid value gave a finite score on the tuning split",
+        rule: "no grid value gave a finite score on the tuning split".into(),
     })
 }

@@ -23,9 +23,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::IclError;
 use super::r_data::{self, RDataError, RObject};
 use super::task::{Example, TaskData, TaskKind};
+use crate::EvalError;
 
 /// Last id of a positive snippet in `movieReviewSnippets_GroundTruth.txt` (Pang & Lee's 5,331
 /// positive sentences, of which the file keeps 5,152, come first).
@@ -34,14 +34,14 @@ pub const MR_SNIPPETS_LAST_POSITIVE_ID: u64 = 5152;
 /// BBC class directories, in class order (`sport` is also accepted for `sports`).
 pub const BBC_CLASSES: [&str; 5] = ["business", "entertainment", "politics", "sports", "tech"];
 
-fn read_text(path: &Path) -> Result<String, IclError> {
-    let bytes = std::fs::read(path).map_err(|e| IclError::io(path, e))?;
+fn read_text(path: &Path) -> Result<String, EvalError> {
+    let bytes = std::fs::read(path).map_err(|e| EvalError::access(path, e))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn non_empty(path: &Path, examples: Vec<Example>) -> Result<Vec<Example>, IclError> {
+fn non_empty(path: &Path, examples: Vec<Example>) -> Result<Vec<Example>, EvalError> {
     if examples.is_empty() {
-        return Err(IclError::Empty {
+        return Err(EvalError::Empty {
             what: path.display().to_string(),
         });
     }
@@ -54,8 +54,8 @@ fn parse_label(
     raw: &str,
     offset: i64,
     n_classes: usize,
-) -> Result<usize, IclError> {
-    let bad = || IclError::BadLabel {
+) -> Result<usize, EvalError> {
+    let bad = || EvalError::BadLabel {
         path: path.to_path_buf(),
         line,
         label: raw.to_string(),
@@ -71,7 +71,7 @@ fn parse_label(
 
 /// Parses RFC 4180 CSV: `"`-quoted fields may hold commas, newlines and `""`. Returns the records
 /// with the 1-based line each starts on; blank lines are skipped.
-pub fn parse_csv(path: &Path, content: &str) -> Result<Vec<(usize, Vec<String>)>, IclError> {
+pub fn parse_csv(path: &Path, content: &str) -> Result<Vec<(usize, Vec<String>)>, EvalError> {
     let mut records = Vec::new();
     let mut fields = Vec::new();
     let mut field = String::new();
@@ -121,7 +121,7 @@ pub fn parse_csv(path: &Path, content: &str) -> Result<Vec<(usize, Vec<String>)>
         }
     }
     if in_quotes {
-        return Err(IclError::parse(
+        return Err(EvalError::parse(
             path,
             start_line,
             "unterminated quoted field",
@@ -139,7 +139,7 @@ pub fn parse_csv(path: &Path, content: &str) -> Result<Vec<(usize, Vec<String>)>
 /// # Errors
 ///
 /// I/O, a missing column, a bad label, or no example.
-pub fn load_sst2_tsv(path: &Path) -> Result<Vec<Example>, IclError> {
+pub fn load_sst2_tsv(path: &Path) -> Result<Vec<Example>, EvalError> {
     let content = read_text(path)?;
     let mut lines = content.lines().enumerate();
     let header: Vec<&str> = lines
@@ -150,7 +150,7 @@ pub fn load_sst2_tsv(path: &Path) -> Result<Vec<Example>, IclError> {
         header
             .iter()
             .position(|h| *h == name)
-            .ok_or_else(|| IclError::parse(path, 1, format!("header has no {name:?} column")))
+            .ok_or_else(|| EvalError::parse(path, 1, format!("header has no {name:?} column")))
     };
     let (text_col, label_col) = (column("sentence")?, column("label")?);
     let mut examples = Vec::new();
@@ -160,7 +160,7 @@ pub fn load_sst2_tsv(path: &Path) -> Result<Vec<Example>, IclError> {
         }
         let cols: Vec<&str> = line.split('\t').collect();
         let (Some(text), Some(label)) = (cols.get(text_col), cols.get(label_col)) else {
-            return Err(IclError::parse(path, i + 1, "too few columns"));
+            return Err(EvalError::parse(path, i + 1, "too few columns"));
         };
         examples.push(Example {
             text: text.trim().to_string(),
@@ -175,12 +175,12 @@ pub fn load_sst2_tsv(path: &Path) -> Result<Vec<Example>, IclError> {
 /// # Errors
 ///
 /// I/O, malformed rows, bad labels, or no example.
-pub fn load_label_text_csv(path: &Path, n_classes: usize) -> Result<Vec<Example>, IclError> {
+pub fn load_label_text_csv(path: &Path, n_classes: usize) -> Result<Vec<Example>, EvalError> {
     let content = read_text(path)?;
     let mut examples = Vec::new();
     for (line, record) in parse_csv(path, &content)? {
         if record.len() < 2 {
-            return Err(IclError::parse(path, line, "expected `label,text`"));
+            return Err(EvalError::parse(path, line, "expected `label,text`"));
         }
         examples.push(Example {
             label: parse_label(path, line, &record[0], 0, n_classes)?,
@@ -201,7 +201,7 @@ pub fn load_jsonl(
     text_field: &str,
     label_field: &str,
     n_classes: usize,
-) -> Result<Vec<Example>, IclError> {
+) -> Result<Vec<Example>, EvalError> {
     let content = read_text(path)?;
     let mut examples = Vec::new();
     for (i, line) in content.lines().enumerate() {
@@ -209,18 +209,18 @@ pub fn load_jsonl(
             continue;
         }
         let value: serde_json::Value = serde_json::from_str(line)
-            .map_err(|e| IclError::parse(path, i + 1, format!("invalid JSON: {e}")))?;
+            .map_err(|e| EvalError::parse(path, i + 1, format!("invalid JSON: {e}")))?;
         let text = value
             .get(text_field)
             .and_then(|v| v.as_str())
             .ok_or_else(|| {
-                IclError::parse(path, i + 1, format!("no string field {text_field:?}"))
+                EvalError::parse(path, i + 1, format!("no string field {text_field:?}"))
             })?;
         let raw_label = match value.get(label_field) {
             Some(serde_json::Value::Number(n)) => n.to_string(),
             Some(serde_json::Value::String(s)) => s.clone(),
             _ => {
-                return Err(IclError::parse(
+                return Err(EvalError::parse(
                     path,
                     i + 1,
                     format!("no integer field {label_field:?}"),
@@ -245,12 +245,12 @@ pub fn load_class_title_body_csv(
     path: &Path,
     n_classes: usize,
     title_in_text: bool,
-) -> Result<Vec<Example>, IclError> {
+) -> Result<Vec<Example>, EvalError> {
     let content = read_text(path)?;
     let mut examples = Vec::new();
     for (line, record) in parse_csv(path, &content)? {
         if record.len() < 3 {
-            return Err(IclError::parse(path, line, "expected `class,title,body`"));
+            return Err(EvalError::parse(path, line, "expected `class,title,body`"));
         }
         // AGNews writes line breaks as a backslash (sometimes `\n`); they become spaces.
         let body = record[2..].join(",").replace("\\n", " ").replace('\\', " ");
@@ -267,7 +267,7 @@ pub fn load_class_title_body_csv(
     non_empty(path, examples)
 }
 
-fn snippet_rows(path: &Path) -> Result<Vec<(usize, String, f64, String)>, IclError> {
+fn snippet_rows(path: &Path) -> Result<Vec<(usize, String, f64, String)>, EvalError> {
     let content = read_text(path)?;
     let mut rows = Vec::new();
     for (i, line) in content.lines().enumerate() {
@@ -277,7 +277,7 @@ fn snippet_rows(path: &Path) -> Result<Vec<(usize, String, f64, String)>, IclErr
         }
         let mut cols = line.splitn(3, '\t');
         let (Some(id), Some(score), Some(text)) = (cols.next(), cols.next(), cols.next()) else {
-            return Err(IclError::parse(
+            return Err(EvalError::parse(
                 path,
                 i + 1,
                 "expected `id<TAB>score<TAB>text`",
@@ -286,7 +286,7 @@ fn snippet_rows(path: &Path) -> Result<Vec<(usize, String, f64, String)>, IclErr
         let score: f64 = score
             .trim()
             .parse()
-            .map_err(|_| IclError::parse(path, i + 1, format!("bad score {score:?}")))?;
+            .map_err(|_| EvalError::parse(path, i + 1, format!("bad score {score:?}")))?;
         rows.push((i + 1, id.trim().to_string(), score, text.trim().to_string()));
     }
     Ok(rows)
@@ -298,12 +298,12 @@ fn snippet_rows(path: &Path) -> Result<Vec<(usize, String, f64, String)>, IclErr
 /// # Errors
 ///
 /// I/O, malformed rows or ids, or no example.
-pub fn load_mr_snippets(path: &Path) -> Result<Vec<Example>, IclError> {
+pub fn load_mr_snippets(path: &Path) -> Result<Vec<Example>, EvalError> {
     let mut examples = Vec::new();
     for (line, id, _score, text) in snippet_rows(path)? {
         let id: u64 = id
             .parse()
-            .map_err(|_| IclError::parse(path, line, format!("bad id {id:?}")))?;
+            .map_err(|_| EvalError::parse(path, line, format!("bad id {id:?}")))?;
         examples.push(Example {
             text,
             label: usize::from(id <= MR_SNIPPETS_LAST_POSITIVE_ID),
@@ -318,7 +318,7 @@ pub fn load_mr_snippets(path: &Path) -> Result<Vec<Example>, IclError> {
 /// # Errors
 ///
 /// I/O, malformed rows, or no example.
-pub fn load_cr_snippets(path: &Path) -> Result<Vec<Example>, IclError> {
+pub fn load_cr_snippets(path: &Path) -> Result<Vec<Example>, EvalError> {
     let examples = snippet_rows(path)?
         .into_iter()
         .filter(|(_, _, score, _)| *score != 0.0)
@@ -348,17 +348,17 @@ pub enum BbcText {
 /// # Errors
 ///
 /// I/O, a missing class directory, or no example.
-pub fn load_bbc_topics(dir: &Path, part: BbcText) -> Result<Vec<Example>, IclError> {
+pub fn load_bbc_topics(dir: &Path, part: BbcText) -> Result<Vec<Example>, EvalError> {
     let mut examples = Vec::new();
     for (label, class) in BBC_CLASSES.iter().enumerate() {
         let class_dir = [dir.join(class), dir.join(class.trim_end_matches('s'))]
             .into_iter()
             .find(|d| d.is_dir())
-            .ok_or_else(|| IclError::Empty {
+            .ok_or_else(|| EvalError::Empty {
                 what: format!("{} (no {class} directory)", dir.display()),
             })?;
         let mut files: Vec<PathBuf> = std::fs::read_dir(&class_dir)
-            .map_err(|e| IclError::io(&class_dir, e))?
+            .map_err(|e| EvalError::access(&class_dir, e))?
             .filter_map(|entry| entry.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "txt"))
             .collect();
@@ -394,9 +394,9 @@ pub fn load_bbc_topics(dir: &Path, part: BbcText) -> Result<Vec<Example>, IclErr
 ///
 /// # Errors
 ///
-/// As the format's loader; [`IclError::InvalidSetting`] for an offline-asset task (use its own
+/// As the format's loader; [`EvalError::InvalidSetting`] for an offline-asset task (use its own
 /// loader) or an unsupported extension.
-pub fn load_task_file(task: TaskKind, path: &Path) -> Result<Vec<Example>, IclError> {
+pub fn load_task_file(task: TaskKind, path: &Path) -> Result<Vec<Example>, EvalError> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
@@ -413,17 +413,17 @@ pub fn load_task_file(task: TaskKind, path: &Path) -> Result<Vec<Example>, IclEr
             | TaskKind::BbcTopics
             | TaskKind::AmazonFineFood,
             _,
-        ) => Err(IclError::InvalidSetting {
+        ) => Err(EvalError::InvalidSetting {
             name: "--task",
             value: task.name().into(),
             rule: "has no standard layout; use load_offline_task or load_amazon_fine_food".into(),
         }),
         (_, "csv") => load_label_text_csv(path, n),
         (_, "jsonl") => load_jsonl(path, "text", "label", n),
-        _ => Err(IclError::InvalidSetting {
+        _ => Err(EvalError::InvalidSetting {
             name: "path",
             value: path.display().to_string(),
-            rule: format!("{task} files are .tsv (SST-2), .csv or .jsonl"),
+            rule: format!("{task} files are .tsv (SST-2), .csv or .jsonl").into(),
         }),
     }
 }
@@ -431,11 +431,15 @@ pub fn load_task_file(task: TaskKind, path: &Path) -> Result<Vec<Example>, IclEr
 /// Label of the "great" (5-star) class of [`load_amazon_fine_food`]; every other score is class 0.
 pub const FINE_FOOD_GREAT: &str = "great";
 
-fn r_error(path: &Path, err: RDataError) -> IclError {
+fn r_error(path: &Path, err: RDataError) -> EvalError {
     match err {
-        RDataError::Io { path, source } => IclError::Io { path, source },
+        RDataError::Io { path, source } => EvalError::Io {
+            operation: "access",
+            path,
+            source,
+        },
         // R data has no lines: the message carries the byte offset.
-        other => IclError::parse(path, 0, other.to_string()),
+        other => EvalError::parse(path, 0, other.to_string()),
     }
 }
 
@@ -480,14 +484,14 @@ pub fn strip_html(text: &str) -> String {
 ///
 /// # Errors
 ///
-/// [`IclError::Parse`] when the object is not a data frame with `review` and `score` text/factor
-/// columns; [`IclError::Empty`] when no row is left.
+/// [`EvalError::Parse`] when the object is not a data frame with `review` and `score` text/factor
+/// columns; [`EvalError::Empty`] when no row is left.
 pub fn fine_food_examples(
     path: &Path,
     name: &str,
     frame: &RObject,
-) -> Result<Vec<Example>, IclError> {
-    let in_frame = |e: RDataError| IclError::parse(path, 0, format!("{name}: {e}"));
+) -> Result<Vec<Example>, EvalError> {
+    let in_frame = |e: RDataError| EvalError::parse(path, 0, format!("{name}: {e}"));
     let frame = frame.to_data_frame().map_err(in_frame)?;
     let text_only = |column: &str| {
         frame
@@ -495,7 +499,7 @@ pub fn fine_food_examples(
             .map_err(in_frame)?
             .as_labels()
             .ok_or_else(|| {
-                IclError::parse(path, 0, format!("{name}: column {column:?} is not text"))
+                EvalError::parse(path, 0, format!("{name}: column {column:?} is not text"))
             })
     };
     let (reviews, scores) = (text_only("review")?, text_only("score")?);
@@ -511,7 +515,7 @@ pub fn fine_food_examples(
         })
         .collect();
     if examples.is_empty() {
-        return Err(IclError::Empty {
+        return Err(EvalError::Empty {
             what: format!("{} ({name})", path.display()),
         });
     }
@@ -527,9 +531,9 @@ pub fn fine_food_examples(
 ///
 /// # Errors
 ///
-/// I/O; [`IclError::Parse`] for R data the reader rejects (the message names the problem and its
-/// byte offset) or data frames without `review` / `score` columns; [`IclError::Empty`].
-pub fn load_amazon_fine_food(path: &Path) -> Result<TaskData, IclError> {
+/// I/O; [`EvalError::Parse`] for R data the reader rejects (the message names the problem and its
+/// byte offset) or data frames without `review` / `score` columns; [`EvalError::Empty`].
+pub fn load_amazon_fine_food(path: &Path) -> Result<TaskData, EvalError> {
     let rds = |name: &str| path.join(format!("{name}.rds"));
     let (train_path, train, test_path, test) = if path.is_dir() && rds("training_data").is_file() {
         let (train_path, test_path) = (rds("training_data"), rds("testing_data"));
@@ -547,7 +551,7 @@ pub fn load_amazon_fine_food(path: &Path) -> Result<TaskData, IclError> {
             path.to_path_buf()
         };
         if !file.is_file() {
-            return Err(IclError::Empty {
+            return Err(EvalError::Empty {
                 what: format!(
                     "{} (no training_data.rds / testing_data.rds or small_fine_foods.rda)",
                     path.display()
@@ -574,12 +578,12 @@ pub fn load_amazon_fine_food(path: &Path) -> Result<TaskData, IclError> {
 ///
 /// # Errors
 ///
-/// [`IclError::Io`] when `dir` cannot be listed (missing, not a directory), [`IclError::Empty`]
+/// [`EvalError::Io`] when `dir` cannot be listed (missing, not a directory), [`EvalError::Empty`]
 /// naming the missing files, or as [`load_task_file`].
-pub fn load_task_dir(task: TaskKind, dir: &Path) -> Result<TaskData, IclError> {
+pub fn load_task_dir(task: TaskKind, dir: &Path) -> Result<TaskData, EvalError> {
     // A missing directory is named as such, not as one that "holds no example".
-    std::fs::read_dir(dir).map_err(|e| IclError::io(dir, e))?;
-    let find = |stems: &[&str]| -> Result<PathBuf, IclError> {
+    std::fs::read_dir(dir).map_err(|e| EvalError::access(dir, e))?;
+    let find = |stems: &[&str]| -> Result<PathBuf, EvalError> {
         for stem in stems {
             for ext in ["tsv", "csv", "jsonl"] {
                 let path = dir.join(format!("{stem}.{ext}"));
@@ -588,7 +592,7 @@ pub fn load_task_dir(task: TaskKind, dir: &Path) -> Result<TaskData, IclError> {
                 }
             }
         }
-        Err(IclError::Empty {
+        Err(EvalError::Empty {
             what: format!("{} (no {} file)", dir.display(), stems.join("/")),
         })
     };
@@ -613,14 +617,14 @@ pub fn load_task_dir(task: TaskKind, dir: &Path) -> Result<TaskData, IclError> {
 /// # Errors
 ///
 /// As the loaders, [`TaskData::split`] and [`TaskData::split_balanced`];
-/// [`IclError::InvalidSetting`] for a standard-layout task.
+/// [`EvalError::InvalidSetting`] for a standard-layout task.
 pub fn load_offline_task(
     task: TaskKind,
     path: &Path,
     n_test: usize,
     seed: u64,
     balanced_test: bool,
-) -> Result<TaskData, IclError> {
+) -> Result<TaskData, EvalError> {
     let examples = match task {
         TaskKind::AmazonFineFood => {
             let mut data = load_amazon_fine_food(path)?;
@@ -635,7 +639,7 @@ pub fn load_offline_task(
         TaskKind::CrSnippets => load_cr_snippets(path)?,
         TaskKind::BbcTopics => load_bbc_topics(path, BbcText::default())?,
         _ => {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "--task",
                 value: task.name().into(),
                 rule: "is not an offline-asset task; use load_task_dir".into(),

@@ -214,7 +214,7 @@ pub fn merge_icl_reports(pieces: &[PathBuf]) -> Result<IclReport, EvalError> {
         return Err(EvalError::InvalidSetting {
             name: "pieces",
             value: "none".into(),
-            rule: "give at least one report to merge",
+            rule: "give at least one report to merge".into(),
         });
     };
     // Each piece is read once; the first is the one the others are compared with.

@@ -13,10 +13,10 @@ use tint_aux::{
     SgdGradient,
 };
 
-use super::error::IclError;
 use super::prompt::{DemoFormat, TrainingSequences};
 use super::step_reuse::{StepKey, StepReuse};
 use crate::non_finite::{adapted_origin, weights_origin, NonFiniteOrigin};
+use crate::EvalError;
 
 /// What a method scores: candidate continuations of a context, and which part of the context is
 /// demonstrations (for methods that train inside the forward pass, like TinT).
@@ -62,14 +62,14 @@ pub trait IclMethod {
     /// # Errors
     ///
     /// Model errors, invalid training settings.
-    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError>;
+    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), EvalError>;
 
     /// `log P(candidate_c | context)` for every candidate continuation (summed over its tokens).
     ///
     /// # Errors
     ///
     /// Model errors (e.g. a context longer than the model's positions).
-    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError>;
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, EvalError>;
 
     /// Called by the runner before each seed's adaptation: a method whose step size was tuned per
     /// seed ([`super::PerSeedStep`]) switches to that seed's. The default ignores it.
@@ -126,7 +126,7 @@ pub fn candidate_log_probs<B: Backend>(
     model: &AuxModel<B>,
     context: &[u32],
     candidates: &[Vec<u32>],
-) -> Result<Vec<f64>, IclError> {
+) -> Result<Vec<f64>, EvalError> {
     score_candidates(model, context, candidates, None)
 }
 
@@ -138,9 +138,9 @@ pub(crate) fn score_candidates<B: Backend>(
     context: &[u32],
     candidates: &[Vec<u32>],
     cache: Option<&mut PrefixCache<B>>,
-) -> Result<Vec<f64>, IclError> {
+) -> Result<Vec<f64>, EvalError> {
     if context.is_empty() || candidates.is_empty() || candidates.iter().any(Vec::is_empty) {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "context/candidates",
             value: format!(
                 "{} context tokens, {} candidates",
@@ -178,7 +178,7 @@ pub(crate) fn next_token_log_probs<B: Backend>(
     logits: Tensor<B, 3>,
     context_len: usize,
     candidates: &[Vec<u32>],
-) -> Result<Vec<f64>, IclError> {
+) -> Result<Vec<f64>, EvalError> {
     let [_, _, vocab_size] = logits.dims();
     let last = logits.slice([0..1, context_len - 1..context_len, 0..vocab_size]);
     let log_probs = logits_to_f64(log_softmax(last, 2))?;
@@ -189,10 +189,10 @@ pub(crate) fn next_token_log_probs<B: Backend>(
             log_probs
                 .get(token)
                 .copied()
-                .ok_or_else(|| IclError::InvalidSetting {
+                .ok_or_else(|| EvalError::InvalidSetting {
                     name: "candidate token",
                     value: token.to_string(),
-                    rule: format!("must be below the vocabulary size {vocab_size}"),
+                    rule: format!("must be below the vocabulary size {vocab_size}").into(),
                 })
         })
         .collect()
@@ -220,15 +220,15 @@ pub fn candidate_batch<B: Backend>(
 ///
 /// # Errors
 ///
-/// [`IclError::InvalidSetting`] when the values cannot be read as `f64`.
+/// [`EvalError::InvalidSetting`] when the values cannot be read as `f64`.
 pub(crate) fn logits_to_f64<B: Backend, const D: usize>(
     values: Tensor<B, D>,
-) -> Result<Vec<f64>, IclError> {
+) -> Result<Vec<f64>, EvalError> {
     values
         .into_data()
         .convert::<f64>()
         .to_vec::<f64>()
-        .map_err(|e| IclError::InvalidSetting {
+        .map_err(|e| EvalError::InvalidSetting {
             name: "logits",
             value: format!("{e:?}"),
             rule: "must be readable as f64".into(),
@@ -245,13 +245,13 @@ pub(crate) fn logits_to_f64<B: Backend, const D: usize>(
 ///
 /// # Errors
 ///
-/// [`IclError::InvalidSetting`] when the logits cannot be read as `f64`.
+/// [`EvalError::InvalidSetting`] when the logits cannot be read as `f64`.
 pub fn sum_candidate_log_probs<B: Backend>(
     logits: Tensor<B, 3>,
     ids: Tensor<B, 2, Int>,
     context_len: usize,
     candidates: &[Vec<u32>],
-) -> Result<Vec<f64>, IclError> {
+) -> Result<Vec<f64>, EvalError> {
     let [_, seq_length] = ids.dims();
     // [n_candidates, seq_length - 1]: entry (b, t) is -log P(token t + 1 | tokens ..= t).
     let nll = logits_to_f64(next_token_nll(logits, ids))?;
@@ -295,11 +295,11 @@ impl<B: Backend> IclMethod for PlainIcl<'_, B> {
         false
     }
 
-    fn adapt(&mut self, _train: &TrainingSequences) -> Result<(), IclError> {
+    fn adapt(&mut self, _train: &TrainingSequences) -> Result<(), EvalError> {
         Ok(())
     }
 
-    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, EvalError> {
         score_candidates(
             self.model,
             request.context,
@@ -389,7 +389,7 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
         true
     }
 
-    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
+    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), EvalError> {
         self.last_losses.clear();
         // The scoring model changes: stored keys and values are the old model's.
         self.cache.clear();
@@ -443,7 +443,7 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
         Ok(())
     }
 
-    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, EvalError> {
         let model = self.adapted.as_ref().unwrap_or(&self.base);
         score_candidates(
             model,

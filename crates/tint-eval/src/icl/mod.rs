@@ -10,7 +10,6 @@
 
 pub mod calibration;
 pub mod cell_digest;
-pub mod error;
 pub mod loaders;
 pub mod merge;
 pub mod method;
@@ -31,7 +30,6 @@ pub mod template;
 pub mod tint;
 pub mod tune;
 
-pub use error::IclError;
 pub use merge::merge_icl_reports;
 pub use method::{candidate_log_probs, DynEvalIcl, IclMethod, PlainIcl, ScoreRequest};
 pub use per_seed::PerSeedStep;

@@ -1,10 +1,10 @@
 //! [`PerSeedStep`]: one method per demonstration seed, each with the step size tuned for that
 //! seed (`--tune-per-seed`), run as one row.
 
-use super::error::IclError;
 use super::method::{IclMethod, ScoreRequest};
 use super::prompt::{DemoFormat, TrainingSequences};
 use crate::non_finite::NonFiniteOrigin;
+use crate::EvalError;
 
 /// The same method built once per seed with that seed's tuned step; the runner's
 /// [`IclMethod::begin_seed`] selects which one adapts and scores. A seed without its own method
@@ -20,18 +20,18 @@ impl<'a> PerSeedStep<'a> {
     ///
     /// # Errors
     ///
-    /// [`IclError::InvalidSetting`] for an empty list or a seed given twice.
+    /// [`EvalError::InvalidSetting`] for an empty list or a seed given twice.
     pub fn new(
         name: impl Into<String>,
         methods: Vec<(u64, Box<dyn IclMethod + 'a>)>,
-    ) -> Result<Self, IclError> {
+    ) -> Result<Self, EvalError> {
         let seeds: Vec<u64> = methods.iter().map(|(s, _)| *s).collect();
         let repeated = seeds
             .iter()
             .enumerate()
             .any(|(i, s)| seeds[..i].contains(s));
         if seeds.is_empty() || repeated {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "--seeds",
                 value: format!("{seeds:?}"),
                 rule: "a per-seed step needs one method for each of one or more distinct seeds"
@@ -73,11 +73,11 @@ impl IclMethod for PerSeedStep<'_> {
         self.method().begin_seed(seed);
     }
 
-    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
+    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), EvalError> {
         self.method().adapt(train)
     }
 
-    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, EvalError> {
         self.method().score(request)
     }
 
@@ -108,10 +108,10 @@ mod tests {
         fn trains(&self) -> bool {
             true
         }
-        fn adapt(&mut self, _: &TrainingSequences) -> Result<(), IclError> {
+        fn adapt(&mut self, _: &TrainingSequences) -> Result<(), EvalError> {
             Ok(())
         }
-        fn score(&mut self, _: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+        fn score(&mut self, _: &ScoreRequest<'_>) -> Result<Vec<f64>, EvalError> {
             Ok(vec![self.0, 0.0])
         }
     }

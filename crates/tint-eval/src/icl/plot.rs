@@ -5,13 +5,13 @@
 use plotters::prelude::*;
 
 use super::report::IclReport;
-use super::IclError;
+use crate::EvalError;
 
 const WIDTH: u32 = 1100;
 const HEIGHT: u32 = 460;
 
-fn plot_error(e: impl std::fmt::Display) -> IclError {
-    IclError::Plot(e.to_string())
+fn plot_error(e: impl std::fmt::Display) -> EvalError {
+    EvalError::Plot(e.to_string())
 }
 
 /// One bar: `(group x0, bar width, mean, std, row index)` in chart coordinates.
@@ -42,8 +42,8 @@ fn bars(report: &IclReport, calibrated: bool) -> Vec<Bar> {
 /// A grouped bar chart of the report's accuracies (calibrated or not) as an SVG document:
 /// y = accuracy in percent (0–100), x = tasks, one colour per row of the markdown table.
 ///
-/// Errors: [`IclError::Plot`] for a report without cells or with a non-finite accuracy.
-pub fn accuracy_bars_svg(report: &IclReport, calibrated: bool) -> Result<String, IclError> {
+/// Errors: [`EvalError::Plot`] for a report without cells or with a non-finite accuracy.
+pub fn accuracy_bars_svg(report: &IclReport, calibrated: bool) -> Result<String, EvalError> {
     let tasks = report.tasks();
     let rows = report.rows();
     if tasks.is_empty() || rows.is_empty() {

@@ -9,9 +9,9 @@
 use serde::{Deserialize, Serialize};
 use tint_aux::AuxTokenizer;
 
-use super::error::IclError;
 use super::task::Example;
 use super::template::Template;
+use crate::EvalError;
 
 /// How demonstrations form training inputs (paper appendix L, Figure 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -143,16 +143,16 @@ impl<'a> PromptEncoder<'a> {
         template: &'a Template,
         max_input_tokens: usize,
         max_positions: usize,
-    ) -> Result<Self, IclError> {
+    ) -> Result<Self, EvalError> {
         if max_input_tokens == 0 {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "--max-input-tokens",
                 value: "0".into(),
                 rule: "must be positive".into(),
             });
         }
         if template.label_words.len() < 2 {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "label_words",
                 value: format!("{:?}", template.label_words),
                 rule: "a classification template needs at least 2 label words".into(),
@@ -162,13 +162,13 @@ impl<'a> PromptEncoder<'a> {
         for (c, word) in template.label_words.iter().enumerate() {
             let ids = tokenizer.encode(&template.label_continuation(c))?;
             if ids.is_empty() {
-                return Err(IclError::EmptyLabelWord { word: word.clone() });
+                return Err(EvalError::EmptyLabelWord { word: word.clone() });
             }
             label_ids.push(ids);
         }
         let calibration_ids = tokenizer.encode(template.calibration_prompt())?;
         if calibration_ids.is_empty() {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "prompt",
                 value: format!("{:?}", template.prompt),
                 rule: "the calibration prompt must tokenise to at least one token".into(),
@@ -225,15 +225,15 @@ impl<'a> PromptEncoder<'a> {
     ///
     /// # Errors
     ///
-    /// Tokenizer failures; [`IclError::PromptTooLong`] when even the cut query leaves no room for a
+    /// Tokenizer failures; [`EvalError::PromptTooLong`] when even the cut query leaves no room for a
     /// label word.
-    pub fn query_ids(&self, text: &str) -> Result<Vec<u32>, IclError> {
+    pub fn query_ids(&self, text: &str) -> Result<Vec<u32>, EvalError> {
         let mut ids = self.tokenizer.encode(&self.template.input_part(text))?;
         ids.truncate(self.max_input_tokens);
         ids.extend_from_slice(&self.prompt_ids);
         let needed = ids.len() + self.max_label_len();
         if needed > self.max_positions {
-            return Err(IclError::PromptTooLong {
+            return Err(EvalError::PromptTooLong {
                 needed,
                 max_positions: self.max_positions,
             });
@@ -246,14 +246,14 @@ impl<'a> PromptEncoder<'a> {
     /// # Errors
     ///
     /// As [`PromptEncoder::query_ids`]; a label outside the template's classes.
-    pub fn demo(&self, example: &Example) -> Result<EncodedDemo, IclError> {
+    pub fn demo(&self, example: &Example) -> Result<EncodedDemo, EvalError> {
         let label = self
             .label_ids
             .get(example.label)
-            .ok_or_else(|| IclError::InvalidSetting {
+            .ok_or_else(|| EvalError::InvalidSetting {
                 name: "label",
                 value: example.label.to_string(),
-                rule: format!("must be below {} classes", self.label_ids.len()),
+                rule: format!("must be below {} classes", self.label_ids.len()).into(),
             })?;
         let mut ids = self.query_ids(&example.text)?;
         let label_start = ids.len();

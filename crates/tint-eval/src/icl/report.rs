@@ -7,10 +7,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::IclError;
 use super::result::{CellKey, CellResult};
 use super::task::TaskKind;
 use crate::tune_record::TuneRecord;
+use crate::EvalError;
 use tint_lab::paired::{paired_diff_clustered, Better, PairedDiff, PairedSettings};
 
 /// [`PairedDiff::resampled`] of the ICL paired differences: the bootstrap draws test queries, and
@@ -303,9 +303,9 @@ impl IclReport {
     /// # Errors
     ///
     /// I/O and JSON errors.
-    pub fn read_json(path: &Path) -> Result<Self, IclError> {
-        let text = std::fs::read_to_string(path).map_err(|e| IclError::io(path, e))?;
-        serde_json::from_str(&text).map_err(|source| IclError::Json {
+    pub fn read_json(path: &Path) -> Result<Self, EvalError> {
+        let text = std::fs::read_to_string(path).map_err(|e| EvalError::access(path, e))?;
+        serde_json::from_str(&text).map_err(|source| EvalError::Json {
             path: path.to_path_buf(),
             source,
         })
@@ -319,15 +319,15 @@ impl IclReport {
     /// # Errors
     ///
     /// I/O and JSON errors.
-    pub fn write_json(&self, path: &Path) -> Result<(), IclError> {
-        let json_error = |source| IclError::Json {
+    pub fn write_json(&self, path: &Path) -> Result<(), EvalError> {
+        let json_error = |source| EvalError::Json {
             path: path.to_path_buf(),
             source,
         };
         let value = serde_json::to_value(self).map_err(json_error)?;
         let text = cells_one_per_line(&value).map_err(json_error)?;
         crate::atomic_write::write_atomic(path, text.as_bytes())
-            .map_err(|e| IclError::io(path, e.into()))
+            .map_err(|e| EvalError::access(path, e.into()))
     }
 
     /// Tasks present, in the paper's column order.

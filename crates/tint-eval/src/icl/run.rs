@@ -18,8 +18,8 @@ use super::merge::fingerprint_differences;
 use super::run_settings::IclRunSettings;
 use super::{
     accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, DemoFormat, DynEvalIcl,
-    IclError, IclMethod, IclReport, IclSettings, PerSeedStep, PlainIcl, PromptEncoder, StepReuse,
-    TaskData, TaskKind, Template, TintIcl, TrainLoss,
+    IclMethod, IclReport, IclSettings, PerSeedStep, PlainIcl, PromptEncoder, StepReuse, TaskData,
+    TaskKind, Template, TintIcl, TrainLoss,
 };
 use crate::documents::sha256_files;
 use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
@@ -49,7 +49,7 @@ pub fn parse_format(name: &str) -> Result<DemoFormat, EvalError> {
         _ => Err(EvalError::InvalidSetting {
             name: "--formats",
             value: name.into(),
-            rule: "expected single or multi",
+            rule: "expected single or multi".into(),
         }),
     }
 }
@@ -66,7 +66,7 @@ pub fn parse_loss(name: &str) -> Result<TrainLoss, EvalError> {
         _ => Err(EvalError::InvalidSetting {
             name: "--losses",
             value: name.into(),
-            rule: "expected label or full-context",
+            rule: "expected label or full-context".into(),
         }),
     }
 }
@@ -106,7 +106,7 @@ fn load_task(
             return Err(EvalError::InvalidSetting {
                 name: "--data",
                 value: format!("none for task {task}"),
-                rule: "a standard task needs its directory or file",
+                rule: "a standard task needs its directory or file".into(),
             })
         }
     };
@@ -296,7 +296,8 @@ fn refuse_shared_row_names(specs: &[MethodSpec], row_names: &[String]) -> Result
             return Err(EvalError::InvalidSetting {
                 name: "--methods",
                 value: specs.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
-                rule: "two methods give the same row name (their cells would overwrite each other)",
+                rule: "two methods give the same row name (their cells would overwrite each other)"
+                    .into(),
             });
         }
     }
@@ -469,7 +470,7 @@ fn check(args: &IclRunSettings) -> Result<Checked, EvalError> {
         return Err(EvalError::InvalidSetting {
             name: "--data",
             value: format!("{} paths for {} tasks", args.data.len(), tasks.len()),
-            rule: "one path per task",
+            rule: "one path per task".into(),
         });
     }
     refuse_repeats("--task", &tasks)?;
@@ -483,14 +484,14 @@ fn check(args: &IclRunSettings) -> Result<Checked, EvalError> {
         return Err(EvalError::InvalidSetting {
             name: "--n-test",
             value: "0".into(),
-            rule: "evaluate at least one example",
+            rule: "evaluate at least one example".into(),
         });
     }
     if args.calibration != "prompt" && args.calibration != "demos" {
         return Err(EvalError::InvalidSetting {
             name: "--calibration",
             value: args.calibration.clone(),
-            rule: "expected prompt (the paper's) or demos",
+            rule: "expected prompt (the paper's) or demos".into(),
         });
     }
     let formats = args
@@ -552,7 +553,7 @@ pub fn run_icl<AB: AutodiffBackend>(
         .map_err(|e| e.context(format!("loading task {task}")))?;
         let (eval, dev) = data
             .carve_dev(args.n_dev, args.split_seed)
-            .map_err(|e| EvalError::from(e).context(format!("carving the dev set of {task}")))?;
+            .map_err(|e| e.context(format!("carving the dev set of {task}")))?;
         loaded.push((task, eval, dev));
     }
     let fingerprint = serde_json::json!({
@@ -721,11 +722,7 @@ pub fn run_icl<AB: AutodiffBackend>(
                                 &encoder,
                                 dev,
                                 &settings,
-                                &mut |v| {
-                                    build_method(spec, v, args, &models)
-                                        .map(|m| m.0)
-                                        .map_err(IclError::from)
-                                },
+                                &mut |v| build_method(spec, v, args, &models).map(|m| m.0),
                                 &mut |d, grown| {
                                     total += grown.saturating_sub(grid_units);
                                     grid_units = grown.max(grid_units);
@@ -888,10 +885,10 @@ mod tests {
         fn trains(&self) -> bool {
             true
         }
-        fn adapt(&mut self, _: &super::super::TrainingSequences) -> Result<(), IclError> {
+        fn adapt(&mut self, _: &super::super::TrainingSequences) -> Result<(), EvalError> {
             Ok(())
         }
-        fn score(&mut self, _: &super::super::ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+        fn score(&mut self, _: &super::super::ScoreRequest<'_>) -> Result<Vec<f64>, EvalError> {
             Ok(Vec::new())
         }
         fn supports(&self, format: DemoFormat) -> bool {

@@ -2,7 +2,6 @@
 
 use super::calibration::{accuracy, mean_std, predict, predict_calibrated};
 use super::cell_digest::cell_inputs_sha256;
-use super::error::IclError;
 use super::method::{IclMethod, ScoreRequest};
 use super::prompt::{DemoFormat, InContext, PromptEncoder, TrainLoss, TrainingSequences};
 use super::result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
@@ -53,7 +52,7 @@ pub fn calibration_prior(
     method: &mut dyn IclMethod,
     encoder: &PromptEncoder<'_>,
     allow_non_finite: bool,
-) -> Result<Vec<f64>, IclError> {
+) -> Result<Vec<f64>, EvalError> {
     method.adapt(&TrainingSequences::default())?;
     let labels = encoder.label_ids().to_vec();
     let request = ScoreRequest::plain(encoder.calibration_ids(), &labels);
@@ -117,23 +116,23 @@ fn check_finite(
     quantity: &'static str,
     location: impl FnOnce() -> String,
     request: Option<&ScoreRequest<'_>>,
-) -> Result<(), IclError> {
+) -> Result<(), EvalError> {
     match values.iter().find(|s| !s.is_finite()) {
-        Some(&value) => Err(IclError::Eval(EvalError::NonFinite {
+        Some(&value) => Err(EvalError::NonFinite {
             method: method.name(),
             quantity,
             location: location(),
             value,
             origin: method.non_finite_origin(request),
-        })),
+        }),
         None => Ok(()),
     }
 }
 
 /// Whether `error` is a non-finite value ([`EvalError::NonFinite`]), and its origin.
-pub fn non_finite_origin(error: &IclError) -> Option<&NonFiniteOrigin> {
+pub fn non_finite_origin(error: &EvalError) -> Option<&NonFiniteOrigin> {
     match error {
-        IclError::Eval(EvalError::NonFinite { origin, .. }) => Some(origin),
+        EvalError::NonFinite { origin, .. } => Some(origin),
         _ => None,
     }
 }
@@ -155,24 +154,24 @@ pub fn run_icl_cell(
     data: &TaskData,
     settings: &IclSettings,
     progress: &mut dyn FnMut(IclProgress),
-) -> Result<CellResult, IclError> {
+) -> Result<CellResult, EvalError> {
     let n_classes = encoder.template().n_classes();
     if n_classes != data.task.n_classes() {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "template",
             value: format!("{n_classes} label words"),
-            rule: format!("task {} has {} classes", data.task, data.task.n_classes()),
+            rule: format!("task {} has {} classes", data.task, data.task.n_classes()).into(),
         });
     }
     if data.test.is_empty() {
-        return Err(IclError::Empty {
+        return Err(EvalError::Empty {
             what: format!("the evaluation set of {}", data.task),
         });
     }
     let seeds: Vec<u64> = if settings.k == 0 {
         vec![0]
     } else if settings.seeds.is_empty() {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "--seeds",
             value: "[]".into(),
             rule: "k-shot runs need at least one seed".into(),
@@ -182,10 +181,10 @@ pub fn run_icl_cell(
     };
     let trains = method.trains();
     if trains && settings.k > 0 && !method.supports(settings.format) {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "format",
             value: settings.format.name().into(),
-            rule: format!("method {} does not train in this format", method.name()),
+            rule: format!("method {} does not train in this format", method.name()).into(),
         });
     }
     let demos_in_context = settings
@@ -245,7 +244,7 @@ pub fn run_icl_cell(
             if !settings.allow_non_finite {
                 check_finite(method, &scores, "label-word score", place, Some(&request))?;
             }
-            Ok::<_, IclError>(scores)
+            Ok::<_, EvalError>(scores)
         };
         let calibration = || format!("the calibration prompt of seed {seed}");
         let mut prior = settings.prior.clone().unwrap_or_default();

@@ -1,8 +1,8 @@
 //! Seeded choice of the k demonstrations from the experiments' one generator ([`tint_lab::rng`]), so that
 //! runs are reproducible across platforms.
 
-use super::error::IclError;
 use super::task::Example;
+use crate::EvalError;
 use tint_lab::rng;
 
 /// Draws `k` demonstrations from `pool` with `seed`.
@@ -13,31 +13,31 @@ use tint_lab::rng;
 ///
 /// # Errors
 ///
-/// [`IclError::InvalidSetting`] when the pool is too small or `k` does not divide evenly.
+/// [`EvalError::InvalidSetting`] when the pool is too small or `k` does not divide evenly.
 pub fn sample_demonstrations(
     pool: &[Example],
     k: usize,
     n_classes: usize,
     balanced: bool,
     seed: u64,
-) -> Result<Vec<Example>, IclError> {
+) -> Result<Vec<Example>, EvalError> {
     let mut order: Vec<usize> = (0..pool.len()).collect();
     rng::shuffle(&mut rng::seeded(seed), &mut order);
     if !balanced {
         if k > pool.len() {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "--shots",
                 value: k.to_string(),
-                rule: format!("the demonstration pool has only {} examples", pool.len()),
+                rule: format!("the demonstration pool has only {} examples", pool.len()).into(),
             });
         }
         return Ok(order[..k].iter().map(|&i| pool[i].clone()).collect());
     }
     if n_classes == 0 || !k.is_multiple_of(n_classes) {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "--shots",
             value: k.to_string(),
-            rule: format!("balanced sampling needs a multiple of the {n_classes} classes"),
+            rule: format!("balanced sampling needs a multiple of the {n_classes} classes").into(),
         });
     }
     let per_class = k / n_classes;
@@ -54,10 +54,10 @@ pub fn sample_demonstrations(
         }
     }
     if chosen.len() < k {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "--shots",
             value: k.to_string(),
-            rule: format!("some class has fewer than {per_class} examples in the pool"),
+            rule: format!("some class has fewer than {per_class} examples in the pool").into(),
         });
     }
     Ok(chosen)

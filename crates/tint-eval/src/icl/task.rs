@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::error::IclError;
+use crate::EvalError;
 use tint_lab::rng;
 
 /// A classification task.
@@ -89,13 +89,13 @@ impl TaskKind {
     ///
     /// # Errors
     ///
-    /// [`IclError::UnknownTask`].
-    pub fn parse(name: &str) -> Result<Self, IclError> {
+    /// [`EvalError::UnknownTask`].
+    pub fn parse(name: &str) -> Result<Self, EvalError> {
         let lower = name.to_ascii_lowercase();
         TaskKind::ALL
             .into_iter()
             .find(|t| t.name() == lower)
-            .ok_or_else(|| IclError::UnknownTask {
+            .ok_or_else(|| EvalError::UnknownTask {
                 name: name.to_string(),
                 known: TaskKind::ALL.map(TaskKind::name).join(", "),
             })
@@ -143,18 +143,18 @@ impl TaskData {
     ///
     /// # Errors
     ///
-    /// [`IclError::InvalidSetting`] when `n_test` is 0 or leaves an empty pool.
+    /// [`EvalError::InvalidSetting`] when `n_test` is 0 or leaves an empty pool.
     pub fn split(
         task: TaskKind,
         mut examples: Vec<Example>,
         n_test: usize,
         seed: u64,
-    ) -> Result<Self, IclError> {
+    ) -> Result<Self, EvalError> {
         if n_test == 0 || n_test >= examples.len() {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "--n-test",
                 value: n_test.to_string(),
-                rule: format!("must be in 1..{} (the examples available)", examples.len()),
+                rule: format!("must be in 1..{} (the examples available)", examples.len()).into(),
             });
         }
         rng::shuffle(&mut rng::seeded(seed), &mut examples);
@@ -172,20 +172,21 @@ impl TaskData {
     ///
     /// # Errors
     ///
-    /// As [`take_balanced`], and [`IclError::InvalidSetting`] when nothing is left for the pool.
+    /// As [`take_balanced`], and [`EvalError::InvalidSetting`] when nothing is left for the pool.
     pub fn split_balanced(
         task: TaskKind,
         examples: Vec<Example>,
         n_test: usize,
         seed: u64,
-    ) -> Result<Self, IclError> {
+    ) -> Result<Self, EvalError> {
         let available = examples.len();
         let (test, train) = take_balanced(examples, n_test, task.n_classes(), seed, "examples")?;
         if train.is_empty() {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "--n-test",
                 value: n_test.to_string(),
-                rule: format!("must leave a demonstration pool ({available} examples available)"),
+                rule: format!("must leave a demonstration pool ({available} examples available)")
+                    .into(),
             });
         }
         Ok(Self { task, train, test })
@@ -197,7 +198,7 @@ impl TaskData {
     /// # Errors
     ///
     /// As [`take_balanced`].
-    pub fn subsample_test_balanced(&mut self, n: usize, seed: u64) -> Result<(), IclError> {
+    pub fn subsample_test_balanced(&mut self, n: usize, seed: u64) -> Result<(), EvalError> {
         let test = std::mem::take(&mut self.test);
         self.test = take_balanced(test, n, self.task.n_classes(), seed, "evaluation examples")?.0;
         Ok(())
@@ -212,18 +213,19 @@ impl TaskData {
     ///
     /// # Errors
     ///
-    /// [`IclError::InvalidSetting`] when the pool cannot give `n_dev` examples and keep at least one
+    /// [`EvalError::InvalidSetting`] when the pool cannot give `n_dev` examples and keep at least one
     /// for demonstrations.
-    pub fn carve_dev(&self, n_dev: usize, seed: u64) -> Result<(TaskData, TaskData), IclError> {
+    pub fn carve_dev(&self, n_dev: usize, seed: u64) -> Result<(TaskData, TaskData), EvalError> {
         if n_dev == 0 || n_dev >= self.train.len() {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "--n-dev",
                 value: n_dev.to_string(),
                 rule: format!(
                     "must be in 1..{} (the demonstration pool of {})",
                     self.train.len(),
                     self.task
-                ),
+                )
+                .into(),
             });
         }
         let mut pool = self.train.clone();
@@ -250,8 +252,8 @@ impl TaskData {
     ///
     /// # Errors
     ///
-    /// [`IclError::InvalidSetting`] naming how many texts are shared.
-    pub fn check_dev_disjoint(&self, dev: &TaskData) -> Result<(), IclError> {
+    /// [`EvalError::InvalidSetting`] naming how many texts are shared.
+    pub fn check_dev_disjoint(&self, dev: &TaskData) -> Result<(), EvalError> {
         let test: std::collections::HashSet<&str> =
             self.test.iter().map(|e| e.text.as_str()).collect();
         let shared = dev
@@ -260,7 +262,7 @@ impl TaskData {
             .filter(|e| test.contains(e.text.as_str()))
             .count();
         if shared > 0 {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "dev set",
                 value: format!("{shared} examples shared with the evaluation set"),
                 rule: "step sizes are chosen on examples that are never evaluated".into(),
@@ -285,7 +287,7 @@ impl TaskData {
 ///
 /// # Errors
 ///
-/// [`IclError::InvalidSetting`] for `n = 0`, and naming the class, its count and the quota when a
+/// [`EvalError::InvalidSetting`] for `n = 0`, and naming the class, its count and the quota when a
 /// class has too few of the `what` (e.g. `examples`).
 pub fn take_balanced(
     mut examples: Vec<Example>,
@@ -293,9 +295,9 @@ pub fn take_balanced(
     n_classes: usize,
     seed: u64,
     what: &str,
-) -> Result<(Vec<Example>, Vec<Example>), IclError> {
+) -> Result<(Vec<Example>, Vec<Example>), EvalError> {
     if n == 0 || n_classes == 0 {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "--n-test",
             value: n.to_string(),
             rule: "a balanced selection needs at least one example".into(),
@@ -315,14 +317,15 @@ pub fn take_balanced(
         }
     }
     if let Some(c) = (0..n_classes).find(|&c| counts[c] < quota(c)) {
-        return Err(IclError::InvalidSetting {
+        return Err(EvalError::InvalidSetting {
             name: "--n-test",
             value: n.to_string(),
             rule: format!(
                 "a selection balanced by class needs {} {what} of class {c}, and there are {}",
                 quota(c),
                 counts[c]
-            ),
+            )
+            .into(),
         });
     }
     Ok((taken, rest))

@@ -30,7 +30,6 @@ use std::rc::Rc;
 use tint_aux::{AuxModel, PrefixCache};
 use tint_sim::{SimInput, SimOutput, StepDirection, UpdatedModel};
 
-use super::error::IclError;
 use super::method::{
     candidate_batch, next_token_log_probs, padded_ids, score_candidates, sum_candidate_log_probs,
     IclMethod, ScoreRequest,
@@ -39,6 +38,7 @@ use super::prompt::{DemoFormat, TrainingSequences};
 use super::step_reuse::{StepKey, StepReuse};
 use crate::methods::Tint;
 use crate::non_finite::{weights_origin, NonFiniteOrigin};
+use crate::EvalError;
 
 /// TinT (simulator or functional reference) behind [`IclMethod`].
 pub struct TintIcl<B: Backend> {
@@ -108,7 +108,7 @@ impl<B: Backend> TintIcl<B> {
 
     /// [`Tint::admit_steps`] for one step on training sequences of `seq_lengths` under the
     /// limit, if any.
-    fn admit_step(&self, seq_lengths: &[usize]) -> Result<(), IclError> {
+    fn admit_step(&self, seq_lengths: &[usize]) -> Result<(), EvalError> {
         let Some(limit) = self.memory_limit else {
             return Ok(());
         };
@@ -119,7 +119,6 @@ impl<B: Backend> TintIcl<B> {
         );
         self.tint
             .admit_steps(seq_lengths, 1, limit, &what, "--max-memory-gib")
-            .map_err(IclError::Eval)
     }
 
     /// This method taking the descent direction of a demonstration prefix from `reuse` when a
@@ -171,7 +170,7 @@ impl<B: Backend> TintIcl<B> {
     fn updated_for(
         &mut self,
         request: &ScoreRequest<'_>,
-    ) -> Result<Option<&mut TrainedPrefix<B>>, IclError> {
+    ) -> Result<Option<&mut TrainedPrefix<B>>, EvalError> {
         let demo_len = request.demo_len;
         // A step needs a sequence of two tokens or more.
         if !self.train_once || !self.tint.trains_once() || demo_len < 2 {
@@ -210,14 +209,14 @@ impl<B: Backend> TintIcl<B> {
     ///
     /// # Shapes
     /// `[1, ids.len()]`.
-    fn training_input(&self, ids: &[u32], targets: &[bool]) -> Result<SimInput<B>, IclError> {
+    fn training_input(&self, ids: &[u32], targets: &[bool]) -> Result<SimInput<B>, EvalError> {
         let ids_tensor = padded_ids::<B>(&[ids.to_vec()], ids[0], &self.device);
         let gradient_mask = Tensor::<B, 2, Bool>::from_data(
             TensorData::new(targets.to_vec(), [1, ids.len()]),
             &self.device,
         );
         Ok(SimInput::with_train_lengths(ids_tensor, &[ids.len()])
-            .map_err(|e| IclError::Eval(e.into()))?
+            .map_err(EvalError::from)?
             .with_gradient_mask(gradient_mask))
     }
 
@@ -229,15 +228,10 @@ impl<B: Backend> TintIcl<B> {
         ids: Vec<Vec<u32>>,
         targets: Vec<Vec<bool>>,
         inputs: &[SimInput<B>],
-    ) -> Result<Box<dyn UpdatedModel<B>>, IclError> {
+    ) -> Result<Box<dyn UpdatedModel<B>>, EvalError> {
         let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
         self.admit_step(&lengths)?;
-        let compute = || {
-            self.tint
-                .direction(inputs)
-                .map(Rc::from)
-                .map_err(IclError::Eval)
-        };
+        let compute = || self.tint.direction(inputs).map(Rc::from);
         let direction = match &self.reuse {
             Some((reuse, settings)) => {
                 let key = StepKey {
@@ -260,7 +254,7 @@ impl<B: Backend> TintIcl<B> {
         ids: &[u32],
         targets: &[bool],
         input: &SimInput<B>,
-    ) -> Result<Option<Box<dyn UpdatedModel<B>>>, IclError> {
+    ) -> Result<Option<Box<dyn UpdatedModel<B>>>, EvalError> {
         if self.tint.gives_directions() {
             let inputs = std::slice::from_ref(input);
             return self
@@ -268,18 +262,15 @@ impl<B: Backend> TintIcl<B> {
                 .map(Some);
         }
         self.admit_step(&[ids.len()])?;
-        self.tint
-            .train_once(input)
-            .transpose()
-            .map_err(IclError::Eval)
+        self.tint.train_once(input).transpose()
     }
 
     /// The same weights as `model` in the auxiliary model, where they map back onto it.
-    fn in_aux(&self, model: &dyn UpdatedModel<B>) -> Result<Option<AuxModel<B>>, IclError> {
+    fn in_aux(&self, model: &dyn UpdatedModel<B>) -> Result<Option<AuxModel<B>>, EvalError> {
         model
             .to_aux(self.tint.model())
             .transpose()
-            .map_err(|e| IclError::Eval(e.into()))
+            .map_err(EvalError::from)
     }
 }
 
@@ -299,7 +290,7 @@ impl<B: Backend> IclMethod for TintIcl<B> {
         format == DemoFormat::Multi || self.tint.gives_directions()
     }
 
-    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), IclError> {
+    fn adapt(&mut self, train: &TrainingSequences) -> Result<(), EvalError> {
         // A new adaptation: no update of the last one is reused (nor kept in memory).
         self.drop_update();
         self.trained_apart = false;
@@ -328,7 +319,7 @@ impl<B: Backend> IclMethod for TintIcl<B> {
             return Ok(());
         }
         if (train.format == Some(DemoFormat::Single) && !train.is_empty()) || train.ids.len() > 1 {
-            return Err(IclError::InvalidSetting {
+            return Err(EvalError::InvalidSetting {
                 name: "format",
                 value: "single".into(),
                 rule: "this TinT engine trains inside its forward pass on one input (the single \
@@ -340,7 +331,7 @@ impl<B: Backend> IclMethod for TintIcl<B> {
         Ok(())
     }
 
-    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+    fn score(&mut self, request: &ScoreRequest<'_>) -> Result<Vec<f64>, EvalError> {
         let context = request.context;
         let (ids, single_token) = self.scored_ids(request);
         let trained = if self.trained_apart {
@@ -356,10 +347,7 @@ impl<B: Backend> IclMethod for TintIcl<B> {
             }) if single_token => {
                 return score_candidates(aux, context, request.candidates, Some(cache));
             }
-            Some(trained) => trained
-                .model
-                .logits(ids.clone())
-                .map_err(|e| IclError::Eval(e.into()))?,
+            Some(trained) => trained.model.logits(ids.clone()).map_err(EvalError::from)?,
             None => self.forward(request)?.0.final_logits,
         };
         if single_token {
@@ -385,7 +373,7 @@ impl<B: Backend> TintIcl<B> {
     fn forward(
         &self,
         request: &ScoreRequest<'_>,
-    ) -> Result<(SimOutput<B>, Tensor<B, 2, Int>, bool), IclError> {
+    ) -> Result<(SimOutput<B>, Tensor<B, 2, Int>, bool), EvalError> {
         let context = request.context;
         let (ids, single_token) = self.scored_ids(request);
         let [batch_size, seq_length] = ids.dims();
@@ -405,7 +393,7 @@ impl<B: Backend> TintIcl<B> {
             &self.device,
         );
         let input = SimInput::with_train_lengths(ids.clone(), &vec![train_len; batch_size])
-            .map_err(|e| IclError::Eval(e.into()))?
+            .map_err(EvalError::from)?
             .with_gradient_mask(gradient_mask);
         let output = self.tint.run(&input)?;
         Ok((output, ids, single_token))

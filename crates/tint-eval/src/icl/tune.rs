@@ -1,7 +1,6 @@
 //! Step-size selection for in-context classification on a development set carved from the
 //! demonstration pool ([`super::TaskData::carve_dev`]): never on the evaluated examples.
 
-use super::error::IclError;
 use super::method::IclMethod;
 use super::prompt::PromptEncoder;
 use super::result::CellResult;
@@ -49,7 +48,7 @@ pub fn tune_icl<'a>(
     encoder: &PromptEncoder<'_>,
     dev: &TaskData,
     settings: &IclSettings,
-    make: &mut dyn FnMut(f64) -> Result<Box<dyn IclMethod + 'a>, IclError>,
+    make: &mut dyn FnMut(f64) -> Result<Box<dyn IclMethod + 'a>, EvalError>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<TuneRecord, EvalError> {
     check_grid(grid)?;
@@ -79,13 +78,13 @@ pub fn tune_icl<'a>(
                 first_non_finite.get_or_insert(e);
                 Ok(f64::NAN)
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     };
     let result = bracket(method, parameter, grid, max_extensions, &mut score);
     // Every value diverged: the first non-finite value says where (e.g. the weights).
     let bracketed = result.map_err(|e| match (e, first_non_finite.take()) {
-        (EvalError::InvalidSetting { .. }, Some(first)) => first.into(),
+        (EvalError::InvalidSetting { .. }, Some(first)) => first,
         (e, _) => e,
     })?;
     Ok(TuneRecord {

@@ -12,7 +12,8 @@ use tint_eval::icl::loaders::{
     load_bbc_topics, load_class_title_body_csv, load_cr_snippets, load_jsonl, load_label_text_csv,
     load_mr_snippets, load_offline_task, load_sst2_tsv, load_task_dir, load_task_file, BbcText,
 };
-use tint_eval::icl::{DemoFormat, Example, IclError, PromptEncoder, TaskKind, Template, TrainLoss};
+use tint_eval::icl::{DemoFormat, Example, PromptEncoder, TaskKind, Template, TrainLoss};
+use tint_eval::EvalError;
 
 /// Sums of a few f64 logs: exact up to rounding of `ln`.
 const LOG_TOL: f64 = 1e-12;
@@ -119,7 +120,7 @@ fn standard_layout_loaders() {
     assert!(message.contains("(no train file)"), "{message}");
     assert!(matches!(
         load_sst2_tsv(&dir.join("sst2/test.tsv")),
-        Err(IclError::Parse { line: 1, .. })
+        Err(EvalError::Parse { line: 1, .. })
     ));
 
     let mr = write(
@@ -135,12 +136,12 @@ fn standard_layout_loaders() {
     let bad = write(&dir, "bad.csv", "1,ok\n3,label out of range\n");
     assert!(matches!(
         load_label_text_csv(&bad, 2),
-        Err(IclError::BadLabel { line: 2, .. })
+        Err(EvalError::BadLabel { line: 2, .. })
     ));
     let open = write(&dir, "open.csv", "1,\"never closed\n");
     assert!(matches!(
         load_label_text_csv(&open, 2),
-        Err(IclError::Parse { .. })
+        Err(EvalError::Parse { .. })
     ));
 
     let cr = write(
@@ -159,7 +160,7 @@ fn standard_layout_loaders() {
     let bad = write(&dir, "bad.jsonl", "{\"sentence\": \"x\", \"label\": 1}\n");
     assert!(matches!(
         load_jsonl(&bad, "text", "label", 2),
-        Err(IclError::Parse { .. })
+        Err(EvalError::Parse { .. })
     ));
 
     // AGNews: classes 1..4, title + description; Amazon: labels 1/2, content only.
@@ -192,16 +193,19 @@ fn standard_layout_loaders() {
     ));
     assert!(matches!(
         load_class_title_body_csv(&ag, 2, true),
-        Err(IclError::BadLabel { .. })
+        Err(EvalError::BadLabel { .. })
     ));
     let empty = write(&dir, "empty.csv", "\n");
     assert!(matches!(
         load_label_text_csv(&empty, 2),
-        Err(IclError::Empty { .. })
+        Err(EvalError::Empty { .. })
     ));
     assert!(matches!(
         load_label_text_csv(&dir.join("missing.csv"), 2),
-        Err(IclError::Io { .. })
+        Err(EvalError::Io {
+            operation: "access",
+            ..
+        })
     ));
 }
 
@@ -243,7 +247,7 @@ fn offline_asset_loaders() {
     let bad = write(&dir, "bad.txt", "1\tnot-a-number\ttext\n");
     assert!(matches!(
         load_cr_snippets(&bad),
-        Err(IclError::Parse { line: 1, .. })
+        Err(EvalError::Parse { line: 1, .. })
     ));
 
     let bbc = dir.join("bbc");
@@ -278,7 +282,7 @@ fn offline_asset_loaders() {
         .ends_with("Second paragraph."));
     assert!(matches!(
         load_bbc_topics(&dir, BbcText::Title),
-        Err(IclError::Empty { .. })
+        Err(EvalError::Empty { .. })
     ));
 
     let data = load_offline_task(TaskKind::BbcTopics, &bbc, 2, 7, false).unwrap();
@@ -295,7 +299,7 @@ fn task_names_round_trip() {
     }
     assert!(matches!(
         TaskKind::parse("imdb"),
-        Err(IclError::UnknownTask { .. })
+        Err(EvalError::UnknownTask { .. })
     ));
 }
 
@@ -416,7 +420,7 @@ fn training_sequences_and_contexts() {
     let tiny = PromptEncoder::new(&tokenizer, &template, 256, 8).unwrap();
     assert!(matches!(
         tiny.query_ids("a sentence far too long for eight positions"),
-        Err(IclError::PromptTooLong { .. })
+        Err(EvalError::PromptTooLong { .. })
     ));
     assert!(PromptEncoder::new(&tokenizer, &template, 0, 64).is_err());
     let mut one_word = template.clone();
@@ -524,12 +528,12 @@ fn amazon_fine_food_loader_reads_rda_and_rds_files() {
     // Errors: a missing file, a corrupt stream, a frame without the expected columns.
     assert!(matches!(
         load_amazon_fine_food(&dir.join("nothing-here")),
-        Err(IclError::Empty { .. })
+        Err(EvalError::Empty { .. })
     ));
     std::fs::write(rds_dir.join("testing_data.rds"), b"X\n\0\0").unwrap();
     assert!(matches!(
         load_amazon_fine_food(&rds_dir),
-        Err(IclError::Parse { .. })
+        Err(EvalError::Parse { .. })
     ));
     let mut b = Vec::new();
     rb::int(&mut b, 0x213);
@@ -544,7 +548,7 @@ fn amazon_fine_food_loader_reads_rda_and_rds_files() {
     assert!(err.to_string().contains("no column \"review\""), "{err}");
     assert!(matches!(
         load_task_file(TaskKind::AmazonFineFood, &rda),
-        Err(IclError::InvalidSetting { .. })
+        Err(EvalError::InvalidSetting { .. })
     ));
 }
 
@@ -684,10 +688,10 @@ impl tint_eval::icl::IclMethod for PeakAt1e2 {
     fn trains(&self) -> bool {
         true
     }
-    fn adapt(&mut self, _: &tint_eval::icl::TrainingSequences) -> Result<(), IclError> {
+    fn adapt(&mut self, _: &tint_eval::icl::TrainingSequences) -> Result<(), EvalError> {
         Ok(())
     }
-    fn score(&mut self, _: &tint_eval::icl::ScoreRequest<'_>) -> Result<Vec<f64>, IclError> {
+    fn score(&mut self, _: &tint_eval::icl::ScoreRequest<'_>) -> Result<Vec<f64>, EvalError> {
         Ok(vec![-(self.value / 1e-2).ln(), 0.0])
     }
 }
@@ -723,7 +727,7 @@ fn icl_tuning_extends_an_edge_choice_until_it_is_interior() {
     };
     let grid = [1e-4, 3e-4, 9e-4];
     let mut make =
-        |value: f64| -> Result<Box<dyn IclMethod>, IclError> { Ok(Box::new(PeakAt1e2 { value })) };
+        |value: f64| -> Result<Box<dyn IclMethod>, EvalError> { Ok(Box::new(PeakAt1e2 { value })) };
     let mut seen = Vec::new();
     let mut tune = |max_extensions: usize| {
         tune_icl(

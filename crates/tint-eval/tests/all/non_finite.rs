@@ -10,8 +10,8 @@ use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use tint_aux::AuxModel;
 use tint_eval::icl::{
-    calibration_prior, run_icl_cell, CellResult, DynEvalIcl, Example, IclError, IclMethod,
-    IclReport, IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind, Template,
+    calibration_prior, run_icl_cell, CellResult, DynEvalIcl, Example, IclMethod, IclReport,
+    IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind, Template,
 };
 use tint_eval::methods::{default_tint_config, DynEval, Tint, TintMethod, Vanilla};
 use tint_eval::non_finite::NonFiniteOrigin;
@@ -207,15 +207,15 @@ fn icl_settings(k: usize, allow: bool) -> IclSettings {
     }
 }
 
-fn non_finite(err: IclError) -> (String, &'static str, String, NonFiniteOrigin) {
+fn non_finite(err: EvalError) -> (String, &'static str, String, NonFiniteOrigin) {
     match err {
-        IclError::Eval(EvalError::NonFinite {
+        EvalError::NonFinite {
             method,
             quantity,
             location,
             origin,
             ..
-        }) => (method, quantity, location, origin),
+        } => (method, quantity, location, origin),
         other => panic!("expected NonFinite, got {other}"),
     }
 }
