@@ -11,7 +11,7 @@ use tint_cgt_eval::conventions::EvalStream;
 use tint_cgt_eval::{run_cgt, CgtEvent, CgtHost, CgtSettings};
 
 use crate::backend::{devices, B, BACKEND_NAME};
-use crate::eval::Progress;
+use tint_lab::progress::Progress;
 
 /// Arguments of `cargo xtask eval cgt`.
 #[derive(clap::Args, Debug, Clone)]

@@ -20,6 +20,7 @@ pub mod lm_settings;
 pub mod lm_split;
 pub mod lm_tune;
 pub mod lm_workers;
+pub mod logits;
 pub mod method;
 pub mod methods;
 pub mod model_source;

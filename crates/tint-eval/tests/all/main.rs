@@ -6,6 +6,7 @@
 mod icl_end_to_end;
 mod icl_train_once;
 mod icl_units;
+mod logits;
 mod methods;
 mod non_finite;
 mod resume_and_tuning;
