@@ -64,7 +64,7 @@ enum EvalWhat {
     /// texts, and cells present in two parts.
     LmMerge(LmMergeArgs),
     /// Contextually Guided Transformer: reduced-scale Table 1 (see `--preset`).
-    Cgt(crate::eval_cgt::CgtArgs),
+    Cgt(tint_cgt_eval::args::CgtArgs),
     /// In-context classification (paper Table 1): ICL, dynamic evaluation, TinT.
     Icl(IclRunSettings),
     /// One report from the per-task or per-seed pieces of an in-context classification protocol

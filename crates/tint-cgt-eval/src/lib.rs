@@ -8,6 +8,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | [`args`] | `CgtArgs`: the command line of `eval cgt` (`clap::Args` with the `clap` feature) and the settings it makes |
 //! | [`settings`] | [`CgtSettings`]: preset overrides, variants, seeds, paths; the reproducing command |
 //! | [`conventions`] | seed shifts, evaluation streams, freeze points, the default run directory |
 //! | [`variant_result`] | [`VariantResult`]: what one (seed, variant) produced; selections by variant and seed |
@@ -23,6 +24,7 @@
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
 
+pub mod args;
 pub mod charts;
 pub mod conventions;
 pub mod curve;
