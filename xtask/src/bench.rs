@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result};
+use tint_bench::args::BenchArgs;
 use tint_bench::{
-    run_bench, run_measurement, BenchConfig, BenchError, BenchHost, BenchSettings, ChildRequest,
-    ChildShape, Measurement, ReportSection, REPORT_HEADER, SGEMM_SIZE_CPU, SGEMM_SIZE_GPU,
+    run_bench, run_measurement, BenchConfig, BenchError, BenchHost, ChildRequest, ChildShape,
+    Measurement, ReportSection, REPORT_HEADER, SGEMM_SIZE_CPU, SGEMM_SIZE_GPU,
 };
 
 use crate::backend::{device, B, BACKEND_NAME};
@@ -22,100 +23,13 @@ const SGEMM_SIZE: usize = if cfg!(any(feature = "cuda", feature = "wgpu")) {
     SGEMM_SIZE_CPU
 };
 
-/// Arguments of `cargo xtask bench`.
-#[derive(clap::Args, Debug)]
-pub(crate) struct BenchArgs {
-    /// Micro config (D = 32, 2 layers, T = 64) for a smoke test; writes its own report section.
-    #[arg(long)]
-    pub quick: bool,
-    /// Report file (a marked section is rewritten; the rest of the file is kept). `--doc` is an
-    /// alias (e.g. `--doc /tmp/perf.md` for a scratch run).
-    #[arg(long, visible_alias = "doc", default_value = "docs/performance.md")]
-    pub out: PathBuf,
-    /// Timed runs per measurement (after one warm-up run).
-    #[arg(long, default_value_t = 3)]
-    pub repeat: usize,
-    /// Batch sizes of the simulator / reference / dyn-eval / aux measurements.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    pub batch_sizes: Vec<usize>,
-    /// Measurements to run (structured, constructed, ref, dyn, aux, sgemm).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "structured,constructed,ref,dyn,aux,sgemm"
-    )]
-    pub modes: Vec<String>,
-    /// Also time the structured execution, the constructed execution and the reference against
-    /// B (1, 2, 4), T (64, 128, 256, half of it training tokens) and the number of simulated top
-    /// layers (1, 2, all), into the `bench-<config>-scaling` section.
-    #[arg(long)]
-    pub scaling: bool,
-    /// Executions and reference the scaling table times.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "structured,constructed,ref"
-    )]
-    pub scaling_modes: Vec<String>,
-    /// Also time SmolLM2-135M (`cargo xtask fetch smollm2` first), T = 256, top `--smollm2-layers`
-    /// layers updated: the LLaMA simulator (constructed and structured executions), the LLaMA
-    /// functional reference, dynamic evaluation and a plain forward (`--smollm2-modes`), at
-    /// `--smollm2-batch-sizes`.
-    #[arg(long)]
-    pub smollm2: bool,
-    /// Only the SmolLM2 section (implies `--smollm2`): skip the tiny/micro measurements except the
-    /// sgemm bound (when `--modes` names `sgemm`).
-    #[arg(long)]
-    pub smollm2_only: bool,
-    /// Layers the SmolLM2 simulator, reference and dynamic evaluation update (the top ones).
-    #[arg(long, default_value_t = 2)]
-    pub smollm2_layers: usize,
-    /// Batch sizes of the SmolLM2 measurements.
-    #[arg(long, value_delimiter = ',', default_value = "1,4")]
-    pub smollm2_batch_sizes: Vec<usize>,
-    /// SmolLM2 measurements to run (sim = the simulator's constructed execution, structured = its
-    /// structured execution, ref, dyn, aux).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "sim,structured,ref,dyn,aux"
-    )]
-    pub smollm2_modes: Vec<String>,
-    /// Internal: run one measurement `MODE:BATCH` in this process and print it as JSON.
-    #[arg(long, hide = true)]
-    pub child: Option<String>,
-    /// Internal: the checkpoint directory a child loads.
-    #[arg(long, hide = true)]
-    pub model_dir: Option<PathBuf>,
-    /// Internal: the child's sequence length (default: the config's).
-    #[arg(long, hide = true)]
-    pub seq_length: Option<usize>,
-    /// Internal: the child's number of simulated top layers (default: all).
-    #[arg(long, hide = true)]
-    pub sim_layers: Option<usize>,
-}
-
 /// Runs `cargo xtask bench`.
 pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     let config = BenchConfig::for_quick(args.quick);
     if let Some(spec) = &args.child {
         return run_child(args, config, spec);
     }
-    let settings = BenchSettings {
-        quick: args.quick,
-        repeat: args.repeat,
-        batch_sizes: args.batch_sizes.clone(),
-        modes: args.modes.clone(),
-        scaling: args.scaling,
-        scaling_modes: args.scaling_modes.clone(),
-        smollm2: args.smollm2,
-        smollm2_only: args.smollm2_only,
-        smollm2_layers: args.smollm2_layers,
-        smollm2_batch_sizes: args.smollm2_batch_sizes.clone(),
-        smollm2_modes: args.smollm2_modes.clone(),
-        backend: BACKEND_NAME.to_string(),
-        sgemm_size: SGEMM_SIZE,
-    };
+    let settings = args.settings(BACKEND_NAME, SGEMM_SIZE);
     let exe = std::env::current_exe().context("locating the xtask binary")?;
     run_bench(
         &settings,

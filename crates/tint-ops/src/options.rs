@@ -29,6 +29,21 @@ pub enum Execution {
     Structured,
 }
 
+impl std::str::FromStr for Execution {
+    type Err = String;
+
+    /// `constructed` or `structured` (the command line's names, as serialised).
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "constructed" => Ok(Execution::Constructed),
+            "structured" => Ok(Execution::Structured),
+            other => Err(format!(
+                "unknown execution {other:?}: expected constructed or structured"
+            )),
+        }
+    }
+}
+
 /// How the gates (§3.3) and the group-norm weights (§3.4) are evaluated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -161,6 +176,17 @@ impl TintOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executions_parse_from_their_names_only() {
+        assert_eq!("constructed".parse(), Ok(Execution::Constructed));
+        assert_eq!("structured".parse(), Ok(Execution::Structured));
+        let err = "Structured".parse::<Execution>().unwrap_err();
+        assert!(
+            err.contains("\"Structured\"") && err.contains("constructed or structured"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn defaults_setters_and_saved_json_round_trip() {
