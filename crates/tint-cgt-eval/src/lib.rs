@@ -21,6 +21,7 @@
 //! | [`curve_file`] | a learning curve's points (`--eval-every`), `curve.jsonl` |
 //! | [`curve`] | the learning curves' chart and table over the runs |
 //! | [`paired`] | paired differences between the variants, per seed |
+//! | `metric_table` | the section's table of metrics per variant (and the regression's error by pair) |
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
 
@@ -32,6 +33,7 @@ pub mod curve_file;
 pub mod error;
 pub mod evaluation_file;
 pub mod host;
+mod metric_table;
 pub mod paired;
 pub mod report;
 pub mod run;

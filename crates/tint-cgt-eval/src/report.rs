@@ -4,14 +4,15 @@
 
 use std::path::Path;
 
-use tint_cgt::metrics::{IclEvaluation, ReferenceErrors, RegressionReferences};
+use tint_cgt::metrics::{IclEvaluation, RegressionReferences};
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
-use super::conventions::{freeze_points, EvalStream};
+use super::conventions::EvalStream;
 use super::curve::curve_table;
+use super::metric_table::MetricTable;
 use super::paired::paired_table;
-use super::variant_result::{by_seed, per_seed, variants_of, VariantResult};
-use tint_lab::seed_interval::{cell, interval};
+use super::variant_result::{per_seed, variants_of, VariantResult};
+use tint_lab::seed_interval::cell;
 
 /// How the runs were invoked, for the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,26 +45,6 @@ impl RunSummary {
         self.eval_stream
             .stem(self.section.as_deref().unwrap_or(&preset.name))
     }
-}
-
-/// Titles of the reference columns of the linear-regression table.
-const REFERENCE_TITLES: [&str; 4] = [
-    "least squares in context",
-    "ridge λ = σ² (Bayes)",
-    "mean of shown y",
-    "zero",
-];
-
-fn reference_cells(errors: &ReferenceErrors) -> Vec<String> {
-    [
-        errors.least_squares,
-        errors.bayes_ridge,
-        errors.mean,
-        errors.zero,
-    ]
-    .iter()
-    .map(|e| format!("{e:.3}"))
-    .collect()
 }
 
 /// The table of the arithmetic accuracy per answer character: one row per character, per variant
@@ -132,6 +113,55 @@ pub fn render_section(
     plots_link: &Path,
     summary: &RunSummary,
 ) -> String {
+    let mut seeds: Vec<u64> = results.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    let mut out = heading(preset, summary);
+    out.push_str(&setting_paragraph(preset, summary, &seeds));
+    out.push_str(&data_paragraph(preset, summary));
+    out.push_str(&provenance_paragraphs(results, summary));
+    let references = summary.references.as_ref();
+    let table = MetricTable::new(results, references.is_some());
+    out.push_str(&table.header());
+    out.push_str(&table.data_rows(&preset.data, references));
+    out.push_str(&table.common_rows());
+    let paired = paired_table(&preset.data, results);
+    if !paired.is_empty() {
+        out.push_str(&format!(
+            "\nPaired differences (each variant minus the one it adds a training term to, per seed: the \
+             two runs of a seed share the training stream, the initialisation seed and the evaluation \
+             sequences; mean ± 95 % Student-t half-width over the seeds with both runs):\n\n{paired}"
+        ));
+    }
+    if let (DataPreset::LinearRegression(data), Some(references)) = (&preset.data, references) {
+        out.push_str(&table.by_pair_table(data.n_pairs, references));
+    }
+    out.push_str(&chart_links(
+        preset,
+        results,
+        &table.variants,
+        plots_link,
+        &summary.stem(preset),
+        &seeds,
+    ));
+    out
+}
+
+/// `## CGT: …`, with the test stream and the section's name when they apply.
+fn heading(preset: &ExperimentPreset, summary: &RunSummary) -> String {
+    let mut out = match summary.eval_stream {
+        EvalStream::Validation => format!("## CGT: `{}`", preset.name),
+        EvalStream::Test => format!("## CGT: `{}` on the test stream", preset.name),
+    };
+    if let Some(section) = &summary.section {
+        out.push_str(&format!(" (section `{section}`)"));
+    }
+    out.push_str("\n\n");
+    out
+}
+
+/// The command, model, schedule and seeds in one paragraph.
+fn setting_paragraph(preset: &ExperimentPreset, summary: &RunSummary, seeds: &[u64]) -> String {
     let model = &preset.model;
     let training = &preset.training;
     let source = |overridden: bool, flag: &str| {
@@ -141,19 +171,7 @@ pub fn render_section(
             "preset".to_string()
         }
     };
-    let mut seeds: Vec<u64> = results.iter().map(|r| r.seed).collect();
-    seeds.sort_unstable();
-    seeds.dedup();
-    let stem = summary.stem(preset);
-    let mut out = match summary.eval_stream {
-        EvalStream::Validation => format!("## CGT: `{}`", preset.name),
-        EvalStream::Test => format!("## CGT: `{}` on the test stream", preset.name),
-    };
-    if let Some(section) = &summary.section {
-        out.push_str(&format!(" (section `{section}`)"));
-    }
-    out.push_str("\n\n");
-    out.push_str(&format!(
+    format!(
         "Command: `{}` (backend {}). \
          Model: L = {}, l = {}, d_x = {} ({} heads), d_y = {} ({} heads), rank r = {}, M = {} templates, \
          input {:?}; {} steps per variant ({}), batch {} ({}), Adam with {} warm-up steps + cosine from lr {} \
@@ -191,9 +209,13 @@ pub fn render_section(
         } else {
             "one seed, every cell is a single observation"
         },
-    ));
+    )
+}
+
+/// What the data are and how each metric is read from them.
+fn data_paragraph(preset: &ExperimentPreset, summary: &RunSummary) -> String {
     match &preset.data {
-        DataPreset::Arithmetic(data) => out.push_str(&format!(
+        DataPreset::Arithmetic(data) => format!(
             "Data: {} tasks x {} examples, d = {} digits ({} tokens per sequence). \
              Accuracy = answer characters (sign and digits after `=`) of the last two examples of every task, \
              teacher-forced argmax. Specialised = `y` frozen after the first {} examples of the task, \
@@ -203,8 +225,8 @@ pub fn render_section(
             data.digits,
             data.sequence_length(),
             data.n_examples - 2
-        )),
-        DataPreset::LinearRegression(data) => out.push_str(&format!(
+        ),
+        DataPreset::LinearRegression(data) => format!(
             "Data: {} (x, y) pairs per sequence, x in R^{}, y in R^{}, U, b and x standard normal, noise σ = {}{}. \
              Errors are mean squared errors of the prediction of y_i at x_i (noisy targets) over {} held-out \
              evaluation batches of {} sequences (the same for every seed). Reference columns see only the shown \
@@ -222,18 +244,23 @@ pub fn render_section(
             )),
             preset.eval_batches,
             data.batch_size,
-        )),
+        ),
         DataPreset::TextMixture {
             seq_length,
             cut_min,
             cut_max,
             ..
-        } => out.push_str(&format!(
+        } => format!(
             "Data: byte-level mixtures of two documents of {} ({seq_length} bytes per sequence, switch \
              between positions {cut_min} and {cut_max}).\n\n",
             summary.corpus.as_deref().unwrap_or("the corpus"),
-        )),
+        ),
     }
+}
+
+/// The test-stream note, the runs left out and the runs resumed from checkpoints.
+fn provenance_paragraphs(results: &[VariantResult], summary: &RunSummary) -> String {
+    let mut out = String::new();
     if summary.eval_stream == EvalStream::Test {
         out.push_str(
             "Evaluated on the **test stream** (data seed + 2000; `--test-stream`): held-out sequences on \
@@ -271,338 +298,20 @@ pub fn render_section(
             resumed.join(", ")
         ));
     }
-    let variants = variants_of(results);
-    let references = summary.references.as_ref();
-    let extra: &[&str] = if references.is_some() {
-        &REFERENCE_TITLES
-    } else {
-        &[]
-    };
-    let header: Vec<&str> = variants
-        .iter()
-        .map(|v| v.title())
-        .chain(extra.iter().copied())
-        .collect();
-    out.push_str(&format!(
-        "| metric | {} | paper (baseline / CGT / +aux / +aux+reg) |\n",
-        header.join(" | ")
-    ));
-    out.push_str(&format!("|---|{}---|\n", "---|".repeat(header.len())));
-    // A row: one cell per variant over its seeds, then the reference cells (dashes when there are
-    // none), then the paper.
-    let row = |name: &str,
-               metric: &dyn Fn(&VariantResult) -> Option<f64>,
-               scale: f64,
-               digits: usize,
-               suffix: &str,
-               reference: Option<Vec<String>>,
-               paper: &str| {
-        let reference =
-            reference.unwrap_or_else(|| extra.iter().map(|_| "–".to_string()).collect());
-        let cells = variants
-            .iter()
-            .map(|&v| cell(&per_seed(results, v, metric), scale, digits, suffix));
-        format!(
-            "| {name} | {} | {paper} |\n",
-            cells.chain(reference).collect::<Vec<_>>().join(" | ")
-        )
-    };
-    // A row of each seed's own value (`seed: value`): the spread behind a mean, and runs that differ
-    // in kind (those of two backends pooled in one section) told apart. Only with several seeds.
-    let several_seeds = variants
-        .iter()
-        .any(|&v| results.iter().filter(|r| r.variant == v).count() > 1);
-    let seed_row = |name: &str,
-                    metric: &dyn Fn(&VariantResult) -> Option<f64>,
-                    scale: f64,
-                    digits: usize,
-                    suffix: &str| {
-        if !several_seeds {
-            return String::new();
-        }
-        let cells = variants
-            .iter()
-            .map(|&v| {
-                let listed: Vec<String> = by_seed(results, v, metric)
-                    .into_iter()
-                    .map(|(seed, x)| format!("{seed}: {:.digits$}", x * scale))
-                    .collect();
-                if listed.is_empty() {
-                    "–".to_string()
-                } else {
-                    format!("{}{suffix}", listed.join(" · "))
-                }
-            })
-            .chain(extra.iter().map(|_| "–".to_string()));
-        format!(
-            "| {name} | {} | – |\n",
-            cells.collect::<Vec<_>>().join(" | ")
-        )
-    };
-    match &preset.data {
-        DataPreset::Arithmetic(_) => {
-            out.push_str(&row(
-                "base accuracy (dynamic y)",
-                &VariantResult::dynamic_accuracy,
-                100.0,
-                1,
-                " %",
-                None,
-                "77.7 / 79.0 / 77.5 / 78.6 %",
-            ));
-            out.push_str(&row(
-                "no-example accuracy (first example of each task: the format-only level)",
-                &VariantResult::no_example_accuracy,
-                100.0,
-                1,
-                " %",
-                None,
-                "–",
-            ));
-            out.push_str(&row(
-                "in-context gain: base − no-example accuracy (issue bar ≥ 20 points)",
-                &VariantResult::in_context_gain,
-                100.0,
-                1,
-                " points",
-                None,
-                "–",
-            ));
-            out.push_str(&seed_row(
-                "in-context gain by seed (seed: points)",
-                &VariantResult::in_context_gain,
-                100.0,
-                1,
-                "",
-            ));
-            out.push_str(&row(
-                "specialised accuracy",
-                &VariantResult::specialised_accuracy,
-                100.0,
-                1,
-                " %",
-                None,
-                "– / 15.3 / 77.0 / 77.5 %",
-            ));
-            out.push_str(&row(
-                "representation variation (eq. 4)",
-                &VariantResult::representation_variation,
-                1.0,
-                3,
-                "",
-                None,
-                "– / 0.80 / 0.39 / 0.07",
-            ));
-            out.push_str(&row(
-                "linear-fit error of (a, b) from y",
-                &VariantResult::linear_fit_error,
-                1.0,
-                3,
-                "",
-                None,
-                "– / 0.19 / 0.12 / 0.04",
-            ));
-        }
-        DataPreset::LinearRegression(data) => {
-            let dynamic_reference = |k: usize| {
-                references.map(|r| {
-                    reference_cells(&ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])))
-                })
-            };
-            let frozen_reference = |k: usize| {
-                references.and_then(|r| {
-                    r.frozen
-                        .iter()
-                        .find(|f| f.0 == k)
-                        .map(|f| reference_cells(&f.1))
-                })
-            };
-            out.push_str(&row(
-                "L2 on all pairs, dynamic y",
-                &|r| r.dynamic_error_from(0),
-                1.0,
-                3,
-                "",
-                dynamic_reference(0),
-                "–",
-            ));
-            for k in freeze_points(data.n_pairs) {
-                out.push_str(&row(
-                    &format!("L2 on pairs {k}.., dynamic y (full context)"),
-                    &|r| r.dynamic_error_from(k),
-                    1.0,
-                    3,
-                    "",
-                    dynamic_reference(k),
-                    "–",
-                ));
-                out.push_str(&row(
-                    &format!(
-                        "L2 on pairs {k}.., y frozen after {k} pairs (references: fit on {k})"
-                    ),
-                    &|r| r.frozen_error_after(k),
-                    1.0,
-                    3,
-                    "",
-                    frozen_reference(k),
-                    "specialised ≈ in-context",
-                ));
-            }
-            let k = freeze_points(data.n_pairs)[2];
-            if let Some(mean) =
-                references.map(|r| ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])).mean)
-            {
-                out.push_str(&row(
-                    &format!("L2 on pairs {k}.. (dynamic) / mean-of-shown-y L2 (target ≤ 0.25)"),
-                    &|r| r.dynamic_error_from(k).map(|e| e / mean),
-                    1.0,
-                    3,
-                    "",
-                    None,
-                    "–",
-                ));
-            }
-            out.push_str(&row(
-                "representation variation (eq. 4)",
-                &VariantResult::representation_variation,
-                1.0,
-                3,
-                "",
-                None,
-                "– / 0.80 / 0.39 / 0.07 (ICL)",
-            ));
-            out.push_str(&row(
-                "linear-fit error of (U, b) from y",
-                &VariantResult::linear_fit_error,
-                1.0,
-                3,
-                "",
-                None,
-                "– / 0.19 / 0.12 / 0.04 (ICL)",
-            ));
-        }
-        DataPreset::TextMixture { .. } => {
-            out.push_str(&row(
-                "eval CE (dynamic y), nats/byte",
-                &VariantResult::text_loss_dynamic,
-                1.0,
-                3,
-                "",
-                None,
-                "~3.65 → −0.23 with y (BPE)",
-            ));
-            out.push_str(&row(
-                "eval CE, frozen-y auxiliary model",
-                &VariantResult::text_loss_frozen,
-                1.0,
-                3,
-                "",
-                None,
-                "–",
-            ));
-        }
-    }
-    // The folded-model check: the largest difference over seeds (a worst case, not a mean).
-    let fold_cells: Vec<String> = variants
-        .iter()
-        .map(|&v| {
-            let errors = per_seed(results, v, &|r| r.fold_error.map(f64::from));
-            errors
-                .iter()
-                .copied()
-                .reduce(f64::max)
-                .map_or("–".into(), |e| format!("{e:.1e}"))
-        })
-        .chain(extra.iter().map(|_| "–".to_string()))
-        .collect();
-    out.push_str(&format!(
-        "| folded vs frozen-y outputs, max abs diff (max over seeds) | {} | – |\n",
-        fold_cells.join(" | ")
-    ));
-    out.push_str(&row(
-        "final training loss (mean of last 10 steps)",
-        &VariantResult::final_task_loss,
-        1.0,
-        3,
-        "",
-        None,
-        "–",
-    ));
-    out.push_str(&row(
-        "training time (all steps)",
-        &|r| Some(r.train_seconds),
-        1.0,
-        0,
-        " s",
-        None,
-        "~10 h on TPU, 400k steps",
-    ));
-    out.push_str(&row(
-        "time per training step",
-        &VariantResult::seconds_per_step,
-        1.0,
-        3,
-        " s",
-        None,
-        "–",
-    ));
-    out.push_str(&seed_row(
-        "time per training step by seed (seed: s)",
-        &VariantResult::seconds_per_step,
-        1.0,
-        3,
-        "",
-    ));
-    out.push_str(&row(
-        "wall time of this invocation (steps trained now + evaluation)",
-        &|r| Some(r.wall_seconds),
-        1.0,
-        0,
-        " s",
-        None,
-        "–",
-    ));
-    let paired = paired_table(&preset.data, results);
-    if !paired.is_empty() {
-        out.push_str(&format!(
-            "\nPaired differences (each variant minus the one it adds a training term to, per seed: the \
-             two runs of a seed share the training stream, the initialisation seed and the evaluation \
-             sequences; mean ± 95 % Student-t half-width over the seeds with both runs):\n\n{paired}"
-        ));
-    }
-    if let (DataPreset::LinearRegression(data), Some(references)) = (&preset.data, references) {
-        let shown: Vec<usize> = [1, 2, 4, 6, 8, 10, 12, 16, data.n_pairs - 1]
-            .into_iter()
-            .filter(|&i| i < data.n_pairs)
-            .collect();
-        out.push_str(&format!(
-            "\nDynamic-y error by number of shown pairs (mean over seeds) next to the references:\n\n\
-             | pairs shown | {} | least squares | ridge λ = σ² | mean of shown y |\n|---|{}---|---|---|\n",
-            variants.iter().map(|v| v.title()).collect::<Vec<_>>().join(" | "),
-            "---|".repeat(variants.len())
-        ));
-        for i in shown {
-            let cells: Vec<String> = variants
-                .iter()
-                .map(|&v| {
-                    let values = per_seed(results, v, &|r| {
-                        r.regression
-                            .as_ref()
-                            .and_then(|e| e.dynamic_by_pair.get(i).copied())
-                    });
-                    interval(&values).map_or("–".into(), |(m, _)| format!("{m:.3}"))
-                })
-                .collect();
-            let e = &references.by_pair[i];
-            out.push_str(&format!(
-                "| {i} | {} | {:.3} | {:.3} | {:.3} |\n",
-                cells.join(" | "),
-                e.least_squares,
-                e.bayes_ridge,
-                e.mean
-            ));
-        }
-    }
+    out
+}
+
+/// The links to the section's charts: the loss, the regression's error by pair, the accuracy by
+/// character, the learning curve and the `y · y` maps of the variants with a context summary.
+fn chart_links(
+    preset: &ExperimentPreset,
+    results: &[VariantResult],
+    variants: &[Variant],
+    plots_link: &Path,
+    stem: &str,
+    seeds: &[u64],
+) -> String {
+    let mut out = String::new();
     let plot_path = |file: String| plots_link.join(file).display().to_string();
     out.push_str(&format!(
         "\nTraining loss of seed {} (task loss, 10-step moving average):\n\n![loss]({})\n",
@@ -652,9 +361,10 @@ pub fn render_section(
 
 #[cfg(test)]
 mod tests {
+    use super::super::conventions::freeze_points;
     use super::super::settings::CgtSettings;
     use super::*;
-    use tint_cgt::metrics::RegressionEvaluation;
+    use tint_cgt::metrics::{ReferenceErrors, RegressionEvaluation};
 
     #[test]
     fn linreg_section_has_references_and_timings() {
