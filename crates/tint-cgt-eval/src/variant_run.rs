@@ -17,7 +17,7 @@ use tint_cgt::objective::{joint_loss, ObjectiveConfig};
 use tint_cgt::plot::heat_map_svg;
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use tint_cgt::train::{
-    checkpoint_step, train_probed, training_seconds, Probe, RunFiles, StepReport,
+    checkpoint_step, train_probed, training_seconds, Probe, RunFiles, StepReport, TrainOutcome,
 };
 use tint_cgt::CgtModel;
 use tint_cgt::{train_data_parallel, train_data_parallel_on_nodes};
@@ -80,9 +80,73 @@ pub fn run_variant<B: Backend>(
             rule: "at least one device",
         });
     };
+    let dir = job.seed_dir.join(job.variant.slug());
+    let trained = train_variant::<B>(job, devices, device, &dir, host)?;
+    let outcome = trained.outcome;
+    let losses = outcome
+        .history
+        .iter()
+        .map(|r| (r.step as f64, r.terms.task))
+        .collect();
+    let model: CgtModel<B> = outcome.model.valid();
+    let mut result = VariantResult {
+        variant: job.variant,
+        seed: job.seed,
+        losses,
+        train_seconds: training_seconds(&outcome.history),
+        wall_seconds: 0.0,
+        resumed_at: outcome.resumed_at,
+        icl: None,
+        regression: None,
+        text_loss: None,
+        fold_error: None,
+        curve: trained.curve,
+    };
+    evaluate_variant(
+        job,
+        &model,
+        trained.final_evaluation,
+        &dir,
+        device,
+        &mut result,
+    )?;
+    result.wall_seconds = trained.start.elapsed().as_secs_f64();
+    RunEvaluation::of(
+        &job.preset.name,
+        job.seeded.training_for(job.variant).steps,
+        B::name(device),
+        job.eval_stream,
+        &result,
+    )
+    .write(&dir.join(job.eval_stream.evaluation_file()))?;
+    Ok(result)
+}
+
+/// What training one run leaves for its evaluation.
+struct Trained<B: Backend> {
+    /// The trained model, its loss history and where it resumed.
+    outcome: TrainOutcome<Autodiff<B>>,
+    /// The learning curve (empty on the test stream or without `--eval-every`).
+    curve: Vec<CurvePoint>,
+    /// The probe's evaluation after the last step, which the final table reuses (validation
+    /// stream only).
+    final_evaluation: Option<IclEvaluation>,
+    /// When the run started, after its model was built (the wall time of this invocation).
+    start: Instant,
+}
+
+/// Builds the run's model (the same initial weights for a (seed, variant) pair on every
+/// invocation), trains or resumes it in `dir` on one device, over several, or over several nodes,
+/// with the learning-curve probe of `--eval-every` on one device, and reports to `host`.
+fn train_variant<B: Backend>(
+    job: &VariantJob<'_>,
+    devices: &[B::Device],
+    device: &B::Device,
+    dir: &Path,
+    host: &mut dyn CgtHost,
+) -> Result<Trained<B>, CgtRunError> {
     let (preset, variant, seed) = (job.preset, job.variant, job.seed);
     let training = job.seeded.training_for(variant);
-    let dir = job.seed_dir.join(variant.slug());
     let files = RunFiles {
         checkpoint_dir: Some(dir.join("checkpoint")),
         log_path: Some(dir.join("log.jsonl")),
@@ -105,7 +169,7 @@ pub fn run_variant<B: Backend>(
         seed,
         steps: training.steps,
         resumes_at,
-        dir: &dir,
+        dir,
     });
     let start = Instant::now();
     // The progress callback and the curve probe both report to the host.
@@ -196,25 +260,28 @@ pub fn run_variant<B: Backend>(
         logged_steps: outcome.history.len(),
         steps: training.steps,
     });
-    let losses = outcome
-        .history
-        .iter()
-        .map(|r| (r.step as f64, r.terms.task))
-        .collect();
-    let model: CgtModel<B> = outcome.model.valid();
-    let mut result = VariantResult {
-        variant,
-        seed,
-        losses,
-        train_seconds: training_seconds(&outcome.history),
-        wall_seconds: 0.0,
-        resumed_at: outcome.resumed_at,
-        icl: None,
-        regression: None,
-        text_loss: None,
-        fold_error: None,
+    Ok(Trained {
+        outcome,
         curve,
-    };
+        final_evaluation,
+        start,
+    })
+}
+
+/// Evaluates the trained `model` on the held-out stream of its preset into `result`: the
+/// in-context accuracy (reusing the probe's `final_evaluation` when there is one) with its `y · y`
+/// map, the regression errors, or the text cross-entropy; a guided model's context is folded into
+/// a specialised model exported to `dir`.
+fn evaluate_variant<B: Backend>(
+    job: &VariantJob<'_>,
+    model: &CgtModel<B>,
+    final_evaluation: Option<IclEvaluation>,
+    dir: &Path,
+    device: &B::Device,
+    result: &mut VariantResult,
+) -> Result<(), CgtRunError> {
+    let (preset, variant) = (job.preset, job.variant);
+    let label = format!("{} seed {}", variant.slug(), job.seed);
     let evaluating = || CgtRunError::cgt(format!("evaluating {label}"));
     match &preset.data {
         DataPreset::Arithmetic(data) => {
@@ -222,7 +289,7 @@ pub fn run_variant<B: Backend>(
             let evaluation = match final_evaluation {
                 Some(evaluation) => evaluation,
                 None => {
-                    evaluate_icl(&model, &eval, preset.eval_batches, device).map_err(evaluating())?
+                    evaluate_icl(model, &eval, preset.eval_batches, device).map_err(evaluating())?
                 }
             };
             if let (Some(map), Some(plots)) = (&evaluation.dot_products, job.heat_map_dir) {
@@ -239,7 +306,7 @@ pub fn run_variant<B: Backend>(
                 };
                 let (batch, sequences) = single.annotated_batch(0);
                 let start = sequences[0].tasks[0].examples[eval.n_examples - 2].start;
-                result.fold_error = Some(export_specialised(&model, &batch, start, &dir, device)?);
+                result.fold_error = Some(export_specialised(model, &batch, start, dir, device)?);
             }
             result.icl = Some(evaluation);
         }
@@ -247,7 +314,7 @@ pub fn run_variant<B: Backend>(
             let eval = regression_eval_data(data, job.eval_stream);
             let freeze = freeze_points(data.n_pairs);
             result.regression = Some(
-                evaluate_regression(&model, &eval, preset.eval_batches, &freeze, device)
+                evaluate_regression(model, &eval, preset.eval_batches, &freeze, device)
                     .map_err(evaluating())?,
             );
             if model.is_guided() {
@@ -258,7 +325,7 @@ pub fn run_variant<B: Backend>(
                 let (batch, _) = single.annotated_batch(0);
                 // Frozen after half of the pairs: the prompt ends with y at position n_pairs - 1.
                 let start = 2 * (data.n_pairs / 2);
-                result.fold_error = Some(export_specialised(&model, &batch, start, &dir, device)?);
+                result.fold_error = Some(export_specialised(model, &batch, start, dir, device)?);
             }
         }
         DataPreset::TextMixture { .. } => {
@@ -273,8 +340,8 @@ pub fn run_variant<B: Backend>(
                     .source
                     .batch(job.eval_stream.text_first_batch() + step as u64);
                 let mut rng = tint_cgt::data::step_rng(TEXT_EVAL_RNG_STREAM, step as u64);
-                let (_, terms) = joint_loss(&model, &batch, &objective, &mut rng, device)
-                    .map_err(evaluating())?;
+                let (_, terms) =
+                    joint_loss(model, &batch, &objective, &mut rng, device).map_err(evaluating())?;
                 total += terms.task;
                 aux_total += terms.aux.unwrap_or(f64::NAN);
             }
@@ -282,16 +349,7 @@ pub fn run_variant<B: Backend>(
             result.text_loss = Some((total / n, model.is_guided().then_some(aux_total / n)));
         }
     }
-    result.wall_seconds = start.elapsed().as_secs_f64();
-    RunEvaluation::of(
-        &preset.name,
-        training.steps,
-        B::name(device),
-        job.eval_stream,
-        &result,
-    )
-    .write(&dir.join(job.eval_stream.evaluation_file()))?;
-    Ok(result)
+    Ok(())
 }
 
 /// Folds `y` of a one-sequence batch, frozen at position `start - 1` (the end of its prompt), into a
