@@ -155,6 +155,63 @@ pub fn run_icl_cell(
     settings: &IclSettings,
     progress: &mut dyn FnMut(IclProgress),
 ) -> Result<CellResult, EvalError> {
+    let (seeds, demos_in_context) = cell_plan(method, encoder, data, settings)?;
+    let key = cell_key(data.task, method, settings);
+    let mut counter = QueryCounter {
+        done: 0,
+        total: seeds.len() * data.test.len(),
+        progress,
+    };
+    let runs = seeds
+        .iter()
+        .map(|&seed| {
+            run_seed(
+                method,
+                encoder,
+                data,
+                settings,
+                seed,
+                demos_in_context,
+                &mut counter,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let plain: Vec<f64> = runs.iter().map(|r| r.accuracy).collect();
+    let calibrated: Vec<f64> = runs.iter().map(|r| r.accuracy_calibrated).collect();
+    let (accuracy_mean, accuracy_std) = mean_std(&plain);
+    let (calibrated_mean, calibrated_std) = mean_std(&calibrated);
+    Ok(CellResult {
+        key,
+        settings: CellSettings {
+            seeds,
+            balanced: settings.balanced,
+            demos_in_context,
+            n_test: data.test.len(),
+            max_input_tokens: encoder.max_input_tokens(),
+            method_settings: settings.method_settings.clone(),
+            calibration: if settings.prior.is_some() {
+                "prompt".into()
+            } else {
+                "demos".into()
+            },
+        },
+        runs,
+        accuracy_mean,
+        accuracy_std,
+        calibrated_mean,
+        calibrated_std,
+        inputs_sha256: cell_inputs_sha256(data, encoder, settings),
+    })
+}
+
+/// Checks a cell's settings against its method, template and data, and returns its seeds (one,
+/// 0, for zero-shot) and whether the demonstrations go into each query's context.
+fn cell_plan(
+    method: &dyn IclMethod,
+    encoder: &PromptEncoder<'_>,
+    data: &TaskData,
+    settings: &IclSettings,
+) -> Result<(Vec<u64>, bool), EvalError> {
     let n_classes = encoder.template().n_classes();
     if n_classes != data.task.n_classes() {
         return Err(EvalError::InvalidSetting {
@@ -190,141 +247,136 @@ pub fn run_icl_cell(
     let demos_in_context = settings
         .demos_in_context
         .unwrap_or(!trains || settings.format == DemoFormat::Multi);
-    let key = cell_key(data.task, method, settings);
+    Ok((seeds, demos_in_context))
+}
+
+/// The queries of a cell classified so far, of how many, and where progress goes.
+struct QueryCounter<'p> {
+    done: usize,
+    total: usize,
+    progress: &'p mut dyn FnMut(IclProgress),
+}
+
+/// One seed of a cell: draw its demonstrations, adapt the method to them (or, zero-shot, to each
+/// query's own context), score the calibration prompt and every query.
+fn run_seed(
+    method: &mut dyn IclMethod,
+    encoder: &PromptEncoder<'_>,
+    data: &TaskData,
+    settings: &IclSettings,
+    seed: u64,
+    demos_in_context: bool,
+    counter: &mut QueryCounter<'_>,
+) -> Result<SeedRun, EvalError> {
+    let trains = method.trains();
+    let n_classes = encoder.template().n_classes();
     let labels = encoder.label_ids().to_vec();
-    let total = seeds.len() * data.test.len();
-    let mut done = 0;
-    let mut runs = Vec::with_capacity(seeds.len());
-    for &seed in &seeds {
-        let seed_start = std::time::Instant::now();
-        method.begin_seed(seed);
-        let demos = if settings.k > 0 {
-            sample_demonstrations(&data.train, settings.k, n_classes, settings.balanced, seed)?
-                .iter()
-                .map(|d| encoder.demo(d))
-                .collect::<Result<Vec<_>, _>>()?
+    let seed_start = std::time::Instant::now();
+    method.begin_seed(seed);
+    let demos = if settings.k > 0 {
+        sample_demonstrations(&data.train, settings.k, n_classes, settings.balanced, seed)?
+            .iter()
+            .map(|d| encoder.demo(d))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
+    let per_query_training = trains && settings.k == 0;
+    let mut demos_used = demos.len();
+    // The training losses of the last `adapt`, checked unless non-finite values are allowed.
+    let check_training = |method: &mut dyn IclMethod, place: &dyn Fn() -> String| {
+        if settings.allow_non_finite {
+            return Ok(());
+        }
+        let losses = method.train_losses();
+        check_finite(method, &losses, "training loss", place, None)
+    };
+    if trains && settings.k > 0 {
+        let (train, kept) = encoder.training(&demos, settings.format, settings.loss);
+        demos_used = kept;
+        method.adapt(&train)?;
+        check_training(method, &|| {
+            format!("the training on the demonstrations of seed {seed}")
+        })?;
+    } else {
+        method.adapt(&TrainingSequences::default())?;
+    }
+    let context_for = |query: &[u32]| -> InContext {
+        if demos_in_context {
+            encoder.in_context(&demos, query, settings.loss)
         } else {
-            Vec::new()
+            encoder.in_context(&[], query, settings.loss)
+        }
+    };
+    let score = |method: &mut dyn IclMethod, ctx: &InContext, place: &dyn Fn() -> String| {
+        let request = ScoreRequest {
+            context: &ctx.ids,
+            demo_len: ctx.demo_len,
+            demo_targets: &ctx.demo_targets,
+            candidates: &labels,
         };
-        let per_query_training = trains && settings.k == 0;
-        let mut demos_used = demos.len();
-        // The training losses of the last `adapt`, checked unless non-finite values are allowed.
-        let check_training = |method: &mut dyn IclMethod, place: &dyn Fn() -> String| {
-            if settings.allow_non_finite {
-                return Ok(());
-            }
-            let losses = method.train_losses();
-            check_finite(method, &losses, "training loss", place, None)
-        };
-        if trains && settings.k > 0 {
-            let (train, kept) = encoder.training(&demos, settings.format, settings.loss);
-            demos_used = kept;
-            method.adapt(&train)?;
+        let scores = method.score(&request)?;
+        if !settings.allow_non_finite {
+            check_finite(method, &scores, "label-word score", place, Some(&request))?;
+        }
+        Ok::<_, EvalError>(scores)
+    };
+    let calibration = || format!("the calibration prompt of seed {seed}");
+    let mut prior = settings.prior.clone().unwrap_or_default();
+    if !per_query_training && settings.prior.is_none() {
+        prior = score(
+            method,
+            &context_for(encoder.calibration_ids()),
+            &calibration,
+        )?;
+    }
+    let mut predictions = Vec::with_capacity(data.test.len());
+    for (index, example) in data.test.iter().enumerate() {
+        let query = encoder.query_ids(&example.text)?;
+        let place = || format!("example {index} of the evaluation set (seed {seed})");
+        if per_query_training {
+            method.adapt(&encoder.query_training(&query))?;
             check_training(method, &|| {
-                format!("the training on the demonstrations of seed {seed}")
+                format!("the training on example {index} (zero-shot)")
             })?;
-        } else {
-            method.adapt(&TrainingSequences::default())?;
+            if settings.prior.is_none() {
+                prior = score(
+                    method,
+                    &context_for(encoder.calibration_ids()),
+                    &calibration,
+                )?;
+            }
         }
-        let context_for = |query: &[u32]| -> InContext {
-            if demos_in_context {
-                encoder.in_context(&demos, query, settings.loss)
-            } else {
-                encoder.in_context(&[], query, settings.loss)
-            }
-        };
-        let score = |method: &mut dyn IclMethod, ctx: &InContext, place: &dyn Fn() -> String| {
-            let request = ScoreRequest {
-                context: &ctx.ids,
-                demo_len: ctx.demo_len,
-                demo_targets: &ctx.demo_targets,
-                candidates: &labels,
-            };
-            let scores = method.score(&request)?;
-            if !settings.allow_non_finite {
-                check_finite(method, &scores, "label-word score", place, Some(&request))?;
-            }
-            Ok::<_, EvalError>(scores)
-        };
-        let calibration = || format!("the calibration prompt of seed {seed}");
-        let mut prior = settings.prior.clone().unwrap_or_default();
-        if !per_query_training && settings.prior.is_none() {
-            prior = score(
-                method,
-                &context_for(encoder.calibration_ids()),
-                &calibration,
-            )?;
+        let context = context_for(&query);
+        if demos_in_context {
+            demos_used = demos_used.min(context.kept);
         }
-        let mut predictions = Vec::with_capacity(data.test.len());
-        for (index, example) in data.test.iter().enumerate() {
-            let query = encoder.query_ids(&example.text)?;
-            let place = || format!("example {index} of the evaluation set (seed {seed})");
-            if per_query_training {
-                method.adapt(&encoder.query_training(&query))?;
-                check_training(method, &|| {
-                    format!("the training on example {index} (zero-shot)")
-                })?;
-                if settings.prior.is_none() {
-                    prior = score(
-                        method,
-                        &context_for(encoder.calibration_ids()),
-                        &calibration,
-                    )?;
-                }
-            }
-            let context = context_for(&query);
-            if demos_in_context {
-                demos_used = demos_used.min(context.kept);
-            }
-            let scores = score(method, &context, &place)?;
-            predictions.push(Prediction {
-                index,
-                label: example.label,
-                predicted: predict(&scores).unwrap_or(0),
-                predicted_calibrated: predict_calibrated(&scores, &prior).unwrap_or(0),
-                scores,
-                prior: prior.clone(),
-            });
-            done += 1;
-            progress(IclProgress { done, total, seed });
-        }
-        let gold: Vec<usize> = predictions.iter().map(|p| p.label).collect();
-        let plain: Vec<usize> = predictions.iter().map(|p| p.predicted).collect();
-        let calibrated: Vec<usize> = predictions.iter().map(|p| p.predicted_calibrated).collect();
-        runs.push(SeedRun {
+        let scores = score(method, &context, &place)?;
+        predictions.push(Prediction {
+            index,
+            label: example.label,
+            predicted: predict(&scores).unwrap_or(0),
+            predicted_calibrated: predict_calibrated(&scores, &prior).unwrap_or(0),
+            scores,
+            prior: prior.clone(),
+        });
+        counter.done += 1;
+        (counter.progress)(IclProgress {
+            done: counter.done,
+            total: counter.total,
             seed,
-            demos_used,
-            accuracy: accuracy(&plain, &gold),
-            accuracy_calibrated: accuracy(&calibrated, &gold),
-            train_losses: method.train_losses(),
-            predictions,
-            seconds: seed_start.elapsed().as_secs_f64(),
         });
     }
-    let plain: Vec<f64> = runs.iter().map(|r| r.accuracy).collect();
-    let calibrated: Vec<f64> = runs.iter().map(|r| r.accuracy_calibrated).collect();
-    let (accuracy_mean, accuracy_std) = mean_std(&plain);
-    let (calibrated_mean, calibrated_std) = mean_std(&calibrated);
-    Ok(CellResult {
-        key,
-        settings: CellSettings {
-            seeds,
-            balanced: settings.balanced,
-            demos_in_context,
-            n_test: data.test.len(),
-            max_input_tokens: encoder.max_input_tokens(),
-            method_settings: settings.method_settings.clone(),
-            calibration: if settings.prior.is_some() {
-                "prompt".into()
-            } else {
-                "demos".into()
-            },
-        },
-        runs,
-        accuracy_mean,
-        accuracy_std,
-        calibrated_mean,
-        calibrated_std,
-        inputs_sha256: cell_inputs_sha256(data, encoder, settings),
+    let gold: Vec<usize> = predictions.iter().map(|p| p.label).collect();
+    let plain: Vec<usize> = predictions.iter().map(|p| p.predicted).collect();
+    let calibrated: Vec<usize> = predictions.iter().map(|p| p.predicted_calibrated).collect();
+    Ok(SeedRun {
+        seed,
+        demos_used,
+        accuracy: accuracy(&plain, &gold),
+        accuracy_calibrated: accuracy(&calibrated, &gold),
+        train_losses: method.train_losses(),
+        predictions,
+        seconds: seed_start.elapsed().as_secs_f64(),
     })
 }
