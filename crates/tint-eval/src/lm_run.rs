@@ -14,7 +14,7 @@ use tint_sim::TintConfig;
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
 use crate::lm_grid::{build_lm_method, RowPlan};
-use crate::lm_rows::{pending_rows, StepSource};
+use crate::lm_rows::{pending_rows, PendingRow, StepSource};
 use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
 use crate::lm_tune::tune_lm;
@@ -330,135 +330,24 @@ pub fn run_lm<AB: AutodiffBackend>(
         free_per_fraction: free_rows * split.eval.len(),
     };
     let eval_units = eval_work.counted(rows.len() * args.train_fraction.len() * split.eval.len());
-    // Grid extensions add tuning units as they happen.
-    let extra_units = std::cell::Cell::new(0usize);
-    let total = || tune_units + eval_units + extra_units.get();
-    let mut tuning: Vec<TuneRecord> = Vec::new();
-    let mut plans: Vec<RowPlan> = Vec::new();
-    let tune_tokens = split.tune_tokens();
-    let tune_split = format!("documents {}", tune_docs.join(", "));
-    let mut done = 0;
-    // Rows that share another row's choice go last, once it is known.
-    let (shared_rows, own_rows): (Vec<_>, Vec<_>) = rows
-        .into_iter()
-        .partition(|r| matches!(r.step, StepSource::Shared(_)));
-    let mut shared_plans = Vec::new();
-    for row in own_rows.into_iter().chain(shared_rows) {
-        let spec = row.spec;
-        // The step of each tuning fraction (`None`: the row's own step, nothing tuned).
-        let mut chosen: Vec<(f64, f64)> = Vec::new();
-        let mut tuned_parameter = "eta";
-        let shared = matches!(row.step, StepSource::Shared(_));
-        match row.step {
-            StepSource::None => {}
-            StepSource::Shared(from) => {
-                for &tf in &tune_fractions {
-                    let source = tuning
-                        .iter()
-                        .find(|t| t.method == from && tuned_at(t, tf, args.tune_per_fraction))
-                        .ok_or_else(|| EvalError::InvalidSetting {
-                            name: "--tune-tint-via-ref",
-                            value: format!("{} from {from}", spec.label),
-                            rule: "the row whose step is shared must run".into(),
-                        })?;
-                    let mut record = source.clone();
-                    record.method = spec.label.clone();
-                    record.source = format!(
-                        "the choice of `{from}` (same update; the executions are tested equal), \
-                         which was tuned on {}",
-                        source.source
-                    );
-                    chosen.push((tf, record.choice));
-                    tuning.push(record);
-                }
-            }
-            StepSource::Given(record) => tuning.push(record),
-            StepSource::Tune { parameter, grid } => {
-                for &tf in &tune_fractions {
-                    let reused = stored_tuning.iter().find(|t| {
-                        t.tuned
-                            && t.method == spec.label
-                            && t.parameter == parameter
-                            && t.given_grid() == grid
-                            && tuned_at(t, tf, args.tune_per_fraction)
-                    });
-                    // A record whose numbers do not say its choice is tuned again.
-                    let reused = reused.filter(|t| match t.check() {
-                        Ok(()) => true,
-                        Err(why) => {
-                            on_event(RunEvent::Note(format!(
-                                "{} f={tf}: stored tuning fails its check ({why}); tuned again",
-                                spec.label
-                            )));
-                            false
-                        }
-                    });
-                    let record = match reused {
-                        Some(r) => {
-                            done += grid.len() * tune_tokens.len();
-                            on_event(RunEvent::Note(format!(
-                                "{} f={tf}: stored tuning reused",
-                                spec.label
-                            )));
-                            r.clone()
-                        }
-                        None => {
-                            let before = done;
-                            let planned = grid.len() * tune_tokens.len();
-                            let extra_before = extra_units.get();
-                            let record = tune_lm(
-                                &spec.label,
-                                parameter,
-                                &grid,
-                                args.tune_extend,
-                                &tune_tokens,
-                                tf,
-                                &tune_split,
-                                &mut |value| {
-                                    let mut s = spec.clone();
-                                    if parameter == "lr" {
-                                        s.lr = Some(value);
-                                    } else {
-                                        s.eta = value;
-                                    }
-                                    build_lm_method(&s, &model, &inference, &tint_config, None)
-                                },
-                                &mut |d, t, message| {
-                                    done = before + d;
-                                    extra_units.set(extra_before + t.saturating_sub(planned));
-                                    on_event(RunEvent::Progress {
-                                        done,
-                                        total: total(),
-                                        message,
-                                    });
-                                },
-                            )
-                            .map_err(non_finite_hint(TUNING_HINT))?;
-                            on_event(RunEvent::Note(record.summary()));
-                            record
-                        }
-                    };
-                    chosen.push((tf, record.choice));
-                    tuning.push(record);
-                    write_partial(Vec::new(), &tuning)?;
-                }
-                tuned_parameter = parameter;
-            }
-        }
-        let plan = RowPlan::new(
-            spec,
-            &args.train_fraction,
-            &chosen,
-            tuned_parameter,
-            args.block_size,
-        );
-        if shared {
-            shared_plans.push(plan);
-        } else {
-            plans.push(plan);
-        }
-    }
-    plans.extend(shared_plans);
+    let mut chooser = StepChooser {
+        args,
+        model: &model,
+        inference: &inference,
+        tint_config: &tint_config,
+        tune_fractions: &tune_fractions,
+        tune_tokens: &split.tune_tokens(),
+        tune_split: &format!("documents {}", tune_docs.join(", ")),
+        stored_tuning: &stored_tuning,
+        write_partial: &write_partial,
+        on_event: &mut *on_event,
+        fixed_units: tune_units + eval_units,
+        done: 0,
+        extra_units: 0,
+        tuning: Vec::new(),
+    };
+    let mut plans = chooser.plan_rows(rows)?;
+    let (done, extra_units, tuning) = (chooser.done, chooser.extra_units, chooser.tuning);
     // Report order: the order of the methods in the settings.
     plans.sort_by_key(|p| args.methods.iter().position(|m| *m == p.method()));
     let report_order: Vec<String> = plans.iter().map(|p| p.label().to_string()).collect();
@@ -480,7 +369,8 @@ pub fn run_lm<AB: AutodiffBackend>(
         .iter()
         .map(|p| p.build(&model, &inference, &tint_config, first_pass.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
-    let total = total();
+    // Grid extensions added tuning units as they happened.
+    let total = tune_units + eval_units + extra_units;
     let mut finished: Vec<MethodResult> = Vec::new();
     let mut checkpoint_error = None;
     let tune_done = done;
@@ -549,6 +439,166 @@ pub fn run_lm<AB: AutodiffBackend>(
     let title = format!("{} on {}", args.model.identity(), file_label(&text_path));
     let written = write_lm_outputs(&report, &args.out, &title, on_event)?;
     Ok(LmOutcome { report, written })
+}
+
+/// What choosing the rows' step sizes reads and counts: the run's settings, the models, the
+/// tuning blocks and fractions, the stored tunings of a resumed run, where progress and partial
+/// reports go, and the progress units done (and added by grid extensions).
+struct StepChooser<'a, 'e, AB: AutodiffBackend> {
+    args: &'a LmRunSettings,
+    model: &'a AuxModel<AB>,
+    inference: &'a AuxModel<AB::InnerBackend>,
+    tint_config: &'a TintConfig,
+    /// Step sizes are tuned at one fraction, or at every evaluated one (`--tune-per-fraction`).
+    tune_fractions: &'a [f64],
+    tune_tokens: &'a [Vec<u32>],
+    /// The tuning blocks' documents, as the records name them.
+    tune_split: &'a str,
+    /// The tunings of the report a resumed run reads.
+    stored_tuning: &'a [TuneRecord],
+    write_partial: &'a dyn Fn(Vec<MethodResult>, &[TuneRecord]) -> Result<(), EvalError>,
+    on_event: OnEvent<'e>,
+    /// Progress units planned at the start (tuning, then evaluation).
+    fixed_units: usize,
+    /// Units done so far.
+    done: usize,
+    /// Tuning units added by grid extensions.
+    extra_units: usize,
+    /// The records of every step given, shared or tuned, in the order chosen.
+    tuning: Vec<TuneRecord>,
+}
+
+impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
+    /// The rows' plans: each row's step given, shared from another row's choice, reused from a
+    /// resumed report's tuning, or tuned on the tuning blocks at each tuning fraction (a partial
+    /// report written after each). Rows that share another row's choice go last, once it is known.
+    fn plan_rows(&mut self, rows: Vec<PendingRow>) -> Result<Vec<RowPlan>, EvalError> {
+        let (shared_rows, own_rows): (Vec<_>, Vec<_>) = rows
+            .into_iter()
+            .partition(|r| matches!(r.step, StepSource::Shared(_)));
+        own_rows
+            .into_iter()
+            .chain(shared_rows)
+            .map(|row| self.plan_row(row))
+            .collect()
+    }
+
+    /// One row's plan (its step at each tuning fraction).
+    fn plan_row(&mut self, row: PendingRow) -> Result<RowPlan, EvalError> {
+        let spec = row.spec;
+        // The step of each tuning fraction (`None`: the row's own step, nothing tuned).
+        let mut chosen: Vec<(f64, f64)> = Vec::new();
+        let mut tuned_parameter = "eta";
+        match row.step {
+            StepSource::None => {}
+            StepSource::Shared(from) => {
+                for &tf in self.tune_fractions {
+                    let source = self
+                        .tuning
+                        .iter()
+                        .find(|t| t.method == from && tuned_at(t, tf, self.args.tune_per_fraction))
+                        .ok_or_else(|| EvalError::InvalidSetting {
+                            name: "--tune-tint-via-ref",
+                            value: format!("{} from {from}", spec.label),
+                            rule: "the row whose step is shared must run".into(),
+                        })?;
+                    let mut record = source.clone();
+                    record.method = spec.label.clone();
+                    record.source = format!(
+                        "the choice of `{from}` (same update; the executions are tested equal), \
+                         which was tuned on {}",
+                        source.source
+                    );
+                    chosen.push((tf, record.choice));
+                    self.tuning.push(record);
+                }
+            }
+            StepSource::Given(record) => self.tuning.push(record),
+            StepSource::Tune { parameter, grid } => {
+                for &tf in self.tune_fractions {
+                    let reused = self.stored_tuning.iter().find(|t| {
+                        t.tuned
+                            && t.method == spec.label
+                            && t.parameter == parameter
+                            && t.given_grid() == grid
+                            && tuned_at(t, tf, self.args.tune_per_fraction)
+                    });
+                    // A record whose numbers do not say its choice is tuned again.
+                    let reused = reused.filter(|t| match t.check() {
+                        Ok(()) => true,
+                        Err(why) => {
+                            (self.on_event)(RunEvent::Note(format!(
+                                "{} f={tf}: stored tuning fails its check ({why}); tuned again",
+                                spec.label
+                            )));
+                            false
+                        }
+                    });
+                    let record = match reused {
+                        Some(r) => {
+                            self.done += grid.len() * self.tune_tokens.len();
+                            (self.on_event)(RunEvent::Note(format!(
+                                "{} f={tf}: stored tuning reused",
+                                spec.label
+                            )));
+                            r.clone()
+                        }
+                        None => {
+                            let (model, inference, tint_config) =
+                                (self.model, self.inference, self.tint_config);
+                            let fixed_units = self.fixed_units;
+                            let (done, extra_units, on_event) =
+                                (&mut self.done, &mut self.extra_units, &mut self.on_event);
+                            let before = *done;
+                            let planned = grid.len() * self.tune_tokens.len();
+                            let extra_before = *extra_units;
+                            let record = tune_lm(
+                                &spec.label,
+                                parameter,
+                                &grid,
+                                self.args.tune_extend,
+                                self.tune_tokens,
+                                tf,
+                                self.tune_split,
+                                &mut |value| {
+                                    let mut s = spec.clone();
+                                    if parameter == "lr" {
+                                        s.lr = Some(value);
+                                    } else {
+                                        s.eta = value;
+                                    }
+                                    build_lm_method(&s, model, inference, tint_config, None)
+                                },
+                                &mut |d, t, message| {
+                                    *done = before + d;
+                                    *extra_units = extra_before + t.saturating_sub(planned);
+                                    on_event(RunEvent::Progress {
+                                        done: *done,
+                                        total: fixed_units + *extra_units,
+                                        message,
+                                    });
+                                },
+                            )
+                            .map_err(non_finite_hint(TUNING_HINT))?;
+                            on_event(RunEvent::Note(record.summary()));
+                            record
+                        }
+                    };
+                    chosen.push((tf, record.choice));
+                    self.tuning.push(record);
+                    (self.write_partial)(Vec::new(), &self.tuning)?;
+                }
+                tuned_parameter = parameter;
+            }
+        }
+        Ok(RowPlan::new(
+            spec,
+            &self.args.train_fraction,
+            &chosen,
+            tuned_parameter,
+            self.args.block_size,
+        ))
+    }
 }
 
 /// Writes the final report: the JSON, the markdown (tables and step sizes), and the perplexity and
