@@ -441,6 +441,10 @@ pub fn run_lm<AB: AutodiffBackend>(
     Ok(LmOutcome { report, written })
 }
 
+/// Writes the partial report of a run: the cells finished now (and the stored ones) and the
+/// tuning records so far.
+type WritePartial<'a> = dyn Fn(Vec<MethodResult>, &[TuneRecord]) -> Result<(), EvalError> + 'a;
+
 /// What choosing the rows' step sizes reads and counts: the run's settings, the models, the
 /// tuning blocks and fractions, the stored tunings of a resumed run, where progress and partial
 /// reports go, and the progress units done (and added by grid extensions).
@@ -456,7 +460,7 @@ struct StepChooser<'a, 'e, AB: AutodiffBackend> {
     tune_split: &'a str,
     /// The tunings of the report a resumed run reads.
     stored_tuning: &'a [TuneRecord],
-    write_partial: &'a dyn Fn(Vec<MethodResult>, &[TuneRecord]) -> Result<(), EvalError>,
+    write_partial: &'a WritePartial<'a>,
     on_event: OnEvent<'e>,
     /// Progress units planned at the start (tuning, then evaluation).
     fixed_units: usize,
