@@ -190,6 +190,267 @@ pub fn run_lm<AB: AutodiffBackend>(
     let tuning_needed = rows
         .iter()
         .any(|r| matches!(r.step, StepSource::Tune { .. }));
+    let Prepared {
+        text_path,
+        split,
+        tune_docs,
+        model,
+        inference,
+        tint_config,
+        config,
+        settings,
+        fingerprint,
+    } = prepare_run(args, env, tuning_needed, on_event)?;
+    let (stored_cells, stored_tuning) = stored_report(args, &fingerprint, on_event)?;
+    let write_partial = |results: Vec<MethodResult>, tuning: &[TuneRecord]| {
+        LmReport {
+            settings: serde_json::json!({
+                "eval": &config, "run": &settings, "partial": true, "fingerprint": &fingerprint,
+            }),
+            results: merge(results, &stored_cells),
+            paired: Vec::new(),
+            tuning: tuning.to_vec(),
+        }
+        .write_json(&args.out)
+    };
+
+    // Step sizes are tuned at one fraction, or at every evaluated one (`--tune-per-fraction`).
+    let tune_fractions: Vec<f64> = if args.tune_per_fraction {
+        args.train_fraction.clone()
+    } else {
+        vec![args.tune_fraction]
+    };
+    let (tune_units, eval_work, eval_units) =
+        progress_units(args, &rows, &split, tune_fractions.len());
+    let mut chooser = StepChooser {
+        args,
+        model: &model,
+        inference: &inference,
+        tint_config: &tint_config,
+        tune_fractions: &tune_fractions,
+        tune_tokens: &split.tune_tokens(),
+        tune_split: &format!("documents {}", tune_docs.join(", ")),
+        stored_tuning: &stored_tuning,
+        write_partial: &write_partial,
+        on_event: &mut *on_event,
+        fixed_units: tune_units + eval_units,
+        done: 0,
+        extra_units: 0,
+        tuning: Vec::new(),
+    };
+    let mut plans = chooser.plan_rows(rows)?;
+    let (done, extra_units, tuning) = (chooser.done, chooser.extra_units, chooser.tuning);
+    // Report order: the order of the methods in the settings.
+    plans.sort_by_key(|p| args.methods.iter().position(|m| *m == p.method()));
+    let report_order: Vec<String> = plans.iter().map(|p| p.label().to_string()).collect();
+    let first_pass = if args.vanilla_from_ref {
+        if !args.methods.contains(&Method::Tint(TintMethod::Reference)) {
+            return Err(EvalError::InvalidSetting {
+                name: "--vanilla-from-ref",
+                value: format!("methods {}", list_methods(&args.methods)),
+                rule: "vanilla reads tint-ref's first pass: add tint-ref to --methods".into(),
+            });
+        }
+        // `tint-ref` runs first on every block, so `vanilla` finds each block's first pass.
+        plans.sort_by_key(|p| p.method() == Method::Vanilla);
+        Some(UnadaptedNlls::default())
+    } else {
+        None
+    };
+    let mut methods = plans
+        .iter()
+        .map(|p| p.build(&model, &inference, &tint_config, first_pass.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Grid extensions added tuning units as they happened.
+    let total = tune_units + eval_units + extra_units;
+    let mut finished: Vec<MethodResult> = Vec::new();
+    let mut checkpoint_error = None;
+    let tune_done = done;
+    let mut report = run_lm_eval(
+        &split.eval_tokens(),
+        &config,
+        &mut methods,
+        settings.clone(),
+        &stored_cells,
+        &mut |p| {
+            on_event(RunEvent::Progress {
+                done: tune_done + eval_work.counted(p.done),
+                total,
+                message: p.message,
+            });
+            if let Some(cell) = p.cell {
+                finished.push(cell);
+                if let Err(e) = write_partial(finished.clone(), &tuning) {
+                    checkpoint_error.get_or_insert(e);
+                }
+            }
+        },
+    )
+    .map_err(non_finite_hint(RECORD_HINT))?;
+    note_non_finite_cells(&report, on_event);
+    if let Some(e) = checkpoint_error {
+        return Err(e.context("writing the partial report"));
+    }
+    finish_report(
+        &mut report,
+        args,
+        &stored_cells,
+        &report_order,
+        tuning,
+        &fingerprint,
+        &config,
+    );
+    let title = format!("{} on {}", args.model.identity(), file_label(&text_path));
+    let written = write_lm_outputs(&report, &args.out, &title, on_event)?;
+    Ok(LmOutcome { report, written })
+}
+
+/// The progress units of a run, for its ETA: the tuning blocks of every tuned row at each tuning
+/// fraction (`n_tune_fractions`), the counting of evaluated blocks, and their number.
+fn progress_units(
+    args: &LmRunSettings,
+    rows: &[PendingRow],
+    split: &LmSplit,
+    n_tune_fractions: usize,
+) -> (usize, EvalUnits, usize) {
+    // Units for the ETA: tuning blocks, then evaluated blocks.
+    let tune_units: usize = rows
+        .iter()
+        .map(|r| match &r.step {
+            StepSource::Tune { grid, .. } => grid.len() * split.tune.len() * n_tune_fractions,
+            _ => 0,
+        })
+        .sum();
+    // With `--vanilla-from-ref`, `vanilla` reads a cache (it runs after `tint-ref` in every
+    // fraction): its blocks are left out of the units, so the ETA counts steps only.
+    let free_rows = if args.vanilla_from_ref {
+        rows.iter()
+            .filter(|r| r.spec.method == Method::Vanilla)
+            .count()
+    } else {
+        0
+    };
+    let eval_work = EvalUnits {
+        per_fraction: rows.len() * split.eval.len(),
+        free_per_fraction: free_rows * split.eval.len(),
+    };
+    let eval_units = eval_work.counted(rows.len() * args.train_fraction.len() * split.eval.len());
+    (tune_units, eval_work, eval_units)
+}
+
+/// The cells and tuning records of the report a resumed run (`--resume`) continues: only those of
+/// a report with this run's fingerprint ([`previous_report`]); none without `--resume`.
+fn stored_report(
+    args: &LmRunSettings,
+    fingerprint: &Fingerprint,
+    on_event: OnEvent<'_>,
+) -> Result<(Vec<MethodResult>, Vec<TuneRecord>), EvalError> {
+    let stored = if args.resume {
+        previous_report(&args.out, fingerprint)?
+    } else {
+        None
+    };
+    let stored_cells = stored
+        .as_ref()
+        .map(|r| r.results.clone())
+        .unwrap_or_default();
+    let stored_tuning = stored
+        .as_ref()
+        .map(|r| r.tuning.clone())
+        .unwrap_or_default();
+    if !stored_cells.is_empty() {
+        on_event(RunEvent::Note(format!(
+            "resuming: {} stored cells in {}",
+            stored_cells.len(),
+            args.out.display()
+        )));
+    }
+    Ok((stored_cells, stored_tuning))
+}
+
+/// Notes each cell with a non-finite perplexity (recorded with `--allow-non-finite`) and how many
+/// of its blocks are non-finite.
+fn note_non_finite_cells(report: &LmReport, on_event: OnEvent<'_>) {
+    for cell in report
+        .results
+        .iter()
+        .filter(|c| !c.perplexity.value.is_finite())
+    {
+        let bad = cell
+            .blocks
+            .iter()
+            .filter(|b| !b.sum_nll.is_finite())
+            .count();
+        on_event(RunEvent::Note(format!(
+            "{} f={}: {bad} block(s) with a non-finite NLL recorded (--allow-non-finite)",
+            cell.method, cell.train_fraction
+        )));
+    }
+}
+
+/// The final report from the evaluated cells: the stored cells of a resumed run merged in, the
+/// report order restored (`--vanilla-from-ref` ran `vanilla` last), the tuning records, the
+/// fingerprint and the paired differences.
+fn finish_report(
+    report: &mut LmReport,
+    args: &LmRunSettings,
+    stored_cells: &[MethodResult],
+    report_order: &[String],
+    tuning: Vec<TuneRecord>,
+    fingerprint: &Fingerprint,
+    config: &LmEvalConfig,
+) {
+    let report_results = std::mem::take(&mut report.results);
+    report.results = merge(report_results, stored_cells);
+    if args.vanilla_from_ref {
+        // Back to the report order: by train fraction, then by row as in the settings.
+        let fraction_position = |f: f64| {
+            args.train_fraction
+                .iter()
+                .position(|&g| (g - f).abs() < 1e-12)
+        };
+        report.results.sort_by_key(|c| {
+            (
+                fraction_position(c.train_fraction),
+                report_order.iter().position(|label| *label == c.method),
+            )
+        });
+    }
+    report.tuning = tuning;
+    report.settings["fingerprint"] =
+        serde_json::to_value(fingerprint).expect("a fingerprint always serialises");
+    report.compute_paired(&tint_lab::paired::PairedSettings {
+        level: config.ci_level,
+        seed: config.seed,
+        ..Default::default()
+    });
+}
+
+/// What a language-modelling run reads before it evaluates anything: the text cut into tuning and
+/// evaluation blocks, the model (checked against the block size), the TinT configuration, the
+/// evaluation settings (the step's memory admitted) and the fingerprint a resumed report must match.
+struct Prepared<AB: AutodiffBackend> {
+    text_path: PathBuf,
+    split: LmSplit,
+    /// The documents the tuning blocks come from.
+    tune_docs: Vec<String>,
+    model: AuxModel<AB>,
+    inference: AuxModel<AB::InnerBackend>,
+    tint_config: TintConfig,
+    config: LmEvalConfig,
+    /// The run's settings as the report records them.
+    settings: serde_json::Value,
+    fingerprint: Fingerprint,
+}
+
+/// Reads the text (the SOTU asset unless `--text`) and the model, cuts the blocks (tuning blocks
+/// only when a row tunes), checks the block size and the step's memory, and says what was read.
+fn prepare_run<AB: AutodiffBackend>(
+    args: &LmRunSettings,
+    env: &RunEnv<'_, AB>,
+    tuning_needed: bool,
+    on_event: OnEvent<'_>,
+) -> Result<Prepared<AB>, EvalError> {
     let text_path = match &args.text {
         Some(path) => path.clone(),
         None => env.assets.asset(SOTU_ASSET)?,
@@ -270,175 +531,17 @@ pub fn run_lm<AB: AutodiffBackend>(
         sha256_documents(&raw_docs),
         env.code_version.clone(),
     );
-    let stored = if args.resume {
-        previous_report(&args.out, &fingerprint)?
-    } else {
-        None
-    };
-    let stored_cells = stored
-        .as_ref()
-        .map(|r| r.results.clone())
-        .unwrap_or_default();
-    let stored_tuning = stored
-        .as_ref()
-        .map(|r| r.tuning.clone())
-        .unwrap_or_default();
-    if !stored_cells.is_empty() {
-        on_event(RunEvent::Note(format!(
-            "resuming: {} stored cells in {}",
-            stored_cells.len(),
-            args.out.display()
-        )));
-    }
-    let write_partial = |results: Vec<MethodResult>, tuning: &[TuneRecord]| {
-        LmReport {
-            settings: serde_json::json!({
-                "eval": &config, "run": &settings, "partial": true, "fingerprint": &fingerprint,
-            }),
-            results: merge(results, &stored_cells),
-            paired: Vec::new(),
-            tuning: tuning.to_vec(),
-        }
-        .write_json(&args.out)
-    };
-
-    // Step sizes are tuned at one fraction, or at every evaluated one (`--tune-per-fraction`).
-    let tune_fractions: Vec<f64> = if args.tune_per_fraction {
-        args.train_fraction.clone()
-    } else {
-        vec![args.tune_fraction]
-    };
-    // Units for the ETA: tuning blocks, then evaluated blocks.
-    let tune_units: usize = rows
-        .iter()
-        .map(|r| match &r.step {
-            StepSource::Tune { grid, .. } => grid.len() * split.tune.len() * tune_fractions.len(),
-            _ => 0,
-        })
-        .sum();
-    // With `--vanilla-from-ref`, `vanilla` reads a cache (it runs after `tint-ref` in every
-    // fraction): its blocks are left out of the units, so the ETA counts steps only.
-    let free_rows = if args.vanilla_from_ref {
-        rows.iter()
-            .filter(|r| r.spec.method == Method::Vanilla)
-            .count()
-    } else {
-        0
-    };
-    let eval_work = EvalUnits {
-        per_fraction: rows.len() * split.eval.len(),
-        free_per_fraction: free_rows * split.eval.len(),
-    };
-    let eval_units = eval_work.counted(rows.len() * args.train_fraction.len() * split.eval.len());
-    let mut chooser = StepChooser {
-        args,
-        model: &model,
-        inference: &inference,
-        tint_config: &tint_config,
-        tune_fractions: &tune_fractions,
-        tune_tokens: &split.tune_tokens(),
-        tune_split: &format!("documents {}", tune_docs.join(", ")),
-        stored_tuning: &stored_tuning,
-        write_partial: &write_partial,
-        on_event: &mut *on_event,
-        fixed_units: tune_units + eval_units,
-        done: 0,
-        extra_units: 0,
-        tuning: Vec::new(),
-    };
-    let mut plans = chooser.plan_rows(rows)?;
-    let (done, extra_units, tuning) = (chooser.done, chooser.extra_units, chooser.tuning);
-    // Report order: the order of the methods in the settings.
-    plans.sort_by_key(|p| args.methods.iter().position(|m| *m == p.method()));
-    let report_order: Vec<String> = plans.iter().map(|p| p.label().to_string()).collect();
-    let first_pass = if args.vanilla_from_ref {
-        if !args.methods.contains(&Method::Tint(TintMethod::Reference)) {
-            return Err(EvalError::InvalidSetting {
-                name: "--vanilla-from-ref",
-                value: format!("methods {}", list_methods(&args.methods)),
-                rule: "vanilla reads tint-ref's first pass: add tint-ref to --methods".into(),
-            });
-        }
-        // `tint-ref` runs first on every block, so `vanilla` finds each block's first pass.
-        plans.sort_by_key(|p| p.method() == Method::Vanilla);
-        Some(UnadaptedNlls::default())
-    } else {
-        None
-    };
-    let mut methods = plans
-        .iter()
-        .map(|p| p.build(&model, &inference, &tint_config, first_pass.as_ref()))
-        .collect::<Result<Vec<_>, _>>()?;
-    // Grid extensions added tuning units as they happened.
-    let total = tune_units + eval_units + extra_units;
-    let mut finished: Vec<MethodResult> = Vec::new();
-    let mut checkpoint_error = None;
-    let tune_done = done;
-    let mut report = run_lm_eval(
-        &split.eval_tokens(),
-        &config,
-        &mut methods,
-        settings.clone(),
-        &stored_cells,
-        &mut |p| {
-            on_event(RunEvent::Progress {
-                done: tune_done + eval_work.counted(p.done),
-                total,
-                message: p.message,
-            });
-            if let Some(cell) = p.cell {
-                finished.push(cell);
-                if let Err(e) = write_partial(finished.clone(), &tuning) {
-                    checkpoint_error.get_or_insert(e);
-                }
-            }
-        },
-    )
-    .map_err(non_finite_hint(RECORD_HINT))?;
-    for cell in report
-        .results
-        .iter()
-        .filter(|c| !c.perplexity.value.is_finite())
-    {
-        let bad = cell
-            .blocks
-            .iter()
-            .filter(|b| !b.sum_nll.is_finite())
-            .count();
-        on_event(RunEvent::Note(format!(
-            "{} f={}: {bad} block(s) with a non-finite NLL recorded (--allow-non-finite)",
-            cell.method, cell.train_fraction
-        )));
-    }
-    if let Some(e) = checkpoint_error {
-        return Err(e.context("writing the partial report"));
-    }
-    report.results = merge(report.results, &stored_cells);
-    if args.vanilla_from_ref {
-        // Back to the report order: by train fraction, then by row as in the settings.
-        let fraction_position = |f: f64| {
-            args.train_fraction
-                .iter()
-                .position(|&g| (g - f).abs() < 1e-12)
-        };
-        report.results.sort_by_key(|c| {
-            (
-                fraction_position(c.train_fraction),
-                report_order.iter().position(|label| *label == c.method),
-            )
-        });
-    }
-    report.tuning = tuning;
-    report.settings["fingerprint"] =
-        serde_json::to_value(&fingerprint).expect("a fingerprint always serialises");
-    report.compute_paired(&tint_lab::paired::PairedSettings {
-        level: config.ci_level,
-        seed: config.seed,
-        ..Default::default()
-    });
-    let title = format!("{} on {}", args.model.identity(), file_label(&text_path));
-    let written = write_lm_outputs(&report, &args.out, &title, on_event)?;
-    Ok(LmOutcome { report, written })
+    Ok(Prepared {
+        text_path,
+        split,
+        tune_docs,
+        model,
+        inference,
+        tint_config,
+        config,
+        settings,
+        fingerprint,
+    })
 }
 
 /// Writes the partial report of a run: the cells finished now (and the stored ones) and the
