@@ -542,6 +542,118 @@ pub fn run_icl<AB: AutodiffBackend>(
     let models = Models::new(&model, &inference, &env.device, env.memory_limit);
 
     // Load every task first: the fingerprint covers their examples.
+    let loaded = load_tasks(&tasks, args, env)?;
+    let mut report = resumable_report(args, env, &loaded)?;
+    let stored_tuning = std::mem::take(&mut report.tuning);
+
+    let k_max = args.shots.iter().copied().max().unwrap_or(0);
+    // The demonstration seeds a step is tuned on: the first seed's draw, or each seed's.
+    let tune_seed_sets: Vec<Vec<u64>> = if args.tune_per_seed {
+        args.seeds.iter().map(|&s| vec![s]).collect()
+    } else {
+        vec![vec![args.seeds.first().copied().unwrap_or(0)]]
+    };
+    // The formats and losses each method trains in at the largest k (a probe built at its first
+    // step answers): each gets its own step (a summed loss over a full context wants a smaller
+    // step than over the label words alone); a cell without training uses the first's.
+    let mut spec_variants = Vec::with_capacity(specs.len());
+    let mut row_names: Vec<String> = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let probe = build_method(spec, probe_value(spec), args, &models)?.0;
+        row_names.push(probe.name());
+        spec_variants.push(variants(
+            probe.as_ref(),
+            k_max,
+            &formats,
+            &losses,
+            &mut |n| on_event(RunEvent::Note(n)),
+        ));
+    }
+    refuse_shared_row_names(&specs, &row_names)?;
+    let total = count_units(
+        args,
+        &loaded,
+        &specs,
+        &spec_variants,
+        k_max,
+        tune_seed_sets.len(),
+    );
+    let mut state = RunState {
+        report,
+        done: 0,
+        total,
+        on_event,
+    };
+    for (task, eval, dev) in &loaded {
+        let template = Template::for_task(*task);
+        let encoder = PromptEncoder::new(
+            &tokenizer,
+            &template,
+            args.max_input_tokens,
+            inference.max_positions(),
+        )?;
+        let prior = if args.calibration == "prompt" {
+            Some(
+                calibration_prior(
+                    &mut PlainIcl::new(&inference),
+                    &encoder,
+                    args.allow_non_finite,
+                )
+                .map_err(non_finite_hint(RECORD_HINT))?,
+            )
+        } else {
+            None
+        };
+        let run = TaskRun {
+            args,
+            models: &models,
+            task: *task,
+            eval,
+            dev,
+            encoder: &encoder,
+            prior,
+            k_max,
+            tune_seed_sets: &tune_seed_sets,
+            stored_tuning: &stored_tuning,
+        };
+        for (spec, trained_variants) in specs.iter().zip(&spec_variants) {
+            let label = format!("{} on {task}", spec.name());
+            if let Some(Step::Given(v)) = &spec.step {
+                let flag = if spec.parameter() == "lr" {
+                    "--lr"
+                } else {
+                    "--inner-lr"
+                };
+                state
+                    .report
+                    .tuning
+                    .push(TuneRecord::given(&label, spec.parameter(), *v, flag));
+            }
+            let steps = run.variant_steps(spec, &label, trained_variants, &mut state)?;
+            run.run_cells(spec, trained_variants, &steps, &mut state)?;
+        }
+    }
+    let mut report = state.report;
+    // Tuning records of methods not run this time are kept, as their cells are.
+    for t in stored_tuning {
+        if !report.tuning.iter().any(|r| r.method == t.method) {
+            report.tuning.push(t);
+        }
+    }
+    report.compute_paired(&PairedSettings::default());
+    write_outputs(&report, &args.out)?;
+    Ok(report)
+}
+
+/// A loaded task: its kind, its evaluation set and the dev set carved from its pool.
+type LoadedTask = (TaskKind, TaskData, TaskData);
+
+/// Loads every task of the run and carves its dev set.
+fn load_tasks<AB: AutodiffBackend>(
+    tasks: &[TaskKind],
+    args: &IclRunSettings,
+    env: &RunEnv<'_, AB>,
+) -> Result<Vec<LoadedTask>, EvalError> {
     let mut loaded = Vec::new();
     for (t, &task) in tasks.iter().enumerate() {
         let data = load_task(
@@ -556,6 +668,17 @@ pub fn run_icl<AB: AutodiffBackend>(
             .map_err(|e| e.context(format!("carving the dev set of {task}")))?;
         loaded.push((task, eval, dev));
     }
+    Ok(loaded)
+}
+
+/// The report this run writes: with `--resume`, the one at `--out` when its fingerprint (settings,
+/// checkpoint, the tasks' examples, code version) is this run's (else an error naming what
+/// differs); otherwise a new one. Its fingerprint is set.
+fn resumable_report<AB: AutodiffBackend>(
+    args: &IclRunSettings,
+    env: &RunEnv<'_, AB>,
+    loaded: &[LoadedTask],
+) -> Result<IclReport, EvalError> {
     let fingerprint = serde_json::json!({
         "settings": args.fingerprint_text(),
         "checkpoint_sha256": sha256_files(&args.model.checkpoint_files(env.assets)?)?,
@@ -584,39 +707,25 @@ pub fn run_icl<AB: AutodiffBackend>(
         IclReport::new(args.model.identity(), env.backend)
     };
     report.fingerprint = Some(fingerprint);
-    let stored_tuning = std::mem::take(&mut report.tuning);
+    Ok(report)
+}
 
-    // Units for the ETA: dev examples per grid value, then test examples per cell and seed.
-    let k_max = args.shots.iter().copied().max().unwrap_or(0);
-    // The demonstration seeds a step is tuned on: the first seed's draw, or each seed's.
-    let tune_seed_sets: Vec<Vec<u64>> = if args.tune_per_seed {
-        args.seeds.iter().map(|&s| vec![s]).collect()
-    } else {
-        vec![vec![args.seeds.first().copied().unwrap_or(0)]]
-    };
-    // The formats and losses each method trains in at the largest k (a probe built at its first
-    // step answers): each gets its own step (a summed loss over a full context wants a smaller
-    // step than over the label words alone); a cell without training uses the first's.
-    let mut spec_variants = Vec::with_capacity(specs.len());
-    let mut row_names: Vec<String> = Vec::with_capacity(specs.len());
-    for spec in &specs {
-        let probe = build_method(spec, probe_value(spec), args, &models)?.0;
-        row_names.push(probe.name());
-        spec_variants.push(variants(
-            probe.as_ref(),
-            k_max,
-            &formats,
-            &losses,
-            &mut |n| on_event(RunEvent::Note(n)),
-        ));
-    }
-    refuse_shared_row_names(&specs, &row_names)?;
+/// The progress units of a run, for its ETA: the dev examples of every tuned grid value, then
+/// the evaluation examples of every cell and seed (grid extensions add theirs as they happen).
+fn count_units(
+    args: &IclRunSettings,
+    loaded: &[LoadedTask],
+    specs: &[MethodSpec],
+    spec_variants: &[Vec<(DemoFormat, TrainLoss)>],
+    k_max: usize,
+    n_tune_seed_sets: usize,
+) -> usize {
     let mut total = 0usize;
-    for (_, eval, dev) in &loaded {
-        for (spec, trained) in specs.iter().zip(&spec_variants) {
+    for (_, eval, dev) in loaded {
+        for (spec, trained) in specs.iter().zip(spec_variants) {
             let variants_at = |k: usize| if k == 0 { 1 } else { trained.len() };
             if let Some(Step::Tune(grid)) = &spec.step {
-                total += variants_at(k_max) * tune_seed_sets.len() * grid.len() * dev.test.len();
+                total += variants_at(k_max) * n_tune_seed_sets * grid.len() * dev.test.len();
             }
             for &k in &args.shots {
                 let seeds = if k == 0 { 1 } else { args.seeds.len() };
@@ -624,229 +733,247 @@ pub fn run_icl<AB: AutodiffBackend>(
             }
         }
     }
-    let mut done = 0usize;
+    total
+}
 
-    for (task, eval, dev) in &loaded {
-        let task = *task;
-        let template = Template::for_task(task);
-        let encoder = PromptEncoder::new(
-            &tokenizer,
-            &template,
-            args.max_input_tokens,
-            inference.max_positions(),
-        )?;
-        let prior = if args.calibration == "prompt" {
-            Some(
-                calibration_prior(
-                    &mut PlainIcl::new(&inference),
-                    &encoder,
-                    args.allow_non_finite,
-                )
-                .map_err(non_finite_hint(RECORD_HINT))?,
-            )
-        } else {
-            None
-        };
-        for (spec, trained_variants) in specs.iter().zip(&spec_variants) {
-            let label = format!("{} on {task}", spec.name());
-            let probe_value = probe_value(spec);
-            if let Some(Step::Given(v)) = &spec.step {
-                let flag = if spec.parameter() == "lr" {
-                    "--lr"
+/// A variant (format, loss) and its step: one for every seed, or one for each.
+type VariantSteps = ((DemoFormat, TrainLoss), Vec<f64>);
+
+/// A run's report and progress, which every tuning and cell writes to.
+struct RunState<'e> {
+    report: IclReport,
+    /// Progress units done so far.
+    done: usize,
+    /// Progress units in all (grid extensions add theirs).
+    total: usize,
+    on_event: OnEvent<'e>,
+}
+
+/// One task's part of a run: its data, prompt encoder and calibration prior, and what every
+/// method's rows share (the settings, the models, the tuning seeds, the stored tunings).
+struct TaskRun<'r, AB: AutodiffBackend> {
+    args: &'r IclRunSettings,
+    models: &'r Models<'r, AB>,
+    task: TaskKind,
+    eval: &'r TaskData,
+    dev: &'r TaskData,
+    encoder: &'r PromptEncoder<'r>,
+    /// The calibration prior of `--calibration prompt` (else each cell's own).
+    prior: Option<Vec<f64>>,
+    /// The largest k, at which steps are tuned.
+    k_max: usize,
+    tune_seed_sets: &'r [Vec<u64>],
+    stored_tuning: &'r [TuneRecord],
+}
+
+impl<AB: AutodiffBackend> TaskRun<'_, AB> {
+    /// The step of each variant (format, loss) a method trains in: its given or probe value, or
+    /// tuned on the dev set at the largest k (reused from a resumed report's records when they
+    /// check), once for every seed or (`--tune-per-seed`) once for each.
+    fn variant_steps(
+        &self,
+        spec: &MethodSpec,
+        label: &str,
+        trained_variants: &[(DemoFormat, TrainLoss)],
+        state: &mut RunState<'_>,
+    ) -> Result<Vec<VariantSteps>, EvalError> {
+        let (args, models) = (self.args, self.models);
+        let probe_value = probe_value(spec);
+        // Per variant: one value for every seed, or (`--tune-per-seed`) one for each seed.
+        let mut steps: Vec<VariantSteps> = Vec::new();
+        for &(format, loss) in trained_variants {
+            let Some(Step::Tune(grid)) = &spec.step else {
+                steps.push(((format, loss), vec![probe_value]));
+                continue;
+            };
+            let variant = if trained_variants.len() > 1 {
+                format!(" [{}, {}]", format.name(), loss.name())
+            } else {
+                String::new()
+            };
+            let mut values = Vec::with_capacity(self.tune_seed_sets.len());
+            for seeds in self.tune_seed_sets {
+                let label = if self.args.tune_per_seed {
+                    format!("{label}{variant}, seed {}", seeds[0])
                 } else {
-                    "--inner-lr"
+                    format!("{label}{variant}")
                 };
-                report
-                    .tuning
-                    .push(TuneRecord::given(&label, spec.parameter(), *v, flag));
+                let reused = self
+                    .stored_tuning
+                    .iter()
+                    .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
+                    .cloned()
+                    // A record whose numbers do not say its choice is tuned again.
+                    .filter(|t| match t.check() {
+                        Ok(()) => true,
+                        Err(why) => {
+                            (state.on_event)(RunEvent::Note(format!(
+                                "{label}: stored tuning fails its check ({why}); tuned again"
+                            )));
+                            false
+                        }
+                    });
+                let record = match reused {
+                    Some(r) => {
+                        state.done += grid.len() * self.dev.test.len();
+                        r
+                    }
+                    None => {
+                        let settings = IclSettings {
+                            k: self.k_max,
+                            seeds: seeds.clone(),
+                            format,
+                            loss,
+                            balanced: self.args.balanced,
+                            demos_in_context: None,
+                            method_settings: String::new(),
+                            prior: self.prior.clone(),
+                            // Tuning treats a diverging value as a grid outcome.
+                            allow_non_finite: false,
+                        };
+                        let before = state.done;
+                        // The units counted for the grid; an extension adds its own.
+                        let mut grid_units = grid.len() * self.dev.test.len();
+                        let record = tune_icl(
+                            &label,
+                            spec.parameter(),
+                            grid,
+                            self.args.tune_extend,
+                            self.encoder,
+                            self.dev,
+                            &settings,
+                            &mut |v| build_method(spec, v, args, models).map(|m| m.0),
+                            &mut |d, grown| {
+                                state.total += grown.saturating_sub(grid_units);
+                                grid_units = grown.max(grid_units);
+                                state.done = before + d;
+                                (state.on_event)(RunEvent::Progress {
+                                    done: state.done,
+                                    total: state.total,
+                                    message: format!("tuning {label}"),
+                                });
+                            },
+                        )
+                        .map_err(non_finite_hint(TUNING_HINT))?;
+                        (state.on_event)(RunEvent::Note(record.summary()));
+                        record
+                    }
+                };
+                values.push(record.choice);
+                state.report.tuning.push(record);
+                write_outputs(&state.report, &self.args.out)?;
             }
-            // Per variant: one value for every seed, or (`--tune-per-seed`) one for each seed.
-            let mut steps: Vec<((DemoFormat, TrainLoss), Vec<f64>)> = Vec::new();
-            for &(format, loss) in trained_variants {
-                let Some(Step::Tune(grid)) = &spec.step else {
-                    steps.push(((format, loss), vec![probe_value]));
-                    continue;
-                };
-                let variant = if trained_variants.len() > 1 {
-                    format!(" [{}, {}]", format.name(), loss.name())
+            steps.push(((format, loss), values));
+        }
+        Ok(steps)
+    }
+
+    /// Every cell of a method on this task (each k, and each variant it trains in at k > 0): a
+    /// stored cell of a resumed report whose settings and inputs match is reused, the others run
+    /// and are written as they finish.
+    fn run_cells(
+        &self,
+        spec: &MethodSpec,
+        trained_variants: &[(DemoFormat, TrainLoss)],
+        steps: &[VariantSteps],
+        state: &mut RunState<'_>,
+    ) -> Result<(), EvalError> {
+        let (task, eval) = (self.task, self.eval);
+        for &k in &self.args.shots {
+            // Zero-shot cells do not train on demonstrations (format and loss do not apply).
+            let cell_variants: Vec<(DemoFormat, TrainLoss)> = if k > 0 {
+                trained_variants.to_vec()
+            } else {
+                vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
+            };
+            for (format, loss) in cell_variants {
+                let values = steps
+                    .iter()
+                    .find(|(v, _)| *v == (format, loss))
+                    .map_or(&steps[0].1, |(_, values)| values);
+                // A step tuned per seed makes a per-seed row even with one seed, so that
+                // seed pieces of one protocol (`--seeds 0`, `--seeds 1`, …) name the row
+                // alike and `icl-merge` joins their seed runs.
+                let tuned_per_seed =
+                    self.args.tune_per_seed && matches!(spec.step, Some(Step::Tune(_)));
+                let (mut method, method_settings) = if values.len() == 1 && !tuned_per_seed {
+                    build_method(spec, values[0], self.args, self.models)?
                 } else {
-                    String::new()
+                    build_per_seed(spec, values, self.args, self.models)?
                 };
-                let mut values = Vec::with_capacity(tune_seed_sets.len());
-                for seeds in &tune_seed_sets {
-                    let label = if args.tune_per_seed {
-                        format!("{label}{variant}, seed {}", seeds[0])
-                    } else {
-                        format!("{label}{variant}")
-                    };
-                    let reused = stored_tuning
-                        .iter()
-                        .find(|t| t.tuned && t.method == label && &t.given_grid() == grid)
-                        .cloned()
-                        // A record whose numbers do not say its choice is tuned again.
-                        .filter(|t| match t.check() {
-                            Ok(()) => true,
-                            Err(why) => {
-                                on_event(RunEvent::Note(format!(
-                                    "{label}: stored tuning fails its check ({why}); tuned again"
-                                )));
-                                false
-                            }
-                        });
-                    let record = match reused {
-                        Some(r) => {
-                            done += grid.len() * dev.test.len();
-                            r
+                let settings = IclSettings {
+                    k,
+                    seeds: self.args.seeds.clone(),
+                    format,
+                    loss,
+                    balanced: self.args.balanced,
+                    demos_in_context: None,
+                    method_settings,
+                    prior: self.prior.clone(),
+                    allow_non_finite: self.args.allow_non_finite,
+                };
+                let key = cell_key(task, method.as_ref(), &settings);
+                let cell_units = if k == 0 { 1 } else { self.args.seeds.len() } * eval.test.len();
+                if let Some(stored) = state.report.cell(&key) {
+                    let same = (k == 0 || stored.settings.seeds == settings.seeds)
+                        && stored.settings.n_test == eval.test.len()
+                        && stored.settings.method_settings == settings.method_settings
+                        && stored.inputs_sha256
+                            == cell_inputs_sha256(eval, self.encoder, &settings);
+                    let row = key.row_label();
+                    match stored.validate() {
+                        Ok(()) if same => {
+                            state.done += cell_units;
+                            (state.on_event)(RunEvent::Note(format!(
+                                "stored cell {row} k={k} on {task} reused"
+                            )));
+                            continue;
                         }
-                        None => {
-                            let settings = IclSettings {
-                                k: k_max,
-                                seeds: seeds.clone(),
-                                format,
-                                loss,
-                                balanced: args.balanced,
-                                demos_in_context: None,
-                                method_settings: String::new(),
-                                prior: prior.clone(),
-                                // Tuning treats a diverging value as a grid outcome.
-                                allow_non_finite: false,
-                            };
-                            let before = done;
-                            // The units counted for the grid; an extension adds its own.
-                            let mut grid_units = grid.len() * dev.test.len();
-                            let record = tune_icl(
-                                &label,
-                                spec.parameter(),
-                                grid,
-                                args.tune_extend,
-                                &encoder,
-                                dev,
-                                &settings,
-                                &mut |v| build_method(spec, v, args, &models).map(|m| m.0),
-                                &mut |d, grown| {
-                                    total += grown.saturating_sub(grid_units);
-                                    grid_units = grown.max(grid_units);
-                                    done = before + d;
-                                    on_event(RunEvent::Progress {
-                                        done,
-                                        total,
-                                        message: format!("tuning {label}"),
-                                    });
-                                },
-                            )
-                            .map_err(non_finite_hint(TUNING_HINT))?;
-                            on_event(RunEvent::Note(record.summary()));
-                            record
-                        }
-                    };
-                    values.push(record.choice);
-                    report.tuning.push(record);
-                    write_outputs(&report, &args.out)?;
+                        Ok(()) => (state.on_event)(RunEvent::Note(format!(
+                            "recomputing cell {row} k={k} on {task}: its seeds, examples, \
+                             method settings or digest of its inputs differ from this run's \
+                             (or it has no digest: a report written before them)"
+                        ))),
+                        Err(why) => (state.on_event)(RunEvent::Note(format!(
+                            "recomputing cell {row} k={k} on {task}: stored numbers invalid \
+                             ({why})"
+                        ))),
+                    }
                 }
-                steps.push(((format, loss), values));
-            }
-            for &k in &args.shots {
-                // Zero-shot cells do not train on demonstrations (format and loss do not apply).
-                let cell_variants: Vec<(DemoFormat, TrainLoss)> = if k > 0 {
-                    trained_variants.clone()
-                } else {
-                    vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
-                };
-                for (format, loss) in cell_variants {
-                    let values = steps
-                        .iter()
-                        .find(|(v, _)| *v == (format, loss))
-                        .map_or(&steps[0].1, |(_, values)| values);
-                    // A step tuned per seed makes a per-seed row even with one seed, so that
-                    // seed pieces of one protocol (`--seeds 0`, `--seeds 1`, …) name the row
-                    // alike and `icl-merge` joins their seed runs.
-                    let tuned_per_seed =
-                        args.tune_per_seed && matches!(spec.step, Some(Step::Tune(_)));
-                    let (mut method, method_settings) = if values.len() == 1 && !tuned_per_seed {
-                        build_method(spec, values[0], args, &models)?
-                    } else {
-                        build_per_seed(spec, values, args, &models)?
-                    };
-                    let settings = IclSettings {
-                        k,
-                        seeds: args.seeds.clone(),
-                        format,
-                        loss,
-                        balanced: args.balanced,
-                        demos_in_context: None,
-                        method_settings,
-                        prior: prior.clone(),
-                        allow_non_finite: args.allow_non_finite,
-                    };
-                    let key = cell_key(task, method.as_ref(), &settings);
-                    let cell_units = if k == 0 { 1 } else { args.seeds.len() } * eval.test.len();
-                    if let Some(stored) = report.cell(&key) {
-                        let same = (k == 0 || stored.settings.seeds == settings.seeds)
-                            && stored.settings.n_test == eval.test.len()
-                            && stored.settings.method_settings == settings.method_settings
-                            && stored.inputs_sha256
-                                == cell_inputs_sha256(eval, &encoder, &settings);
-                        let row = key.row_label();
-                        match stored.validate() {
-                            Ok(()) if same => {
-                                done += cell_units;
-                                on_event(RunEvent::Note(format!(
-                                    "stored cell {row} k={k} on {task} reused"
-                                )));
-                                continue;
-                            }
-                            Ok(()) => on_event(RunEvent::Note(format!(
-                                "recomputing cell {row} k={k} on {task}: its seeds, examples, \
-                                 method settings or digest of its inputs differ from this run's \
-                                 (or it has no digest: a report written before them)"
-                            ))),
-                            Err(why) => on_event(RunEvent::Note(format!(
-                                "recomputing cell {row} k={k} on {task}: stored numbers invalid \
-                                 ({why})"
-                            ))),
-                        }
-                    }
-                    let before = done;
-                    let message = format!("{task} {} k={k}", key.row_label());
-                    let cell = run_icl_cell(method.as_mut(), &encoder, eval, &settings, &mut |p| {
-                        done = before + p.done;
-                        on_event(RunEvent::Progress {
-                            done,
-                            total,
-                            message: message.clone(),
-                        });
-                    })
-                    .map_err(non_finite_hint(RECORD_HINT))
-                    .map_err(|e| e.context(message.clone()))?;
-                    let non_finite = cell.non_finite_predictions();
-                    if non_finite > 0 {
-                        on_event(RunEvent::Note(format!(
-                            "{message}: {non_finite} prediction(s) from non-finite scores recorded \
-                             as class 0 (--allow-non-finite)"
-                        )));
-                    }
-                    done = before + cell_units;
-                    let seconds: f64 = cell.runs.iter().map(|r| r.seconds).sum();
-                    on_event(RunEvent::Note(format!(
-                        "{message}: {:.1}% / calibrated {:.1}% ({seconds:.0} s)",
-                        100.0 * cell.accuracy_mean,
-                        100.0 * cell.calibrated_mean
+                let before = state.done;
+                let message = format!("{task} {} k={k}", key.row_label());
+                let total = state.total;
+                let (done, on_event) = (&mut state.done, &mut state.on_event);
+                let cell = run_icl_cell(method.as_mut(), self.encoder, eval, &settings, &mut |p| {
+                    *done = before + p.done;
+                    on_event(RunEvent::Progress {
+                        done: *done,
+                        total,
+                        message: message.clone(),
+                    });
+                })
+                .map_err(non_finite_hint(RECORD_HINT))
+                .map_err(|e| e.context(message.clone()))?;
+                let non_finite = cell.non_finite_predictions();
+                if non_finite > 0 {
+                    (state.on_event)(RunEvent::Note(format!(
+                        "{message}: {non_finite} prediction(s) from non-finite scores recorded \
+                         as class 0 (--allow-non-finite)"
                     )));
-                    report.upsert(cell);
-                    write_outputs(&report, &args.out)?;
                 }
+                state.done = before + cell_units;
+                let seconds: f64 = cell.runs.iter().map(|r| r.seconds).sum();
+                (state.on_event)(RunEvent::Note(format!(
+                    "{message}: {:.1}% / calibrated {:.1}% ({seconds:.0} s)",
+                    100.0 * cell.accuracy_mean,
+                    100.0 * cell.calibrated_mean
+                )));
+                state.report.upsert(cell);
+                write_outputs(&state.report, &self.args.out)?;
             }
         }
+        Ok(())
     }
-    // Tuning records of methods not run this time are kept, as their cells are.
-    for t in stored_tuning {
-        if !report.tuning.iter().any(|r| r.method == t.method) {
-            report.tuning.push(t);
-        }
-    }
-    report.compute_paired(&PairedSettings::default());
-    write_outputs(&report, &args.out)?;
-    Ok(report)
 }
 
 #[cfg(test)]
