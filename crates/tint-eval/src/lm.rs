@@ -125,23 +125,9 @@ pub struct LmProgress {
     pub cell: Option<MethodResult>,
 }
 
-/// Runs every method on every block at every train fraction.
-///
-/// `blocks` are the evaluated blocks (all of `config.block_size` tokens; see
-/// [`crate::lm_split::LmSplit`], which keeps them apart from the tuning blocks). `settings` is
-/// recorded verbatim in the report next to this config, so callers put the model, corpus and method
-/// hyper-parameters there. Cells of `previous` with the same method name and train fraction that
-/// pass [`crate::resume::validate_cell`] for these blocks are taken as they are instead of being
-/// recomputed (`--resume`); a stored cell that fails validation is recomputed. The caller is
-/// responsible for `previous` coming from the same settings ([`crate::resume`]).
-pub fn run_lm_eval(
-    blocks: &[Vec<u32>],
-    config: &LmEvalConfig,
-    methods: &mut [Box<dyn LmMethod + '_>],
-    settings: serde_json::Value,
-    previous: &[MethodResult],
-    progress: &mut dyn FnMut(LmProgress),
-) -> Result<LmReport, EvalError> {
+/// One [`BlockSpec`] per train fraction of `config`, after checking that there is a fraction, a
+/// block, and that every block has the block size.
+fn fraction_specs(blocks: &[Vec<u32>], config: &LmEvalConfig) -> Result<Vec<BlockSpec>, EvalError> {
     if config.train_fractions.is_empty() {
         return Err(EvalError::InvalidSetting {
             name: "--train-fraction",
@@ -175,11 +161,111 @@ pub fn run_lm_eval(
     for s in &specs {
         s.validate()?;
     }
+    Ok(specs)
+}
+
+/// Scores one method on every block at one train fraction into its cell (perplexity with its
+/// bootstrap interval): a non-finite NLL stops the run unless the config allows it (then it is
+/// reported and recorded). `progress` hears of each block; `(done, total)` are the run's units
+/// before this cell and in all; `note` follows each block's message (a stored cell recomputed).
+#[allow(clippy::too_many_arguments)]
+fn score_cell(
+    method: &mut (dyn LmMethod + '_),
+    blocks: &[Vec<u32>],
+    spec: &BlockSpec,
+    config: &LmEvalConfig,
+    inputs_sha256: String,
+    note: &str,
+    (done, total): (usize, usize),
+    progress: &mut dyn FnMut(LmProgress),
+) -> Result<MethodResult, EvalError> {
+    let name = method.name();
+    let train_len = spec.train_len();
+    let start = Instant::now();
+    let mut message = |finished: usize| {
+        progress(LmProgress {
+            done: done + finished,
+            total,
+            message: format!(
+                "{name} f={:.1} block {finished}/{}{note}",
+                spec.train_fraction,
+                blocks.len()
+            ),
+            cell: None,
+        });
+    };
+    let scored = score_blocks(
+        method,
+        blocks,
+        train_len,
+        config.workers,
+        !config.allow_non_finite,
+        &mut message,
+    )?;
+    let done = done + blocks.len();
+    let mut nlls = Vec::with_capacity(blocks.len());
+    for (b, nll) in scored {
+        if !nll.sum_nll.is_finite() {
+            let error = EvalError::NonFinite {
+                method: name.clone(),
+                quantity: "NLL",
+                location: format!(
+                    "evaluation block {b} at train fraction {}",
+                    spec.train_fraction
+                ),
+                value: nll.sum_nll,
+                origin: method.non_finite_origin(&blocks[b], train_len),
+            };
+            if !config.allow_non_finite {
+                return Err(error);
+            }
+            progress(LmProgress {
+                done,
+                total,
+                message: format!("{name}: recorded: {error}"),
+                cell: None,
+            });
+        }
+        nlls.push(nll);
+    }
+    let cell = MethodResult {
+        method: name,
+        train_fraction: spec.train_fraction,
+        perplexity: bootstrap(
+            &nlls,
+            config.ci_level,
+            config.bootstrap_resamples,
+            config.seed,
+        ),
+        blocks: nlls,
+        seconds: start.elapsed().as_secs_f64(),
+        inputs_sha256,
+    };
+    Ok(cell)
+}
+
+/// Runs every method on every block at every train fraction.
+///
+/// `blocks` are the evaluated blocks (all of `config.block_size` tokens; see
+/// [`crate::lm_split::LmSplit`], which keeps them apart from the tuning blocks). `settings` is
+/// recorded verbatim in the report next to this config, so callers put the model, corpus and method
+/// hyper-parameters there. Cells of `previous` with the same method name and train fraction that
+/// pass [`crate::resume::validate_cell`] for these blocks are taken as they are instead of being
+/// recomputed (`--resume`); a stored cell that fails validation is recomputed. The caller is
+/// responsible for `previous` coming from the same settings ([`crate::resume`]).
+pub fn run_lm_eval(
+    blocks: &[Vec<u32>],
+    config: &LmEvalConfig,
+    methods: &mut [Box<dyn LmMethod + '_>],
+    settings: serde_json::Value,
+    previous: &[MethodResult],
+    progress: &mut dyn FnMut(LmProgress),
+) -> Result<LmReport, EvalError> {
+    let specs = fraction_specs(blocks, config)?;
     let total = specs.len() * methods.len() * blocks.len();
     let mut done = 0;
     let mut results = Vec::new();
     for spec in &specs {
-        let train_len = spec.train_len();
         for method in methods.iter_mut() {
             let name = method.name();
             let inputs_sha256 = cell_inputs_sha256(
@@ -211,66 +297,17 @@ pub fn run_lm_eval(
                     Err(reason) => note = format!(" (stored cell recomputed: {reason})"),
                 }
             }
-            let start = Instant::now();
-            let mut message = |finished: usize| {
-                progress(LmProgress {
-                    done: done + finished,
-                    total,
-                    message: format!(
-                        "{name} f={:.1} block {finished}/{}{note}",
-                        spec.train_fraction,
-                        blocks.len()
-                    ),
-                    cell: None,
-                });
-            };
-            let scored = score_blocks(
+            let cell = score_cell(
                 method.as_mut(),
                 blocks,
-                train_len,
-                config.workers,
-                !config.allow_non_finite,
-                &mut message,
+                spec,
+                config,
+                inputs_sha256,
+                &note,
+                (done, total),
+                progress,
             )?;
             done += blocks.len();
-            let mut nlls = Vec::with_capacity(blocks.len());
-            for (b, nll) in scored {
-                if !nll.sum_nll.is_finite() {
-                    let error = EvalError::NonFinite {
-                        method: name.clone(),
-                        quantity: "NLL",
-                        location: format!(
-                            "evaluation block {b} at train fraction {}",
-                            spec.train_fraction
-                        ),
-                        value: nll.sum_nll,
-                        origin: method.non_finite_origin(&blocks[b], train_len),
-                    };
-                    if !config.allow_non_finite {
-                        return Err(error);
-                    }
-                    progress(LmProgress {
-                        done,
-                        total,
-                        message: format!("{name}: recorded: {error}"),
-                        cell: None,
-                    });
-                }
-                nlls.push(nll);
-            }
-            let cell = MethodResult {
-                method: name,
-                train_fraction: spec.train_fraction,
-                perplexity: bootstrap(
-                    &nlls,
-                    config.ci_level,
-                    config.bootstrap_resamples,
-                    config.seed,
-                ),
-                blocks: nlls,
-                seconds: start.elapsed().as_secs_f64(),
-                inputs_sha256,
-            };
             progress(LmProgress {
                 done,
                 total,
