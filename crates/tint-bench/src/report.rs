@@ -24,6 +24,15 @@ pub fn render_smollm2(
     sgemm_gflops: Option<f64>,
     ctx: &ReportContext,
 ) -> String {
+    let mut out = smollm2_intro(layers, repeat, ctx);
+    out.push_str(&smollm2_table(measurements, layers));
+    out.push_str(&smollm2_ratios(measurements, layers, sgemm_gflops));
+    out.push_str(&smollm2_flop_count(layers));
+    out
+}
+
+/// The section's heading, what is measured, the machine, build and GPU, and how each row is timed.
+fn smollm2_intro(layers: usize, repeat: usize, ctx: &ReportContext) -> String {
     let backend = &ctx.backend;
     let sizes = LlamaSizes::smollm2_135m();
     let sim = smollm2_sim_config(sizes.d_model, sizes.n_heads, smollm2_step_config(layers));
@@ -63,6 +72,12 @@ pub fn render_smollm2(
          `median` wall seconds, the smallest user+system CPU seconds of a run, and the child's peak \
          RSS (`VmHWM`, including loading, dequantising and construction).\n\n"
     ));
+    out
+}
+
+/// The measurement table: one row per mode and batch size.
+fn smollm2_table(measurements: &[Measurement], layers: usize) -> String {
+    let mut out = String::new();
     out.push_str("| measurement | B | min s | median s | cpu s | tokens/s | GFLOP | GFLOP/s | peak RSS MB |\n");
     out.push_str("|---|---|---|---|---|---|---|---|---|\n");
     for m in measurements {
@@ -85,6 +100,17 @@ pub fn render_smollm2(
             m.peak_rss_kb as f64 / 1024.0,
         ));
     }
+    out
+}
+
+/// The ratios of the simulator's executions to the reference, dynamic evaluation and a plain
+/// forward (with issue 17's goals), its peak memory and its share of the sgemm rate.
+fn smollm2_ratios(
+    measurements: &[Measurement],
+    layers: usize,
+    sgemm_gflops: Option<f64>,
+) -> String {
+    let mut out = String::new();
     out.push_str("\n### Ratios\n\n");
     let find = |mode: &str, b: usize| {
         measurements
@@ -155,6 +181,14 @@ pub fn render_smollm2(
             ));
         }
     }
+    out
+}
+
+/// How the model FLOPs of each row are counted, and the command that reproduces the section.
+fn smollm2_flop_count(layers: usize) -> String {
+    let sizes = LlamaSizes::smollm2_135m();
+    let train = SMOLLM2_SEQ_LENGTH / 2;
+    let mut out = String::new();
     let step = LlamaStepFlops::new(&sizes, SMOLLM2_SEQ_LENGTH, layers);
     out.push_str(&format!(
         "\n### FLOP count\n\n\
