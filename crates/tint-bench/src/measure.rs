@@ -224,14 +224,51 @@ pub fn run_measurement<B: Backend>(
         });
     }
     let train_length = seq_length / 2;
-    let smollm2 = || {
-        smollm2_gguf.ok_or_else(|| BenchError::InvalidSetting {
-            name: "--child",
-            value: request.spec(),
-            rule: "a SmolLM2 mode needs the SmolLM2 GGUF file",
-        })
+    let step = if mode.starts_with("smollm2-") {
+        smollm2_step::<B>(request, smollm2_gguf, device)?
+    } else {
+        tiny_step::<B>(request, model_dir, train_length, device)?
     };
-    let step: Step<'_> = match mode {
+    let mut seconds = Vec::new();
+    let mut cpu = Vec::new();
+    for run in 0..=request.repeat {
+        let (start, cpu_start) = (Instant::now(), cpu_seconds());
+        let value = step()?;
+        let (wall, used) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu_start);
+        if !value.is_finite() {
+            return Err(BenchError::NonFinite {
+                mode: mode.to_string(),
+                value,
+            });
+        }
+        if run > 0 {
+            seconds.push(wall);
+            cpu.push(used);
+        }
+    }
+    Ok(Measurement {
+        mode: mode.to_string(),
+        batch_size,
+        seq_length: if mode == "sgemm" { 0 } else { seq_length },
+        sim_layers: request.shape.sim_layers,
+        seconds,
+        cpu_seconds: cpu,
+        peak_rss_kb: peak_rss_kb(),
+        gpu_memory_mb: request.query_gpu_memory.then(gpu_memory_mb).flatten(),
+    })
+}
+
+/// The timed step of a tiny-config mode on the seeded checkpoint in `model_dir`: a TinT step in
+/// either execution or the reference, a plain forward, dynamic evaluation, or the sgemm bound.
+fn tiny_step<'a, B: Backend>(
+    request: &ChildRequest,
+    model_dir: &Path,
+    train_length: usize,
+    device: &'a B::Device,
+) -> Result<Step<'a>, BenchError> {
+    let (config, mode, batch_size) = (&request.config, request.mode.as_str(), request.batch_size);
+    let seq_length = request.shape.seq_length;
+    Ok(match mode {
         "structured" | "constructed" | "ref" => {
             let model: AuxModel<B> = load_model(model_dir, device)?;
             let ids = ids_tensor::<B>(config.vocab_size, batch_size, seq_length, device);
@@ -279,6 +316,34 @@ pub fn run_measurement<B: Backend>(
                 Ok(f64::from(values[0]))
             })
         }
+        _ => {
+            return Err(BenchError::InvalidSetting {
+                name: "--child",
+                value: request.spec(),
+                rule: "the mode is one of structured, constructed, ref, dyn, aux, sgemm or \
+                       smollm2-{sim,structured,ref,dyn,aux}",
+            })
+        }
+    })
+}
+
+/// The timed step of a SmolLM2 mode on the GGUF file `smollm2_gguf` (checked to be SmolLM2-135M):
+/// the LLaMA simulator in either execution, the LLaMA reference, dynamic evaluation of the top
+/// layers, or a plain forward.
+fn smollm2_step<'a, B: Backend>(
+    request: &ChildRequest,
+    smollm2_gguf: Option<&Path>,
+    device: &'a B::Device,
+) -> Result<Step<'a>, BenchError> {
+    let (mode, batch_size) = (request.mode.as_str(), request.batch_size);
+    let smollm2 = || {
+        smollm2_gguf.ok_or_else(|| BenchError::InvalidSetting {
+            name: "--child",
+            value: request.spec(),
+            rule: "a SmolLM2 mode needs the SmolLM2 GGUF file",
+        })
+    };
+    Ok(match mode {
         "smollm2-dyn" => {
             let model: AuxModel<Autodiff<B>> = load_gguf_model(smollm2()?, device)?;
             let ids = ids_tensor(model.vocab_size(), batch_size, SMOLLM2_SEQ_LENGTH, device);
@@ -342,33 +407,6 @@ pub fn run_measurement<B: Backend>(
                        smollm2-{sim,structured,ref,dyn,aux}",
             })
         }
-    };
-    let mut seconds = Vec::new();
-    let mut cpu = Vec::new();
-    for run in 0..=request.repeat {
-        let (start, cpu_start) = (Instant::now(), cpu_seconds());
-        let value = step()?;
-        let (wall, used) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu_start);
-        if !value.is_finite() {
-            return Err(BenchError::NonFinite {
-                mode: mode.to_string(),
-                value,
-            });
-        }
-        if run > 0 {
-            seconds.push(wall);
-            cpu.push(used);
-        }
-    }
-    Ok(Measurement {
-        mode: mode.to_string(),
-        batch_size,
-        seq_length: if mode == "sgemm" { 0 } else { seq_length },
-        sim_layers: request.shape.sim_layers,
-        seconds,
-        cpu_seconds: cpu,
-        peak_rss_kb: peak_rss_kb(),
-        gpu_memory_mb: request.query_gpu_memory.then(gpu_memory_mb).flatten(),
     })
 }
 
