@@ -473,6 +473,20 @@ mod tests {
             curve,
             "the run's curve file is kept"
         );
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn eval_every_is_refused_where_no_curve_can_be_measured() {
+        let (root, base) = scratch_settings("curve-refused", "icl-tiny");
+        let settings = CgtSettings {
+            steps: Some(3),
+            batch_size: Some(2),
+            variants: vec!["baseline".into()],
+            eval_every: Some(2),
+            ..base
+        };
+        let device = Default::default();
         // Refused before anything trains: every 0 steps, several devices, a regression preset.
         for (bad, message) in [
             (
@@ -501,6 +515,20 @@ mod tests {
             let error = run_cgt::<Flex>(&bad, &devices, &mut Recorder::default()).unwrap_err();
             assert!(error.to_string().contains(message), "{error}");
         }
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn a_curve_file_that_cannot_be_written_stops_the_run() {
+        let (root, base) = scratch_settings("curve-blocked", "icl-tiny");
+        let settings = CgtSettings {
+            steps: Some(3),
+            batch_size: Some(2),
+            variants: vec!["baseline".into()],
+            eval_every: Some(2),
+            ..base
+        };
+        let device = Default::default();
         // A curve file that cannot be appended to (here a directory in its place) stops the run at
         // the first point with an error that names it, after the steps before it.
         let blocked = CgtSettings {
@@ -642,20 +670,6 @@ mod tests {
             100.0 * icl.specialised_accuracy.unwrap()
         );
         assert!(first.markdown.contains(&row), "{row}\n{}", first.markdown);
-        let missing = root.join("missing/evaluation.json");
-        let error = RunEvaluation::read(&missing).unwrap_err().to_string();
-        assert!(
-            error.contains("cannot read") && error.contains("missing/evaluation.json"),
-            "{error}"
-        );
-        let bad = root.join("not-an-evaluation.json");
-        std::fs::write(&bad, "{\"preset\": 3}").unwrap();
-        let error = RunEvaluation::read(&bad).unwrap_err().to_string();
-        assert!(
-            error.contains("not-an-evaluation.json")
-                && error.contains("not a run's evaluation file"),
-            "{error}"
-        );
         assert!(
             first.markdown.contains("| metric | CGT (no Aux/Reg) |"),
             "{}",
@@ -685,6 +699,56 @@ mod tests {
         assert!(again
             .markdown
             .starts_with("## CGT: `icl-tiny` (section `icl-tiny-again`)\n"));
+        assert!(again
+            .markdown
+            .contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 2)"));
+        // --only-finished leaves out the runs without a final checkpoint.
+        let finished = CgtSettings {
+            variants: vec!["cgt".into(), "baseline".into()],
+            only_finished: true,
+            ..settings.clone()
+        };
+        let mut host = Recorder::default();
+        let only = run_cgt::<Flex>(&finished, &[device], &mut host).unwrap();
+        assert!(
+            only.markdown.contains("Not run (no final checkpoint"),
+            "{}",
+            only.markdown
+        );
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn an_evaluation_file_that_is_missing_or_not_one_is_named() {
+        let (root, _) = scratch_settings("evaluation-file", "icl-tiny");
+        std::fs::create_dir_all(&root).unwrap();
+        let missing = root.join("missing/evaluation.json");
+        let error = RunEvaluation::read(&missing).unwrap_err().to_string();
+        assert!(
+            error.contains("cannot read") && error.contains("missing/evaluation.json"),
+            "{error}"
+        );
+        let bad = root.join("not-an-evaluation.json");
+        std::fs::write(&bad, "{\"preset\": 3}").unwrap();
+        let error = RunEvaluation::read(&bad).unwrap_err().to_string();
+        assert!(
+            error.contains("not-an-evaluation.json")
+                && error.contains("not a run's evaluation file"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn an_unreadable_checkpoint_state_stops_the_run_before_training() {
+        let (root, base) = scratch_settings("run-corrupt", "icl-tiny");
+        let settings = CgtSettings {
+            steps: Some(2),
+            batch_size: Some(2),
+            variants: vec!["cgt".into()],
+            ..base
+        };
+        let device = Default::default();
         // An unreadable checkpoint state stops the run before training, naming the run.
         let corrupt = CgtSettings {
             run_dir: Some(root.join("runs-corrupt")),
@@ -702,22 +766,20 @@ mod tests {
             "{error}"
         );
         assert_eq!(host.events, ["started icl-tiny"]);
-        assert!(again
-            .markdown
-            .contains("Resumed from checkpoints (CGT (no Aux/Reg) seed 0 at step 2)"));
-        // --only-finished leaves out the runs without a final checkpoint.
-        let finished = CgtSettings {
-            variants: vec!["cgt".into(), "baseline".into()],
-            only_finished: true,
-            ..settings.clone()
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    #[test]
+    fn devices_must_match_and_divide_the_batch_and_two_train_data_parallel() {
+        let (root, base) = scratch_settings("run-devices", "icl-tiny");
+        let settings = CgtSettings {
+            steps: Some(2),
+            batch_size: Some(2),
+            variants: vec!["cgt".into()],
+            ..base
         };
+        let device = Default::default();
         let mut host = Recorder::default();
-        let only = run_cgt::<Flex>(&finished, &[device], &mut host).unwrap();
-        assert!(
-            only.markdown.contains("Not run (no final checkpoint"),
-            "{}",
-            only.markdown
-        );
         // One device object per --devices, and --devices must divide the batch.
         let error = run_cgt::<Flex>(&settings, &[device, device], &mut host).unwrap_err();
         assert!(error.to_string().contains("2 devices given"), "{error}");
