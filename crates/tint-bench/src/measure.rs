@@ -258,6 +258,16 @@ pub fn run_measurement<B: Backend>(
     })
 }
 
+/// The error for a mode this bench does not know.
+fn unknown_mode(request: &ChildRequest) -> BenchError {
+    BenchError::InvalidSetting {
+        name: "--child",
+        value: request.spec(),
+        rule: "the mode is one of structured, constructed, ref, dyn, aux, sgemm or \
+               smollm2-{sim,structured,ref,dyn,aux}",
+    }
+}
+
 /// The timed step of a tiny-config mode on the seeded checkpoint in `model_dir`: a TinT step in
 /// either execution or the reference, a plain forward, dynamic evaluation, or the sgemm bound.
 fn tiny_step<'a, B: Backend>(
@@ -316,14 +326,7 @@ fn tiny_step<'a, B: Backend>(
                 Ok(f64::from(values[0]))
             })
         }
-        _ => {
-            return Err(BenchError::InvalidSetting {
-                name: "--child",
-                value: request.spec(),
-                rule: "the mode is one of structured, constructed, ref, dyn, aux, sgemm or \
-                       smollm2-{sim,structured,ref,dyn,aux}",
-            })
-        }
+        _ => return Err(unknown_mode(request)),
     })
 }
 
@@ -399,14 +402,7 @@ fn smollm2_step<'a, B: Backend>(
                 }
             }
         }
-        _ => {
-            return Err(BenchError::InvalidSetting {
-                name: "--child",
-                value: request.spec(),
-                rule: "the mode is one of structured, constructed, ref, dyn, aux, sgemm or \
-                       smollm2-{sim,structured,ref,dyn,aux}",
-            })
-        }
+        _ => return Err(unknown_mode(request)),
     })
 }
 

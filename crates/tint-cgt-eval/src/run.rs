@@ -278,6 +278,32 @@ mod tests {
         (root, settings)
     }
 
+    /// `icl-tiny`, CGT alone, 2 steps of batch 2, in a scratch directory named by `tag`.
+    fn short_cgt_run(tag: &str) -> (PathBuf, CgtSettings) {
+        let (root, base) = scratch_settings(tag, "icl-tiny");
+        let settings = CgtSettings {
+            steps: Some(2),
+            batch_size: Some(2),
+            variants: vec!["cgt".into()],
+            ..base
+        };
+        (root, settings)
+    }
+
+    /// `icl-tiny`, the baseline alone, 3 steps of batch 2 with a learning-curve point every 2, in a
+    /// scratch directory named by `tag`.
+    fn curve_run(tag: &str) -> (PathBuf, CgtSettings) {
+        let (root, base) = scratch_settings(tag, "icl-tiny");
+        let settings = CgtSettings {
+            steps: Some(3),
+            batch_size: Some(2),
+            variants: vec!["baseline".into()],
+            eval_every: Some(2),
+            ..base
+        };
+        (root, settings)
+    }
+
     /// `--text` of a text preset is read with the size limit of the LM runs' `--text`, whatever
     /// kind of file it is: `/dev/zero` (endless) is refused naming the file and the limit,
     /// before any run starts.
@@ -357,14 +383,7 @@ mod tests {
 
     #[test]
     fn a_run_with_eval_every_records_the_learning_curve() {
-        let (root, base) = scratch_settings("curve", "icl-tiny");
-        let settings = CgtSettings {
-            steps: Some(3),
-            batch_size: Some(2),
-            variants: vec!["baseline".into()],
-            eval_every: Some(2),
-            ..base
-        };
+        let (root, settings) = curve_run("curve");
         let device = Default::default();
         let mut host = Recorder::default();
         let outcome = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
@@ -478,14 +497,7 @@ mod tests {
 
     #[test]
     fn eval_every_is_refused_where_no_curve_can_be_measured() {
-        let (root, base) = scratch_settings("curve-refused", "icl-tiny");
-        let settings = CgtSettings {
-            steps: Some(3),
-            batch_size: Some(2),
-            variants: vec!["baseline".into()],
-            eval_every: Some(2),
-            ..base
-        };
+        let (root, settings) = curve_run("curve-refused");
         let device = Default::default();
         // Refused before anything trains: every 0 steps, several devices, a regression preset.
         for (bad, message) in [
@@ -520,14 +532,7 @@ mod tests {
 
     #[test]
     fn a_curve_file_that_cannot_be_written_stops_the_run() {
-        let (root, base) = scratch_settings("curve-blocked", "icl-tiny");
-        let settings = CgtSettings {
-            steps: Some(3),
-            batch_size: Some(2),
-            variants: vec!["baseline".into()],
-            eval_every: Some(2),
-            ..base
-        };
+        let (root, settings) = curve_run("curve-blocked");
         let device = Default::default();
         // A curve file that cannot be appended to (here a directory in its place) stops the run at
         // the first point with an error that names it, after the steps before it.
@@ -623,13 +628,7 @@ mod tests {
 
     #[test]
     fn a_short_run_trains_reports_and_resumes() {
-        let (root, base) = scratch_settings("run", "icl-tiny");
-        let settings = CgtSettings {
-            steps: Some(2),
-            batch_size: Some(2),
-            variants: vec!["cgt".into()],
-            ..base
-        };
+        let (root, settings) = short_cgt_run("run");
         let device = Default::default();
         let mut host = Recorder::default();
         let first = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
@@ -741,13 +740,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_checkpoint_state_stops_the_run_before_training() {
-        let (root, base) = scratch_settings("run-corrupt", "icl-tiny");
-        let settings = CgtSettings {
-            steps: Some(2),
-            batch_size: Some(2),
-            variants: vec!["cgt".into()],
-            ..base
-        };
+        let (root, settings) = short_cgt_run("run-corrupt");
         let device = Default::default();
         // An unreadable checkpoint state stops the run before training, naming the run.
         let corrupt = CgtSettings {
@@ -771,13 +764,7 @@ mod tests {
 
     #[test]
     fn devices_must_match_and_divide_the_batch_and_two_train_data_parallel() {
-        let (root, base) = scratch_settings("run-devices", "icl-tiny");
-        let settings = CgtSettings {
-            steps: Some(2),
-            batch_size: Some(2),
-            variants: vec!["cgt".into()],
-            ..base
-        };
+        let (root, settings) = short_cgt_run("run-devices");
         let device = Default::default();
         let mut host = Recorder::default();
         // One device object per --devices, and --devices must divide the batch.
