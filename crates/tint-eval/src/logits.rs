@@ -15,7 +15,7 @@ use tint_aux::{AuxModel, TokenIds};
 use tint_sim::{Execution, GateMode};
 
 use crate::model_source::ModelSource;
-use crate::results_doc::write_file;
+use crate::results_doc::{create_parent_dir, write_file};
 use crate::run_settings::{check_step_count, check_steps, TintFlags};
 use crate::EvalError;
 
@@ -235,13 +235,10 @@ fn write_tint_logits<B: Backend>(
     ids.check_train_mask(request.ids_path).map_err(|e| {
         EvalError::from(e).context("--tint needs a useful \"train_mask\" next to \"input_ids\"")
     })?;
-    let Some(mask) = &ids.train_mask else {
-        return Err(EvalError::InvalidSetting {
-            name: "--ids",
-            value: request.ids_path.display().to_string(),
-            rule: "--tint needs \"train_mask\" next to \"input_ids\"".into(),
-        });
-    };
+    let mask = ids
+        .train_mask
+        .as_ref()
+        .expect("check_train_mask refuses ids without a train mask");
     // The same rules as `eval lm` / `eval icl`: a finite, non-negative step, at least one step.
     check_steps("--inner-lr", &[tint.inner_lr])?;
     check_step_count(tint.steps)?;
@@ -313,7 +310,7 @@ fn write_tint_logits<B: Backend>(
 /// # Shapes
 ///
 /// `rows`: `batch` rows of `seq` ids each (checked equal by [`TokenIds::read`]) → `[batch, seq]`.
-pub fn ids_tensor<B: Backend>(rows: &[Vec<i64>], device: &B::Device) -> Tensor<B, 2, Int> {
+fn ids_tensor<B: Backend>(rows: &[Vec<i64>], device: &B::Device) -> Tensor<B, 2, Int> {
     let flat: Vec<i64> = rows.iter().flatten().copied().collect();
     Tensor::from_data(TensorData::new(flat, [rows.len(), rows[0].len()]), device)
 }
@@ -324,7 +321,7 @@ pub fn ids_tensor<B: Backend>(rows: &[Vec<i64>], device: &B::Device) -> Tensor<B
 /// # Errors
 ///
 /// [`EvalError::Io`] naming the directory or file that cannot be created or written.
-pub fn write_safetensors<B: Backend>(
+fn write_safetensors<B: Backend>(
     path: &Path,
     tensors: Vec<(&str, Tensor<B, 3>)>,
 ) -> Result<(), EvalError> {
@@ -364,13 +361,7 @@ pub fn write_safetensors<B: Backend>(
             (name.clone(), view)
         })
         .collect();
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| EvalError::Io {
-            operation: "create the directory",
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
+    create_parent_dir(path)?;
     let bytes = safetensors::serialize(views, None).map_err(|e| EvalError::Io {
         operation: "serialise the tensors for",
         path: path.to_path_buf(),

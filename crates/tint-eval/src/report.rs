@@ -108,19 +108,9 @@ impl LmReport {
     /// Writes the report as pretty JSON, atomically ([`crate::atomic_write`]: a crash mid-write
     /// leaves the previous report, never a cut one).
     pub fn write_json(&self, path: &Path) -> Result<(), EvalError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| EvalError::Io {
-                operation: "create the directory",
-                path: dir.to_path_buf(),
-                source,
-            })?;
-        }
+        crate::results_doc::create_parent_dir(path)?;
         let text = serde_json::to_string_pretty(self).expect("a report always serialises");
-        crate::atomic_write::write_atomic(path, text.as_bytes()).map_err(|e| EvalError::Io {
-            operation: "write",
-            path: path.to_path_buf(),
-            source: e.into(),
-        })
+        crate::results_doc::write_file(path, text.as_bytes())
     }
 
     /// Recomputes [`LmReport::paired`]: at every train fraction, each TinT row against its matched

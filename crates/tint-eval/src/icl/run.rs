@@ -777,7 +777,6 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
         trained_variants: &[(DemoFormat, TrainLoss)],
         state: &mut RunState<'_>,
     ) -> Result<Vec<VariantSteps>, EvalError> {
-        let (args, models) = (self.args, self.models);
         let probe_value = probe_value(spec);
         // Per variant: one value for every seed, or (`--tune-per-seed`) one for each seed.
         let mut steps: Vec<VariantSteps> = Vec::new();
@@ -842,7 +841,7 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                             self.encoder,
                             self.dev,
                             &settings,
-                            &mut |v| build_method(spec, v, args, models).map(|m| m.0),
+                            &mut |v| build_method(spec, v, self.args, self.models).map(|m| m.0),
                             &mut |d, grown| {
                                 state.total += grown.saturating_sub(grid_units);
                                 grid_units = grown.max(grid_units);
