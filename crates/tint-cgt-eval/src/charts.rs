@@ -13,6 +13,7 @@ use super::variant_result::{variants_of, VariantResult};
 pub fn colour(variant: Variant) -> [u8; 3] {
     match variant {
         Variant::Baseline => [80, 80, 80],
+        Variant::WideBaseline => [148, 103, 189],
         Variant::Cgt => [31, 119, 180],
         Variant::CgtAux => [255, 127, 14],
         Variant::CgtAuxReg => [44, 160, 44],

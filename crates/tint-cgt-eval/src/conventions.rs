@@ -24,13 +24,29 @@ pub const EVAL_SEED_OFFSET: u64 = 1000;
 /// The test stream uses the preset's data seed plus this offset.
 pub const TEST_SEED_OFFSET: u64 = 2000;
 
-/// Text presets evaluate on batches `TEXT_EVAL_FIRST_BATCH + i` of the training stream (never
-/// reached by training) with auxiliary draws from stream [`TEXT_EVAL_RNG_STREAM`]; the test stream
-/// on batches `TEXT_TEST_FIRST_BATCH + i`.
-pub const TEXT_EVAL_FIRST_BATCH: u64 = 1_000_000;
+/// The data seed of the text streams: seed `s` trains on mixtures of stream
+/// `TEXT_DATA_SEED + SEED_STRIDE * s` of the training documents; every run is evaluated on stream
+/// `TEXT_DATA_SEED + offset` of the held-out documents ([`EvalStream::seed_offset`]).
+pub const TEXT_DATA_SEED: u64 = 1;
 
-/// The first text batch of the test stream (see [`TEXT_EVAL_FIRST_BATCH`]).
-pub const TEXT_TEST_FIRST_BATCH: u64 = 2_000_000;
+/// The training stream's seed of text seed `seed`.
+pub fn text_train_seed(seed: u64) -> u64 {
+    TEXT_DATA_SEED + SEED_STRIDE * seed
+}
+
+/// The held-out stream's seed of the text evaluation on `stream`.
+pub fn text_eval_seed(stream: EvalStream) -> u64 {
+    TEXT_DATA_SEED + stream.seed_offset()
+}
+
+/// The position reading (paper Fig. 6) draws its continuations from the held-out stream's seed
+/// plus this offset, so that they are not the mixtures' draws.
+pub const TEXT_POSITION_SEED_OFFSET: u64 = 500;
+
+/// The prefix of the position reading: bytes of a held-out document that set the frozen `y`, as
+/// many as the middle of `text-small`'s cut range (48–80; the paper: about 100 tokens, the first
+/// sentence).
+pub const TEXT_POSITION_PREFIX: usize = 64;
 
 /// The held-out sequences a run is evaluated on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,14 +67,6 @@ impl EvalStream {
         match self {
             Self::Validation => EVAL_SEED_OFFSET,
             Self::Test => TEST_SEED_OFFSET,
-        }
-    }
-
-    /// The first text batch (text presets).
-    pub fn text_first_batch(self) -> u64 {
-        match self {
-            Self::Validation => TEXT_EVAL_FIRST_BATCH,
-            Self::Test => TEXT_TEST_FIRST_BATCH,
         }
     }
 
@@ -86,7 +94,8 @@ impl EvalStream {
 pub const TEXT_EVAL_RNG_STREAM: u64 = 7;
 
 /// The preset of one seed: seed 0 is the preset itself; seed `s` shifts the training stream's seed by
-/// `SEED_STRIDE * s` and the auxiliary draws' by `s` (evaluation streams derive from the preset's seed).
+/// `SEED_STRIDE * s` and the auxiliary draws' by `s` (evaluation streams derive from the preset's seed;
+/// a text preset's streams are seeded by [`text_train_seed`] and [`text_eval_seed`]).
 pub fn preset_for_seed(preset: &ExperimentPreset, seed: u64) -> ExperimentPreset {
     let mut seeded = preset.clone();
     match &mut seeded.data {

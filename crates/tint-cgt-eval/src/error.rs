@@ -63,7 +63,7 @@ pub enum CgtRunError {
     #[error("reading the text corpus: {0}")]
     Text(tint_assets::TextFileError),
     /// The caller could not provide the default text corpus.
-    #[error("fetching the default SOTU corpus (or pass --text FILE with blank-line separated documents): {0}")]
+    #[error("fetching the default text corpus, the SOTU addresses and Shakespeare's works (or pass --text FILE|DIR,…: a file of blank-line separated documents, a directory of one document per file): {0}")]
     Corpus(Box<dyn std::error::Error + Send + Sync>),
 }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
+use tint_cgt::metrics::{IclEvaluation, PositionLoss, RegressionEvaluation};
 
 use super::conventions::EvalStream;
 use super::error::CgtRunError;
@@ -17,7 +17,7 @@ use tint_assets::write_atomic;
 pub struct RunEvaluation {
     /// The preset's name.
     pub preset: String,
-    /// The variant's slug (`baseline`, `cgt`, `cgt-aux`, `cgt-aux-reg`).
+    /// The variant's slug (`baseline`, `baseline-wide`, `cgt`, `cgt-aux`, `cgt-aux-reg`).
     pub variant: String,
     /// The seed.
     pub seed: u64,
@@ -41,6 +41,10 @@ pub struct RunEvaluation {
     pub text_loss: Option<f64>,
     /// Text presets, guided variants: cross-entropy of the frozen-`y` auxiliary model.
     pub text_aux_loss: Option<f64>,
+    /// Text presets: cross-entropy by position of held-out continuations (dynamic and, guided
+    /// variants, specialised; files written before it existed have none).
+    #[serde(default)]
+    pub text_positions: Option<PositionLoss>,
     /// Largest output difference between the folded and the frozen-`y` model (guided variants).
     pub fold_error: Option<f32>,
 }
@@ -70,6 +74,7 @@ impl RunEvaluation {
             regression: result.regression.clone(),
             text_loss: result.text_loss.map(|t| t.0),
             text_aux_loss: result.text_loss.and_then(|t| t.1),
+            text_positions: result.text_positions.clone(),
             fold_error: result.fold_error,
         }
     }

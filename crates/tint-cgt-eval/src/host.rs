@@ -73,12 +73,14 @@ pub enum CgtEvent<'a> {
 
 /// The caller's side of a CGT experiment.
 pub trait CgtHost {
-    /// The default text corpus of the text presets (blank-line separated documents), asked for only
-    /// when a text preset runs without [`CgtSettings::text`](crate::settings::CgtSettings::text).
+    /// The default text corpus of the text presets: files of blank-line separated documents and
+    /// directories of one document per file
+    /// ([`read_documents`](crate::text_corpus::read_documents)), asked for only when a text preset
+    /// runs without [`CgtSettings::text`](crate::settings::CgtSettings::text).
     ///
     /// # Errors
     /// The corpus cannot be provided.
-    fn default_corpus(&mut self) -> Result<PathBuf, Box<dyn std::error::Error + Send + Sync>>;
+    fn default_corpus(&mut self) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>>;
 
     /// Progress.
     fn event(&mut self, event: CgtEvent<'_>);

@@ -11,6 +11,7 @@
 //! | [`args`] | `CgtArgs`: the command line of `eval cgt` (`clap::Args` with the `clap` feature) and the settings it makes |
 //! | [`settings`] | [`CgtSettings`]: preset overrides, variants, seeds, paths; the reproducing command |
 //! | [`conventions`] | seed shifts, evaluation streams, freeze points, the default run directory |
+//! | [`text_corpus`] | the text presets' documents, their held-out split and streams |
 //! | [`variant_result`] | [`VariantResult`]: what one (seed, variant) produced; selections by variant and seed |
 //! | [`variant_run`] | training + evaluation of one (seed, variant) |
 //! | `run_metrics` | the per-run figures of the table's rows and paired differences (methods of [`VariantResult`]) |
@@ -21,6 +22,7 @@
 //! | [`curve_file`] | a learning curve's points (`--eval-every`), `curve.jsonl` |
 //! | [`curve`] | the learning curves' chart and table over the runs |
 //! | [`paired`] | paired differences between the variants, per seed |
+//! | [`positions`] | the text presets' cross-entropy by position, specialised against dynamic (Fig. 6) |
 //! | `metric_table` | the section's table of metrics per variant (and the regression's error by pair) |
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
@@ -35,10 +37,12 @@ pub mod evaluation_file;
 pub mod host;
 mod metric_table;
 pub mod paired;
+pub mod positions;
 pub mod report;
 pub mod run;
 mod run_metrics;
 pub mod settings;
+pub mod text_corpus;
 pub mod variant_result;
 pub mod variant_run;
 

@@ -1,5 +1,6 @@
 //! Paired differences between the Table 1 variants: each variant against the one it adds a
-//! training term to (CGT against the baseline, + aux against CGT, + aux + reg against + aux), per
+//! training term to (CGT against the baseline, + aux against CGT, + aux + reg against + aux; on text
+//! also the full CGT and the widened baseline against the baseline and each other), per
 //! seed (both runs of a seed share the training stream, the initialisation seed and the evaluation
 //! sequences), as mean ± 95 % Student-t half-width over the seeds that have both runs.
 //!
@@ -18,6 +19,23 @@ pub const COMPARISONS: [(Variant, Variant); 3] = [
     (Variant::Cgt, Variant::CgtAux),
     (Variant::CgtAux, Variant::CgtAuxReg),
 ];
+
+/// The text presets' further comparisons (paper Fig. 5): the full CGT and the widened baseline
+/// against the baseline, and the full CGT against the widened baseline.
+pub const TEXT_COMPARISONS: [(Variant, Variant); 3] = [
+    (Variant::Baseline, Variant::CgtAuxReg),
+    (Variant::Baseline, Variant::WideBaseline),
+    (Variant::WideBaseline, Variant::CgtAuxReg),
+];
+
+/// The comparisons of a preset's table: [`COMPARISONS`], and on text [`TEXT_COMPARISONS`] after them.
+pub fn comparisons(data: &DataPreset) -> Vec<(Variant, Variant)> {
+    let mut all = COMPARISONS.to_vec();
+    if matches!(data, DataPreset::TextMixture { .. }) {
+        all.extend(TEXT_COMPARISONS);
+    }
+    all
+}
 
 /// A per-run value of a row (`None` where the run lacks it).
 type RunValue = Box<dyn Fn(&VariantResult) -> Option<f64>>;
@@ -138,8 +156,10 @@ pub fn paired_table(data: &DataPreset, results: &[VariantResult]) -> String {
                     .any(|rb| rb.variant == b && rb.seed == ra.seed)
         })
     };
-    let comparisons: Vec<(Variant, Variant)> =
-        COMPARISONS.into_iter().filter(|&c| has_pair(c)).collect();
+    let comparisons: Vec<(Variant, Variant)> = comparisons(data)
+        .into_iter()
+        .filter(|&c| has_pair(c))
+        .collect();
     if comparisons.is_empty() {
         return String::new();
     }
@@ -186,6 +206,7 @@ mod tests {
             }),
             regression: None,
             text_loss: None,
+            text_positions: None,
             fold_error: None,
             curve: Vec::new(),
         }
@@ -266,6 +287,7 @@ mod tests {
                 linear_fit_error: None,
             }),
             text_loss: None,
+            text_positions: None,
             fold_error: None,
             curve: Vec::new(),
         };

@@ -11,6 +11,7 @@ use super::conventions::EvalStream;
 use super::curve::curve_table;
 use super::metric_table::MetricTable;
 use super::paired::paired_table;
+use super::positions::position_table;
 use super::variant_result::{per_seed, variants_of, VariantResult};
 use tint_lab::seed_interval::cell;
 
@@ -128,14 +129,25 @@ pub fn render_section(
     let paired = paired_table(&preset.data, results);
     if !paired.is_empty() {
         out.push_str(&format!(
-            "\nPaired differences (each variant minus the one it adds a training term to, per seed: the \
-             two runs of a seed share the training stream, the initialisation seed and the evaluation \
-             sequences; mean ± 95 % Student-t half-width over the seeds with both runs):\n\n{paired}"
+            "\nPaired differences (each variant minus the one it adds a training term to{}, per seed: \
+             the two runs of a seed share the training stream, the initialisation seed and the \
+             evaluation sequences; mean ± 95 % Student-t half-width over the seeds with both \
+             runs):\n\n{paired}",
+            if matches!(preset.data, DataPreset::TextMixture { .. }) {
+                "; then Fig. 5's comparisons of the full CGT and the widened baseline"
+            } else {
+                ""
+            }
         ));
     }
     if let (DataPreset::LinearRegression(data), Some(references)) = (&preset.data, references) {
         out.push_str(&table.by_pair_table(data.n_pairs, references));
     }
+    out.push_str(&position_paragraph(
+        results,
+        plots_link,
+        &summary.stem(preset),
+    ));
     out.push_str(&chart_links(
         preset,
         results,
@@ -145,6 +157,41 @@ pub fn render_section(
         &seeds,
     ));
     out
+}
+
+/// The text presets' position reading (paper Fig. 6 and 13) with its chart; empty without one.
+fn position_paragraph(results: &[VariantResult], plots_link: &Path, stem: &str) -> String {
+    let table = position_table(results);
+    let Some(prefix) = results
+        .iter()
+        .find_map(|r| r.text_positions.as_ref())
+        .filter(|_| !table.is_empty())
+    else {
+        return String::new();
+    };
+    let chart = if results.iter().any(|r| {
+        r.text_positions
+            .as_ref()
+            .is_some_and(|p| p.specialised.is_some())
+    }) {
+        format!(
+            "\n![by position]({})\n",
+            plots_link.join(format!("{stem}-positions.svg")).display()
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "\nCross-entropy by position of {} held-out continuations (paper Fig. 6 and 13): each is \
+         {} bytes of one held-out document after a {}-byte prefix of it that neither pass has in \
+         context. The specialised model uses `y` frozen at the prefix's last byte; the dynamic \
+         model computes `y` along the continuation; the Baseline reads the continuation alone. \
+         Nats per byte, mean over the bytes of the range, then mean ± 95 % Student-t half-width \
+         over seeds (below zero: the specialised model is better):\n\n{table}{chart}",
+        prefix.samples,
+        prefix.dynamic.len(),
+        prefix.prefix
+    )
 }
 
 /// `## CGT: …`, with the test stream and the section's name when they apply.
@@ -402,6 +449,7 @@ mod tests {
                 linear_fit_error: Some(0.2),
             }),
             text_loss: None,
+            text_positions: None,
             fold_error: Some(1e-6),
             curve: Vec::new(),
         };
@@ -503,6 +551,7 @@ mod tests {
             }),
             regression: None,
             text_loss: None,
+            text_positions: None,
             fold_error: None,
             curve: vec![super::super::curve_file::CurvePoint {
                 step: 10,

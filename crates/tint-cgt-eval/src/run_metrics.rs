@@ -108,6 +108,7 @@ mod tests {
             icl: None,
             regression: None,
             text_loss: None,
+            text_positions: None,
             fold_error: None,
             curve: Vec::new(),
         }

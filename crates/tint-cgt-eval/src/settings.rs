@@ -19,10 +19,13 @@ pub struct CgtSettings {
     pub steps: Option<usize>,
     /// Sequences per training batch (overrides the preset); at least 1.
     pub batch_size: Option<usize>,
-    /// Variants by slug (`baseline`, `cgt`, `cgt-aux`, `cgt-aux-reg`); empty: all four.
+    /// Variants by slug (`baseline`, `baseline-wide`, `cgt`, `cgt-aux`, `cgt-aux-reg`); empty: the
+    /// preset's ([`Variant::defaults`]).
     pub variants: Vec<String>,
-    /// Text corpus of the text presets (`None`: the host's default, the SOTU addresses).
-    pub text: Option<PathBuf>,
+    /// Text corpus of the text presets, files and directories
+    /// ([`crate::text_corpus::read_documents`]); empty: the host's default (the SOTU addresses and
+    /// Shakespeare's works).
+    pub text: Vec<PathBuf>,
     /// Checkpoint every N steps (overrides the preset; does not change the results).
     pub checkpoint_every: Option<usize>,
     /// Directory for the SVG charts.
@@ -67,7 +70,7 @@ impl CgtSettings {
             steps: None,
             batch_size: None,
             variants: Vec::new(),
-            text: None,
+            text: Vec::new(),
             checkpoint_every: None,
             plots: PathBuf::from("docs/cgt"),
             // The default report, `experiments/cgt-icl-small/README.md`, links them from there.
@@ -125,13 +128,16 @@ impl CgtSettings {
         Ok(preset)
     }
 
-    /// The variants to run, in the given order (all four when none is named).
+    /// The variants to run, in the given order (the preset's [`Variant::defaults`] when none is
+    /// named).
     ///
     /// # Errors
-    /// A name that is not a variant's slug.
+    /// A name that is not a variant's slug, or an unknown preset.
     pub fn variants(&self) -> Result<Vec<Variant>, CgtRunError> {
         if self.variants.is_empty() {
-            return Ok(Variant::ALL.to_vec());
+            let preset =
+                ExperimentPreset::by_name(&self.preset).map_err(CgtRunError::cgt("--preset"))?;
+            return Ok(Variant::defaults(&preset.data).to_vec());
         }
         self.variants
             .iter()
@@ -142,7 +148,7 @@ impl CgtSettings {
                     .ok_or_else(|| CgtRunError::InvalidSetting {
                         name: "--variants",
                         value: name.clone(),
-                        rule: "one of baseline, cgt, cgt-aux, cgt-aux-reg",
+                        rule: "one of baseline, baseline-wide, cgt, cgt-aux, cgt-aux-reg",
                     })
             })
             .collect()
@@ -297,8 +303,9 @@ impl CgtSettings {
             let seeds: Vec<String> = self.seeds.iter().map(|s| s.to_string()).collect();
             command.push_str(&format!(" --seeds {}", seeds.join(",")));
         }
-        if let Some(text) = &self.text {
-            command.push_str(&format!(" --text {}", text.display()));
+        if !self.text.is_empty() {
+            let paths: Vec<String> = self.text.iter().map(|p| p.display().to_string()).collect();
+            command.push_str(&format!(" --text {}", paths.join(",")));
         }
         // Which runs an `--only-finished` assembly reads: without it the command names the preset's
         // default directory, whose runs may be others (say the CPU's beside a GPU's).

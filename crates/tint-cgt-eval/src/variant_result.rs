@@ -3,7 +3,7 @@
 //! [`crate::variant_run`], read by the charts, the report, the paired differences and
 //! `evaluation.json`.
 
-use tint_cgt::metrics::{IclEvaluation, RegressionEvaluation};
+use tint_cgt::metrics::{IclEvaluation, PositionLoss, RegressionEvaluation};
 use tint_cgt::presets::Variant;
 
 use super::curve_file::CurvePoint;
@@ -30,6 +30,9 @@ pub struct VariantResult {
     /// Text presets: mean evaluation cross-entropy with dynamic `y`, and of the frozen-`y`
     /// auxiliary model (guided variants).
     pub text_loss: Option<(f64, Option<f64>)>,
+    /// Text presets: the cross-entropy by position of held-out continuations, dynamic and (guided
+    /// variants) with `y` frozen after a prefix (paper Fig. 6).
+    pub text_positions: Option<PositionLoss>,
     /// Largest output difference between the folded model and the frozen-`y` model (guided
     /// variants of the arithmetic and regression presets).
     pub fold_error: Option<f32>,

@@ -9,9 +9,13 @@ use burn::backend::Autodiff;
 use burn::module::AutodiffModule;
 use burn::tensor::backend::Backend;
 use burn::tensor::ElementConversion;
-use tint_cgt::data::{ArithmeticConfig, BatchSource, HostBatch, LinearRegressionConfig};
+use tint_cgt::data::{
+    ArithmeticConfig, BatchSource, HostBatch, LinearRegressionConfig, TextMixture,
+};
 use tint_cgt::metrics::IclEvaluation;
-use tint_cgt::metrics::{evaluate_icl, evaluate_regression, frozen_context};
+use tint_cgt::metrics::{
+    evaluate_icl, evaluate_position_loss, evaluate_regression, frozen_context,
+};
 use tint_cgt::nodes::NodeSetup;
 use tint_cgt::objective::{joint_loss, ObjectiveConfig};
 use tint_cgt::plot::heat_map_svg;
@@ -24,7 +28,7 @@ use tint_cgt::{train_data_parallel, train_data_parallel_on_nodes};
 
 use super::conventions::{
     freeze_points, icl_eval_data, regression_eval_data, EvalStream, MODEL_SEED_BASE,
-    TEXT_EVAL_RNG_STREAM,
+    TEXT_EVAL_RNG_STREAM, TEXT_POSITION_PREFIX, TEXT_POSITION_SEED_OFFSET,
 };
 use super::curve_file::{append_point, settle_file, CurvePoint};
 use super::error::CgtRunError;
@@ -46,6 +50,8 @@ pub struct VariantJob<'a> {
     pub seed: u64,
     /// The training stream of this seed.
     pub source: &'a dyn BatchSource,
+    /// Text presets: the held-out documents' stream the run is evaluated on.
+    pub held_out: Option<&'a TextMixture>,
     /// The seed's run directory (`<run dir>/seed<s>`); the variant's files go under its slug.
     pub seed_dir: &'a Path,
     /// Where the `y · y` map goes, when this seed draws one (the first seed).
@@ -99,6 +105,7 @@ pub fn run_variant<B: Backend>(
         icl: None,
         regression: None,
         text_loss: None,
+        text_positions: None,
         fold_error: None,
         curve: trained.curve,
     };
@@ -329,26 +336,50 @@ fn evaluate_variant<B: Backend>(
             }
         }
         DataPreset::TextMixture { .. } => {
-            let mut total = 0.0;
-            let mut aux_total = 0.0;
-            let objective = ObjectiveConfig {
-                eta: if model.is_guided() { 0.0 } else { 1.0 },
-                ..Default::default()
+            let Some(held_out) = job.held_out else {
+                return Err(evaluating()(tint_cgt::CgtError::InvalidDataConfig(
+                    "a text preset's run needs its held-out stream".into(),
+                )));
             };
-            for step in 0..preset.eval_batches {
-                let batch = job
-                    .source
-                    .batch(job.eval_stream.text_first_batch() + step as u64);
-                let mut rng = tint_cgt::data::step_rng(TEXT_EVAL_RNG_STREAM, step as u64);
-                let (_, terms) =
-                    joint_loss(model, &batch, &objective, &mut rng, device).map_err(evaluating())?;
-                total += terms.task;
-                aux_total += terms.aux.unwrap_or(f64::NAN);
-            }
-            let n = preset.eval_batches as f64;
-            result.text_loss = Some((total / n, model.is_guided().then_some(aux_total / n)));
+            evaluate_text(model, held_out, preset.eval_batches, device, result)
+                .map_err(evaluating())?;
         }
     }
+    Ok(())
+}
+
+/// The text evaluation on held-out documents: the mean cross-entropy of `batches` batches of
+/// mixtures with dynamic `y` (and the frozen-`y` auxiliary model's, for a guided model), and the
+/// cross-entropy by position of as many continuations after a [`TEXT_POSITION_PREFIX`]-byte prefix.
+fn evaluate_text<B: Backend>(
+    model: &CgtModel<B>,
+    held_out: &TextMixture,
+    batches: usize,
+    device: &B::Device,
+    result: &mut VariantResult,
+) -> Result<(), tint_cgt::CgtError> {
+    let (mut total, mut aux_total) = (0.0, 0.0);
+    let objective = ObjectiveConfig {
+        eta: if model.is_guided() { 0.0 } else { 1.0 },
+        ..Default::default()
+    };
+    for step in 0..batches {
+        let batch = held_out.batch(step as u64);
+        let mut rng = tint_cgt::data::step_rng(TEXT_EVAL_RNG_STREAM, step as u64);
+        let (_, terms) = joint_loss(model, &batch, &objective, &mut rng, device)?;
+        total += terms.task;
+        aux_total += terms.aux.unwrap_or(f64::NAN);
+    }
+    let n = batches as f64;
+    result.text_loss = Some((total / n, model.is_guided().then_some(aux_total / n)));
+    result.text_positions = Some(evaluate_position_loss(
+        model,
+        held_out,
+        TEXT_POSITION_PREFIX,
+        batches,
+        held_out.seed + TEXT_POSITION_SEED_OFFSET,
+        device,
+    )?);
     Ok(())
 }
 

@@ -99,6 +99,16 @@ impl CgtConfig {
         config
     }
 
+    /// A plain transformer whose `x` is `d_x + d_y` wide (rounded up to a multiple of the head
+    /// width), with heads as wide as `x`'s now: the widened baseline of the paper's Fig. 5.
+    pub fn wide_baseline(&self) -> Self {
+        let mut config = self.baseline();
+        let head_width = (self.d_x / self.n_heads_x.max(1)).max(1);
+        config.n_heads_x = (self.d_x + self.d_y).div_ceil(head_width);
+        config.d_x = config.n_heads_x * head_width;
+        config
+    }
+
     /// True when the model has a `y` stream and template operators.
     pub fn is_guided(&self) -> bool {
         self.readout_layer > 0

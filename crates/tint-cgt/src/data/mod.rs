@@ -12,7 +12,7 @@ pub use arithmetic::{
 };
 pub use batch::{BatchSource, HostBatch, HostInput, HostTargets};
 pub use linreg::{LinearRegressionConfig, PairCurriculum, RegressionProblem};
-pub use text::TextMixture;
+pub use text::{TextCorpus, TextMixture};
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;

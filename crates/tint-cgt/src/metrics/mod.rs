@@ -1,10 +1,11 @@
 //! Evaluation metrics: answer accuracy (dynamic and specialised `y`), representation variation (paper
 //! eq. 4), linear-fit error of the task parameters from `y`, the `y . y` dot-product map, and the
-//! regression error of frozen-`y` models.
+//! regression error of frozen-`y` models, and the cross-entropy by position of text continuations.
 
 pub mod icl;
 pub mod linear_fit;
 pub mod regression;
+pub mod text;
 pub mod variation;
 
 pub use icl::{evaluate_icl, IclEvaluation};
@@ -13,6 +14,7 @@ pub use regression::{
     evaluate_regression, evaluate_regression_references, fit_predict, ReferenceErrors,
     RegressionEvaluation, RegressionReferences,
 };
+pub use text::{evaluate_position_loss, PositionLoss};
 pub use variation::representation_variation;
 
 use burn::tensor::backend::Backend;

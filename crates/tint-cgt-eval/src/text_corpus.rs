@@ -1,0 +1,148 @@
+//! The text presets' corpus: documents read from files and directories, split into training and
+//! held-out documents ([`TextCorpus::split`]), and the two streams made of them: the training
+//! mixtures of a seed and the held-out mixtures (and continuations) every run is evaluated on.
+
+use std::path::{Path, PathBuf};
+
+use tint_cgt::data::{TextCorpus, TextMixture};
+use tint_cgt::presets::DataPreset;
+
+use super::conventions::{text_eval_seed, text_train_seed, EvalStream};
+use super::error::CgtRunError;
+
+/// The documents of `paths` in order: a file holds documents separated by blank lines (the SOTU
+/// file: one address per document), a directory one document per regular file, in file-name order
+/// (Shakespeare: one work per document). Each file is read with the limit of every text file.
+///
+/// # Errors
+/// A path that cannot be read (named), a file that is not UTF-8 or too large, or a directory
+/// without files.
+pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, CgtRunError> {
+    let read = |path: &Path| {
+        tint_assets::read_text_limited(path, "text corpus", tint_assets::MAX_TEXT_FILE_BYTES)
+            .map_err(CgtRunError::Text)
+    };
+    let mut documents = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let io = |source| CgtRunError::Io {
+                operation: "list",
+                path: path.clone(),
+                source,
+            };
+            let mut files = Vec::new();
+            for entry in std::fs::read_dir(path).map_err(io)? {
+                let entry = entry.map_err(io)?;
+                if entry.file_type().map_err(io)?.is_file() {
+                    files.push(entry.path());
+                }
+            }
+            if files.is_empty() {
+                return Err(CgtRunError::InvalidSetting {
+                    name: "--text",
+                    value: path.display().to_string(),
+                    rule: "a directory given as corpus holds one document per file; this one has \
+                           no file",
+                });
+            }
+            files.sort();
+            for file in files {
+                documents.push(read(&file)?.trim().as_bytes().to_vec());
+            }
+        } else {
+            documents.extend(TextCorpus::documents_of(&read(path)?));
+        }
+    }
+    Ok(documents)
+}
+
+/// The training and held-out streams of a text preset.
+pub struct TextStreams {
+    /// Mixtures of training documents, this seed's order.
+    pub train: TextMixture,
+    /// Mixtures and continuations of held-out documents (the same for every seed).
+    pub held_out: TextMixture,
+}
+
+impl TextStreams {
+    /// The streams of `data` (a text preset's) over `corpus` for `seed`, evaluated on `stream`.
+    ///
+    /// # Errors
+    /// `data` is not a text preset's, or its lengths do not fit ([`TextMixture::from_documents`]).
+    pub fn new(
+        corpus: &TextCorpus,
+        data: &DataPreset,
+        seed: u64,
+        stream: EvalStream,
+    ) -> Result<Self, CgtRunError> {
+        let DataPreset::TextMixture {
+            seq_length,
+            cut_min,
+            cut_max,
+            batch_size,
+        } = *data
+        else {
+            return Err(CgtRunError::cgt("building the text streams")(
+                tint_cgt::CgtError::InvalidDataConfig("not a text preset".into()),
+            ));
+        };
+        let mixture = |documents: &[Vec<u8>], seed| {
+            TextMixture::from_documents(
+                documents.to_vec(),
+                seq_length,
+                cut_min,
+                cut_max,
+                batch_size,
+                seed,
+            )
+            .map_err(CgtRunError::cgt("building the text streams"))
+        };
+        Ok(Self {
+            train: mixture(&corpus.train, text_train_seed(seed))?,
+            held_out: mixture(&corpus.held_out, text_eval_seed(stream))?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_split_at_blank_lines_and_directories_give_a_document_per_file() {
+        let root = std::env::temp_dir().join(format!("tint-corpus-{}", std::process::id()));
+        let dir = root.join("works");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("b.txt"), "second work\n\nwith a blank line").unwrap();
+        std::fs::write(dir.join("a.txt"), "first work").unwrap();
+        std::fs::write(root.join("addresses.txt"), "one\n\n two \n\nthree").unwrap();
+        let documents = read_documents(&[root.join("addresses.txt"), dir.clone()]).unwrap();
+        let text: Vec<&str> = documents
+            .iter()
+            .map(|d| std::str::from_utf8(d).unwrap())
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "one",
+                "two",
+                "three",
+                "first work",
+                "second work\n\nwith a blank line"
+            ]
+        );
+
+        let empty = root.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let message = read_documents(&[empty]).unwrap_err().to_string();
+        assert!(
+            message.contains("--text") && message.contains("no file"),
+            "{message}"
+        );
+        let missing = read_documents(&[root.join("missing.txt")])
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("missing.txt"), "{missing}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
