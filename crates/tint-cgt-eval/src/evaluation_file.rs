@@ -7,7 +7,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tint_cgt::metrics::{IclEvaluation, PositionLoss, RegressionEvaluation};
 
+use tint_cgt::presets::Variant;
+use tint_cgt::train::read_log;
+
 use super::conventions::EvalStream;
+use super::curve_file::read_curve;
 use super::error::CgtRunError;
 use super::variant_result::VariantResult;
 use tint_assets::write_atomic;
@@ -87,6 +91,59 @@ impl RunEvaluation {
         let json = serde_json::to_string_pretty(self).expect("an evaluation serialises");
         write_atomic(path, json.as_bytes())?;
         Ok(())
+    }
+
+    /// The run's result as this file records it, for assembling a report from runs whose JSON was
+    /// kept without their weights: the losses from the run's `log.jsonl` where it is kept (else
+    /// none: the loss chart leaves the run out and the final training loss is the file's), the
+    /// learning curve from its `curve.jsonl`. `None` when the file is not the final evaluation of
+    /// this run on `stream` (another preset, variant, seed, step count or stream), or, for a text
+    /// preset, lacks the position reading.
+    ///
+    /// # Errors
+    /// The log or the curve file cannot be read.
+    pub fn recorded_result(
+        &self,
+        dir: &Path,
+        expected: (&str, Variant, u64, usize),
+        stream: EvalStream,
+        text: bool,
+    ) -> Result<Option<VariantResult>, CgtRunError> {
+        let (preset, variant, seed, steps) = expected;
+        if self.preset != preset
+            || self.variant != variant.slug()
+            || self.seed != seed
+            || self.steps != steps
+            || self.eval_stream != stream
+            || (text && self.text_positions.is_none())
+        {
+            return Ok(None);
+        }
+        let log = dir.join("log.jsonl");
+        let losses = read_log(&log)
+            .map_err(CgtRunError::cgt(format!("reading {}", log.display())))?
+            .iter()
+            .map(|r| (r.step as f64, r.terms.task))
+            .collect();
+        let curve = match stream {
+            EvalStream::Validation => read_curve(&dir.join("curve.jsonl"))?,
+            EvalStream::Test => Vec::new(),
+        };
+        Ok(Some(VariantResult {
+            variant,
+            seed,
+            losses,
+            train_seconds: self.train_seconds,
+            wall_seconds: 0.0,
+            resumed_at: steps,
+            icl: self.icl.clone(),
+            regression: self.regression.clone(),
+            text_loss: self.text_loss.map(|loss| (loss, self.text_aux_loss)),
+            text_positions: self.text_positions.clone(),
+            fold_error: self.fold_error,
+            curve,
+            recorded_final_loss: self.final_task_loss,
+        }))
     }
 
     /// Reads a file written by [`RunEvaluation::write`].

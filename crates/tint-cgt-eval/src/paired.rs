@@ -209,6 +209,7 @@ mod tests {
             text_positions: None,
             fold_error: None,
             curve: Vec::new(),
+            recorded_final_loss: None,
         }
     }
 
@@ -290,6 +291,7 @@ mod tests {
             text_positions: None,
             fold_error: None,
             curve: Vec::new(),
+            recorded_final_loss: None,
         };
         let results = [
             run(Variant::Cgt, 1, 1.0, 4.0),

@@ -240,6 +240,7 @@ mod tests {
             }),
             fold_error: None,
             curve: Vec::new(),
+            recorded_final_loss: None,
         }
     }
 

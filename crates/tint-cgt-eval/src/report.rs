@@ -12,7 +12,7 @@ use super::curve::curve_table;
 use super::metric_table::MetricTable;
 use super::paired::paired_table;
 use super::positions::position_table;
-use super::variant_result::{per_seed, variants_of, VariantResult};
+use super::variant_result::{loss_chart_seed, per_seed, variants_of, VariantResult};
 use tint_lab::seed_interval::cell;
 
 /// How the runs were invoked, for the report.
@@ -154,7 +154,6 @@ pub fn render_section(
         &table.variants,
         plots_link,
         &summary.stem(preset),
-        &seeds,
     ));
     out
 }
@@ -356,15 +355,15 @@ fn chart_links(
     variants: &[Variant],
     plots_link: &Path,
     stem: &str,
-    seeds: &[u64],
 ) -> String {
     let mut out = String::new();
     let plot_path = |file: String| plots_link.join(file).display().to_string();
-    out.push_str(&format!(
-        "\nTraining loss of seed {} (task loss, 10-step moving average):\n\n![loss]({})\n",
-        seeds.first().copied().unwrap_or(0),
-        plot_path(format!("{stem}-loss.svg"))
-    ));
+    if let Some(seed) = loss_chart_seed(results) {
+        out.push_str(&format!(
+            "\nTraining loss of seed {seed} (task loss, 10-step moving average):\n\n![loss]({})\n",
+            plot_path(format!("{stem}-loss.svg"))
+        ));
+    }
     if matches!(preset.data, DataPreset::LinearRegression(_)) {
         out.push_str(&format!(
             "\nError by number of shown pairs (mean over seeds; thin lines: references):\n\n![by pair]({})\n",
@@ -452,6 +451,7 @@ mod tests {
             text_positions: None,
             fold_error: Some(1e-6),
             curve: Vec::new(),
+            recorded_final_loss: None,
         };
         let summary = RunSummary {
             command: settings.command_line(),
@@ -558,6 +558,7 @@ mod tests {
                 dynamic_accuracy: 0.5,
                 no_example_accuracy: 0.25,
             }],
+            recorded_final_loss: None,
         };
         let summary = |eval_stream| RunSummary {
             command: settings.command_line(),
@@ -584,6 +585,7 @@ mod tests {
         // A test-stream run carries no curve (the curve is the validation stream's: run.rs tests).
         let on_test = VariantResult {
             curve: Vec::new(),
+            recorded_final_loss: None,
             ..result.clone()
         };
         let test = render_section(&preset, &[on_test], plots, &summary(EvalStream::Test));
@@ -600,6 +602,7 @@ mod tests {
                 ..Default::default()
             }),
             curve: Vec::new(),
+            recorded_final_loss: None,
             ..result.clone()
         };
         let two = render_section(
@@ -607,6 +610,7 @@ mod tests {
             &[
                 VariantResult {
                     curve: Vec::new(),
+                    recorded_final_loss: None,
                     ..result.clone()
                 },
                 other_seed,
@@ -627,6 +631,7 @@ mod tests {
         let guided = VariantResult {
             variant: Variant::Cgt,
             curve: Vec::new(),
+            recorded_final_loss: None,
             ..result
         };
         let renamed = render_section(&preset, &[guided], plots, &named);

@@ -1,23 +1,26 @@
 //! A CGT experiment: every (seed, variant) run of a preset (resumed from checkpoints, or only the
 //! finished ones), the charts, and the report section.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::Backend;
 use tint_cgt::data::{BatchSource, TextCorpus, TextMixture};
 use tint_cgt::metrics::evaluate_regression_references;
+use tint_cgt::presets::Variant;
 use tint_cgt::presets::{DataPreset, ExperimentPreset};
-use tint_cgt::train::checkpoint_is_final;
+use tint_cgt::train::{checkpoint_has_weights, checkpoint_is_final};
 
 use super::charts::{loss_chart, regression_chart};
 use super::conventions::{freeze_points, preset_for_seed, regression_eval_data, EvalStream};
 use super::curve::curve_chart;
 use super::error::CgtRunError;
+use super::evaluation_file::RunEvaluation;
 use super::host::{CgtEvent, CgtHost};
 use super::positions::position_chart;
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
 use super::text_corpus::{read_documents, TextStreams};
+use super::variant_result::{loss_chart_seed, VariantResult};
 use super::variant_run::{run_variant, VariantJob};
 use tint_assets::write_atomic;
 
@@ -90,6 +93,47 @@ fn seed_streams(
             ))
         }
     })
+}
+
+/// A finished run whose weights are not here (its JSON was kept, its checkpoint files were not),
+/// read back from its evaluation file; `None` when the weights are here (the run is evaluated
+/// again).
+///
+/// # Errors
+/// The evaluation file is missing, unreadable, or not this run's final evaluation on the stream
+/// asked for: without weights the run cannot be evaluated again.
+fn recorded_run(
+    preset: &ExperimentPreset,
+    variant: Variant,
+    seed: u64,
+    seed_dir: &Path,
+    settings: &CgtSettings,
+) -> Result<Option<VariantResult>, CgtRunError> {
+    let dir = seed_dir.join(variant.slug());
+    if checkpoint_has_weights(&dir.join("checkpoint"))
+        .map_err(CgtRunError::cgt("reading a checkpoint"))?
+    {
+        return Ok(None);
+    }
+    let path = dir.join(settings.eval_stream.evaluation_file());
+    let expected = (preset.name.as_str(), variant, seed, preset.training.steps);
+    let text = matches!(preset.data, DataPreset::TextMixture { .. });
+    match RunEvaluation::read(&path)?.recorded_result(&dir, expected, settings.eval_stream, text)? {
+        Some(result) => Ok(Some(result)),
+        None => Err(CgtRunError::EvaluationFile {
+            path,
+            message: format!(
+                "the run's weights are not in its checkpoint, so it cannot be evaluated again, and \
+                 this file is not its final evaluation (preset {}, {} seed {seed}, {} steps, {:?} \
+                 stream{})",
+                preset.name,
+                variant.slug(),
+                preset.training.steps,
+                settings.eval_stream,
+                if text { ", with the position reading" } else { "" }
+            ),
+        }),
+    }
 }
 
 /// Runs a CGT experiment: every seed × variant of `settings` (resumed from a checkpoint of the same
@@ -181,12 +225,17 @@ pub fn run_cgt<B: Backend>(
         let seed_dir = run_dir.join(format!("seed{seed}"));
         for &variant in &variants {
             let checkpoint = seed_dir.join(variant.slug()).join("checkpoint");
-            if settings.only_finished
-                && !checkpoint_is_final(&checkpoint, preset.training.steps)
+            if settings.only_finished {
+                if !checkpoint_is_final(&checkpoint, preset.training.steps)
                     .map_err(CgtRunError::cgt("reading a checkpoint"))?
-            {
-                summary.skipped.push((seed, variant));
-                continue;
+                {
+                    summary.skipped.push((seed, variant));
+                    continue;
+                }
+                if let Some(result) = recorded_run(&preset, variant, seed, &seed_dir, settings)? {
+                    results.push(result);
+                    continue;
+                }
             }
             let job = VariantJob {
                 preset: &preset,
@@ -225,11 +274,12 @@ pub fn run_cgt<B: Backend>(
                    first, or give the --run-dir, --steps and --batch-size it was trained with",
         });
     }
-    let mut charts = vec![settings.plots.join(format!("{stem}-loss.svg"))];
-    write_atomic(
-        &charts[0],
-        loss_chart(&results, first_seed, &preset.name)?.as_bytes(),
-    )?;
+    let mut charts = Vec::new();
+    if let Some(seed) = loss_chart_seed(&results) {
+        let path = settings.plots.join(format!("{stem}-loss.svg"));
+        write_atomic(&path, loss_chart(&results, seed, &preset.name)?.as_bytes())?;
+        charts.push(path);
+    }
     if matches!(preset.data, DataPreset::LinearRegression(_)) {
         let title = format!("{}: held-out error by shown pairs", preset.name);
         let chart = regression_chart(&results, summary.references.as_ref(), &title)?;
@@ -445,6 +495,48 @@ mod tests {
         assert!(positions.specialised.is_none() && positions.dynamic.len() == 128);
         let guided = RunEvaluation::read(&run_dir.join("seed1/cgt/evaluation.json")).unwrap();
         assert!(guided.text_positions.unwrap().specialised.is_some());
+
+        // Kept without weights or logs (as the JSON lands in git), every run is read back from its
+        // evaluation file: the same tables, no loss chart.
+        for variant in Variant::ALL {
+            let dir = run_dir.join("seed1").join(variant.slug());
+            std::fs::remove_file(dir.join("log.jsonl")).unwrap();
+            for entry in std::fs::read_dir(dir.join("checkpoint")).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "mpk") {
+                    std::fs::remove_file(path).unwrap();
+                }
+            }
+        }
+        let assemble = CgtSettings {
+            only_finished: true,
+            ..settings.clone()
+        };
+        let again =
+            run_cgt::<Flex>(&assemble, &[Default::default()], &mut Recorder::default()).unwrap();
+        let tables = |markdown: &str| -> Vec<String> {
+            markdown
+                .lines()
+                .filter(|l| {
+                    l.starts_with('|') && !l.contains("time") && !l.contains("training loss")
+                })
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(tables(&again.markdown), tables(markdown));
+        assert!(!again.markdown.contains("![loss]"), "{}", again.markdown);
+        assert!(again.markdown.contains("| final training loss"));
+
+        // A run without weights whose evaluation file is another's cannot be assembled.
+        let wide = run_dir.join("seed1/baseline-wide/evaluation.json");
+        std::fs::copy(run_dir.join("seed1/baseline/evaluation.json"), &wide).unwrap();
+        let err = run_cgt::<Flex>(&assemble, &[Default::default()], &mut Recorder::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("baseline-wide/evaluation.json") && err.contains("baseline-wide seed 1"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&root).ok();
     }
 

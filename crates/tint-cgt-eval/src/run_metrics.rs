@@ -111,6 +111,7 @@ mod tests {
             text_positions: None,
             fold_error: None,
             curve: Vec::new(),
+            recorded_final_loss: None,
         }
     }
 

@@ -39,6 +39,9 @@ pub struct VariantResult {
     /// Learning curve (`--eval-every`; empty without it): held-out accuracies during training,
     /// earlier invocations' points included (read back from the run's `curve.jsonl`).
     pub curve: Vec<CurvePoint>,
+    /// The final training loss as an `evaluation.json` recorded it, for a run read back from that
+    /// file without its log (`None` otherwise: the losses say it).
+    pub recorded_final_loss: Option<f64>,
 }
 
 impl VariantResult {
@@ -46,7 +49,10 @@ impl VariantResult {
     /// "final training loss" and `evaluation.json`'s `final_task_loss`.
     pub fn final_task_loss(&self) -> Option<f64> {
         let tail = &self.losses[self.losses.len().saturating_sub(10)..];
-        (!tail.is_empty()).then(|| tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
+        if tail.is_empty() {
+            return self.recorded_final_loss;
+        }
+        Some(tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
     }
 }
 
@@ -56,6 +62,16 @@ pub fn variants_of(results: &[VariantResult]) -> Vec<Variant> {
         .into_iter()
         .filter(|v| results.iter().any(|r| r.variant == *v))
         .collect()
+}
+
+/// The seed whose training losses the loss chart draws: the smallest among the runs with a logged
+/// loss history (`None` when every run was read back without its log).
+pub fn loss_chart_seed(results: &[VariantResult]) -> Option<u64> {
+    results
+        .iter()
+        .filter(|r| !r.losses.is_empty())
+        .map(|r| r.seed)
+        .min()
 }
 
 /// The values of `metric` over the seeds of `variant`.

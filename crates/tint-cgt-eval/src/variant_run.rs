@@ -108,6 +108,7 @@ pub fn run_variant<B: Backend>(
         text_positions: None,
         fold_error: None,
         curve: trained.curve,
+        recorded_final_loss: None,
     };
     evaluate_variant(
         job,

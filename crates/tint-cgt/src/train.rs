@@ -674,6 +674,16 @@ pub fn checkpoint_is_final(dir: &Path, steps: usize) -> Result<bool> {
         .is_some_and(|state| state.next_step == steps && state.steps.is_none_or(|s| s == steps)))
 }
 
+/// Whether the model file that the checkpoint's `state.json` in `dir` names is there (`false`
+/// without a state file): a run whose JSON was kept without its weights has the state and no model.
+pub fn checkpoint_has_weights(dir: &Path) -> Result<bool> {
+    Ok(read_state(dir)?.is_some_and(|state| {
+        checkpoint_file(dir, "model", state.next_step)
+            .with_extension(CHECKPOINT_EXTENSION)
+            .is_file()
+    }))
+}
+
 /// The step at which a run would resume from the checkpoint in `dir` (the number of steps it has
 /// trained), `None` when `dir` holds none; an unreadable state file is an error. Whether the
 /// checkpoint fits the requested settings is checked when training resumes from it.
