@@ -96,8 +96,8 @@ fn seed_streams(
 }
 
 /// A finished run whose weights are not here (its JSON was kept, its checkpoint files were not),
-/// read back from its evaluation file; `None` when the weights are here (the run is evaluated
-/// again).
+/// read back from its evaluation file, with or without `--only-finished` (nothing is left to train);
+/// `None` when the weights are here (the run is evaluated again).
 ///
 /// # Errors
 /// The evaluation file is missing, unreadable, or not this run's final evaluation on the stream
@@ -225,13 +225,13 @@ pub fn run_cgt<B: Backend>(
         let seed_dir = run_dir.join(format!("seed{seed}"));
         for &variant in &variants {
             let checkpoint = seed_dir.join(variant.slug()).join("checkpoint");
-            if settings.only_finished {
-                if !checkpoint_is_final(&checkpoint, preset.training.steps)
-                    .map_err(CgtRunError::cgt("reading a checkpoint"))?
-                {
-                    summary.skipped.push((seed, variant));
-                    continue;
-                }
+            let finished = checkpoint_is_final(&checkpoint, preset.training.steps)
+                .map_err(CgtRunError::cgt("reading a checkpoint"))?;
+            if settings.only_finished && !finished {
+                summary.skipped.push((seed, variant));
+                continue;
+            }
+            if finished {
                 if let Some(result) = recorded_run(&preset, variant, seed, &seed_dir, settings)? {
                     results.push(result);
                     continue;
@@ -497,7 +497,7 @@ mod tests {
         assert!(guided.text_positions.unwrap().specialised.is_some());
 
         // Kept without weights or logs (as the JSON lands in git), every run is read back from its
-        // evaluation file: the same tables, no loss chart.
+        // evaluation file: the same tables, no loss chart; a later assembly sees the same.
         for variant in Variant::ALL {
             let dir = run_dir.join("seed1").join(variant.slug());
             std::fs::remove_file(dir.join("log.jsonl")).unwrap();
@@ -508,12 +508,13 @@ mod tests {
                 }
             }
         }
+        // Read back by a training invocation (nothing is left to train) as by an assembly.
+        let again =
+            run_cgt::<Flex>(&settings, &[Default::default()], &mut Recorder::default()).unwrap();
         let assemble = CgtSettings {
             only_finished: true,
             ..settings.clone()
         };
-        let again =
-            run_cgt::<Flex>(&assemble, &[Default::default()], &mut Recorder::default()).unwrap();
         let tables = |markdown: &str| -> Vec<String> {
             markdown
                 .lines()
@@ -526,6 +527,9 @@ mod tests {
         assert_eq!(tables(&again.markdown), tables(markdown));
         assert!(!again.markdown.contains("![loss]"), "{}", again.markdown);
         assert!(again.markdown.contains("| final training loss"));
+        let assembled =
+            run_cgt::<Flex>(&assemble, &[Default::default()], &mut Recorder::default()).unwrap();
+        assert_eq!(tables(&assembled.markdown), tables(&again.markdown));
 
         // A run without weights whose evaluation file is another's cannot be assembled.
         let wide = run_dir.join("seed1/baseline-wide/evaluation.json");
