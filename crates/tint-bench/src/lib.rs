@@ -17,7 +17,7 @@
 //! | [`mode`] | measurement names, labels and their model FLOPs ([`tint_sim::flops`]) |
 //! | [`checkpoint`] | the seeded checkpoint and token ids |
 //! | [`measure`] | [`Measurement`], [`ChildRequest`], [`run_measurement`] |
-//! | [`official`] | the authors' figures and issue 17's goals |
+//! | [`goals`] | issue 65's goals a bench run checks, and where the ratios to the authors' code come from |
 //! | [`machine`] | [`ReportContext`]: machine, GPU, build, date |
 //! | [`report`] | the markdown sections |
 //! | [`run`] | [`BenchSettings`], [`run_bench`], [`BenchHost`] |
@@ -27,10 +27,10 @@ pub mod args;
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod goals;
 pub mod machine;
 pub mod measure;
 pub mod mode;
-pub mod official;
 pub mod report;
 pub mod run;
 
