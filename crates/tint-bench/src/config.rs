@@ -114,7 +114,7 @@ pub fn smollm2_step_config(layers: usize) -> LlamaTintConfig {
 }
 
 /// The SmolLM2 simulator's sizes: the README setting of [`LlamaSimulatorConfig::for_model`] (the
-/// same `Ds`, `P`, `Hs` as `Tint::simulator` through `default_tint_config`), `Tmax` from the model.
+/// same `Ds`, `P`, `Hs` as `Tint::simulator`: the one rule, `TintConfig::sized_for`), `Tmax` from the model.
 pub fn smollm2_sim_config(
     d_model: usize,
     n_heads: usize,

@@ -25,8 +25,8 @@ use serde_json::json;
 use tint_aux::AuxModel;
 use tint_eval::documents::tokenized_documents;
 use tint_eval::lm_split::{LmSplit, SplitSpec};
-use tint_eval::methods::{block_ids, default_tint_config, eval_part_nll, TintMethod};
-use tint_sim::{SimInput, SimOutput, TintStep};
+use tint_eval::methods::{block_ids, eval_part_nll, TintMethod};
+use tint_sim::{SimInput, SimOutput, TintConfig, TintSizes, TintStep};
 
 type B = burn::backend::Flex;
 
@@ -147,7 +147,7 @@ fn run() -> Result<(), String> {
         _ => return Err("this measurement is for LLaMA-family GGUF checkpoints".into()),
     };
     // The settings of `cargo xtask eval lm` (one step, reuse on, restricted prefixes).
-    let mut config = default_tint_config(model.hidden_size(), n_heads, None, None, None);
+    let mut config = TintConfig::sized_for(model.hidden_size(), n_heads, TintSizes::default());
     config.restrict_prefixes = true;
     config.step.inner_lr = args.eta;
     config.step.derivatives = args.derivatives;

@@ -218,31 +218,6 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
     }
 }
 
-/// TinT hyper-parameters that fit an auxiliary model of width `d_model` with `n_heads` heads: `S`
-/// weight rows per prefix (4 when `d_model` is divisible by 4, else 3), `P = D / S` prefixes,
-/// `Ds = D (S + 1)`, and softmax heads of the auxiliary head size (`Hs = Ds / (D / H)`), which satisfy
-/// every constraint of docs/construction.md §1.2. Explicit values replace the defaults.
-pub fn default_tint_config(
-    d_model: usize,
-    n_heads: usize,
-    hidden_size: Option<usize>,
-    num_prefixes: Option<usize>,
-    num_heads: Option<usize>,
-) -> TintConfig {
-    let stack = if d_model.is_multiple_of(4) { 4 } else { 3 };
-    let num_prefixes = num_prefixes.unwrap_or(d_model / stack);
-    let head_size = d_model / n_heads.max(1);
-    let mut config = TintConfig::for_model(d_model, num_prefixes, head_size);
-    if let Some(ds) = hidden_size {
-        config.hidden_size = ds;
-        config.num_heads = ds / head_size.max(1);
-    }
-    if let Some(hs) = num_heads {
-        config.num_heads = hs;
-    }
-    config
-}
-
 /// The TinT method names of the evaluations: the constructed simulator (`tint`), its structured
 /// execution (`tint-structured`, proven equal to the constructed one) and the functional reference
 /// (`tint-ref`, the same update with plain tensor maths).

@@ -6,9 +6,8 @@
 
 use burn::tensor::backend::Backend;
 use tint_aux::AuxModel;
-use tint_sim::TintConfig;
+use tint_sim::{TintConfig, TintSizes};
 
-use crate::methods::default_tint_config;
 use crate::EvalError;
 
 /// TinT hyper-parameters (the name and fields are recorded in resume fingerprints: keep them; a
@@ -115,18 +114,16 @@ impl TintFlags {
         inner_lr: f64,
         steps: usize,
     ) -> Result<TintConfig, EvalError> {
-        let n_heads = match model {
-            // The LLaMA reference does not use the simulator widths; the head count only sizes them.
-            AuxModel::Llama(llama) => llama.blocks[0].attention.n_heads,
-            _ => tint_sim::AuxParams::from_aux(model)?.dims().n_heads,
+        if !matches!(model, AuxModel::Llama(_)) {
+            // The GPT-2/OPT simulator takes the model's parameters as they are: refused here, up front.
+            tint_sim::AuxParams::from_aux(model)?;
+        }
+        let sizes = TintSizes {
+            hidden_size: self.tint_hidden_size,
+            num_prefixes: self.tint_prefixes,
+            num_heads: self.tint_heads,
         };
-        let mut config = default_tint_config(
-            model.hidden_size(),
-            n_heads,
-            self.tint_hidden_size,
-            self.tint_prefixes,
-            self.tint_heads,
-        );
+        let mut config = TintConfig::sized_for(model.hidden_size(), model.n_heads(), sizes);
         config.step.inner_lr = inner_lr;
         config.step.n_forward_backward = steps;
         config.official_compat = self.official_compat;

@@ -57,7 +57,38 @@ fn default_gate_scale() -> f64 {
     DEFAULT_GATE_SCALE
 }
 
+/// The TinT sizes a caller sets explicitly; `None` takes the rule of [`TintConfig::sized_for`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TintSizes {
+    /// TinT width `Ds` (the heads then keep the auxiliary head size unless `num_heads` is set).
+    pub hidden_size: Option<usize>,
+    /// Prefix rows `P`.
+    pub num_prefixes: Option<usize>,
+    /// Softmax heads `Hs`.
+    pub num_heads: Option<usize>,
+}
+
 impl TintConfig {
+    /// The sizing rule of every engine and front end, for an auxiliary model of width `d_model` with
+    /// `n_heads` heads: `S` = 4 weight rows per prefix (3 when 4 does not divide `D`), `P = D / S`
+    /// prefixes, `Ds = D (D / P + 1)`, and softmax heads of the auxiliary head size
+    /// (`Hs = Ds / (D / H)`), which satisfy every constraint of docs/construction.md §1.2. Explicit
+    /// `sizes` replace the rule's values; every other field at its default ([`TintConfig::for_model`]).
+    pub fn sized_for(d_model: usize, n_heads: usize, sizes: TintSizes) -> Self {
+        let stack = if d_model.is_multiple_of(4) { 4 } else { 3 };
+        let num_prefixes = sizes.num_prefixes.unwrap_or(d_model / stack);
+        let head_size = d_model / n_heads.max(1);
+        let mut config = Self::for_model(d_model, num_prefixes, head_size);
+        if let Some(ds) = sizes.hidden_size {
+            config.hidden_size = ds;
+            config.num_heads = ds / head_size.max(1);
+        }
+        if let Some(hs) = sizes.num_heads {
+            config.num_heads = hs;
+        }
+        config
+    }
+
     /// The README setting for an auxiliary model of width `d_model`: `P` prefixes, `Ds = D (D/P + 1)`,
     /// `Hs = Ds / head_size` heads with the given softmax head size; every other field at its default.
     pub fn for_model(d_model: usize, num_prefixes: usize, head_size: usize) -> Self {
@@ -268,5 +299,49 @@ mod memory_tests {
                 "{text}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llama::{LlamaSimulatorConfig, LlamaTintConfig};
+
+    /// The one sizing rule: SmolLM2 (D 576, 9 heads) gets the sizes the bench reports, a width
+    /// that 4 does not divide stacks 3 rows, explicit sizes win, and the LLaMA simulator's
+    /// sizes are the same rule's.
+    #[test]
+    fn the_sizing_rule_is_one_and_explicit_sizes_replace_it() {
+        let sizes = |c: &TintConfig| (c.hidden_size, c.num_prefixes, c.num_heads);
+        let smollm2 = TintConfig::sized_for(576, 9, TintSizes::default());
+        assert_eq!(sizes(&smollm2), (2880, 144, 45));
+        assert_eq!(
+            sizes(&TintConfig::sized_for(64, 4, TintSizes::default())),
+            (320, 16, 20)
+        );
+        assert_eq!(
+            sizes(&TintConfig::sized_for(30, 3, TintSizes::default())),
+            (120, 10, 12)
+        );
+        let explicit = TintSizes {
+            hidden_size: Some(640),
+            num_prefixes: Some(32),
+            num_heads: None,
+        };
+        // Ds 640 with the auxiliary head size 128 / 4 = 32: 20 heads.
+        assert_eq!(
+            sizes(&TintConfig::sized_for(128, 4, explicit)),
+            (640, 32, 20)
+        );
+        let heads = TintSizes {
+            num_heads: Some(5),
+            ..explicit
+        };
+        assert_eq!(sizes(&TintConfig::sized_for(128, 4, heads)).2, 5);
+        let llama = LlamaSimulatorConfig::for_model(576, 9, LlamaTintConfig::default());
+        assert_eq!(
+            (llama.hidden_size, llama.num_prefixes, llama.num_heads),
+            sizes(&smollm2)
+        );
     }
 }

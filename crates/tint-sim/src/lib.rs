@@ -63,7 +63,7 @@ pub mod step_config;
 mod updated_params;
 
 pub use any_model::ModelSimulator;
-pub use config::{Execution, GateMode, TintConfig};
+pub use config::{Execution, GateMode, TintConfig, TintSizes};
 pub use engine::{build, Engine, StepDirection, TintStep, Updated, UpdatedModel};
 pub use error::SimError;
 pub use input::SimInput;

@@ -13,7 +13,8 @@ use tint_eval::icl::{
     IclMethod, IclReport, IclSettings, PlainIcl, PromptEncoder, ScoreRequest, TaskData, TaskKind,
     Template, TintIcl, TrainLoss, TrainingSequences,
 };
-use tint_eval::methods::{default_tint_config, Tint};
+use tint_eval::methods::Tint;
+use tint_sim::{TintConfig, TintSizes};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -336,7 +337,7 @@ fn tint_plugs_in_as_a_method() {
     let mut plain = PlainIcl::new(&model);
     let reference = run_icl_cell(&mut plain, &encoder, &data, &settings, &mut |_| {}).unwrap();
 
-    let mut config = default_tint_config(32, 4, None, None, None);
+    let mut config = TintConfig::sized_for(32, 4, TintSizes::default());
     config.step.inner_lr = 0.0;
     let tint = Tint::reference(&model, config.clone()).unwrap();
     let mut frozen = TintIcl::new(tint, "tint-ref(eta=0)", &device);
@@ -387,7 +388,7 @@ fn tint_plugs_in_as_a_method() {
 fn tint_single_token_scores_equal_the_batched_path() {
     let device: burn::tensor::Device<B> = Default::default();
     let model: AuxModel<B> = load_model(&micro_dir(), &device).unwrap();
-    let mut config = default_tint_config(32, 4, None, None, None);
+    let mut config = TintConfig::sized_for(32, 4, TintSizes::default());
     config.step.inner_lr = 1e-1;
     let context: Vec<u32> = vec![5, 17, 23, 99, 4, 61, 8, 250];
     let targets = vec![false, true, true, true, false, false, false, false];

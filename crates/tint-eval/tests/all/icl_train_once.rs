@@ -16,7 +16,8 @@ use tint_eval::icl::{
     run_icl_cell, CellResult, DemoFormat, Example, IclMethod, IclSettings, PromptEncoder,
     ScoreRequest, TaskData, TaskKind, Template, TintIcl, TrainLoss,
 };
-use tint_eval::methods::{default_tint_config, Tint};
+use tint_eval::methods::Tint;
+use tint_sim::{TintConfig, TintSizes};
 
 type B = Flex;
 
@@ -70,7 +71,7 @@ fn data() -> TaskData {
 }
 
 fn tint(model: &AuxModel<B>) -> Tint<B> {
-    let mut config = default_tint_config(32, 4, None, None, None);
+    let mut config = TintConfig::sized_for(32, 4, TintSizes::default());
     config.step.inner_lr = INNER_LR;
     Tint::reference(model, config).unwrap()
 }
@@ -177,7 +178,7 @@ fn train_once_scores_equal_per_query_scores_in_a_cell() {
 
         let diff = max_diff(&all_scores(&fast), &all_scores(&slow));
         let mut frozen = TintIcl::new(
-            Tint::reference(&model, default_tint_config(32, 4, None, None, None)).unwrap(),
+            Tint::reference(&model, TintConfig::sized_for(32, 4, TintSizes::default())).unwrap(),
             "tint-ref(eta=0)",
             &device,
         );
@@ -270,7 +271,7 @@ fn a_changed_prefix_is_trained_anew() {
         once.score(&request).unwrap();
     }
     assert_eq!(once.updates_trained(), 6);
-    let mut config = default_tint_config(32, 4, None, None, None);
+    let mut config = TintConfig::sized_for(32, 4, TintSizes::default());
     assert!(Tint::reference(&model, config.clone())
         .unwrap()
         .trains_once());
@@ -308,7 +309,7 @@ fn tiny_llama_dir() -> PathBuf {
 fn llama_updates_score_with_the_key_value_cache_like_the_whole_step() {
     let device = Default::default();
     let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
-    let mut config = default_tint_config(64, 4, None, None, None);
+    let mut config = TintConfig::sized_for(64, 4, TintSizes::default());
     config.step.inner_lr = INNER_LR;
     let reference = || Tint::reference(&model, config.clone()).unwrap();
     let mut once = TintIcl::new(reference(), "tint-ref", &device);
@@ -362,7 +363,7 @@ fn a_grid_of_step_sizes_shares_one_gradient_per_training_set_with_equal_scores()
     let device = Default::default();
     let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
     let config = |eta: f64| {
-        let mut config = default_tint_config(64, 4, None, None, None);
+        let mut config = TintConfig::sized_for(64, 4, TintSizes::default());
         config.step.inner_lr = eta;
         config
     };
@@ -445,7 +446,7 @@ fn the_single_format_trains_on_the_summed_loss_of_separate_demonstrations() {
 
     let device = Default::default();
     let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
-    let mut config = default_tint_config(64, 4, None, None, None);
+    let mut config = TintConfig::sized_for(64, 4, TintSizes::default());
     config.step.inner_lr = INNER_LR;
     let mut single = TintIcl::new(
         Tint::reference(&model, config.clone()).unwrap(),
@@ -577,7 +578,7 @@ fn a_tint_reference_step_over_the_memory_limit_is_refused_before_it_runs() {
 
     let device = Default::default();
     let model: AuxModel<B> = load_model(&tiny_llama_dir(), &device).unwrap();
-    let mut config = default_tint_config(64, 4, None, None, None);
+    let mut config = TintConfig::sized_for(64, 4, TintSizes::default());
     config.step.inner_lr = INNER_LR;
     let demos: Vec<u32> = vec![5, 17, 23, 90, 4, 61, 8, 50, 31, 77];
     let targets: Vec<bool> = (0..demos.len()).map(|t| t == 3 || t == 7).collect();

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
 use tint_aux::AuxModel;
-use tint_eval::methods::{default_tint_config, DynEval, Labelled, Tint, UnadaptedNlls, Vanilla};
+use tint_eval::methods::{DynEval, Labelled, Tint, UnadaptedNlls, Vanilla};
 use tint_eval::{run_lm_eval, LmEvalConfig, LmMethod, LmReport};
+use tint_sim::{TintConfig, TintSizes};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -87,7 +88,7 @@ const SIM_VS_REF_NLL_TOL: f64 = 2e-2;
 #[test]
 fn tint_simulator_matches_its_reference_and_moves_the_loss() {
     let model = micro::<B>();
-    let mut config = default_tint_config(32, 4, None, None, None);
+    let mut config = TintConfig::sized_for(32, 4, TintSizes::default());
     assert_eq!(
         (config.hidden_size, config.num_prefixes, config.num_heads),
         (160, 8, 20)
@@ -243,7 +244,7 @@ fn config(workers: usize) -> LmEvalConfig {
 fn run(workers: usize) -> LmReport {
     let model = micro::<AB>();
     let inference: AuxModel<B> = model.valid();
-    let mut tint = default_tint_config(32, 4, None, None, None);
+    let mut tint = TintConfig::sized_for(32, 4, TintSizes::default());
     tint.step.inner_lr = 1e-2;
     let mut methods: Vec<Box<dyn LmMethod + '_>> = vec![
         Box::new(Vanilla::new(&inference)),
@@ -303,7 +304,7 @@ const TWO_CODES_TOL: f64 = 1e-3;
 #[test]
 fn vanilla_reads_the_first_pass_of_tint_ref() {
     let model = micro::<B>();
-    let mut tint = default_tint_config(32, 4, None, None, None);
+    let mut tint = TintConfig::sized_for(32, 4, TintSizes::default());
     tint.step.inner_lr = 1e-2;
     let cache = UnadaptedNlls::default();
     let mut reference = Tint::reference(&model, tint)

@@ -13,9 +13,10 @@ use tint_eval::icl::{
     calibration_prior, run_icl_cell, CellResult, DynEvalIcl, Example, IclMethod, IclReport,
     IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind, Template,
 };
-use tint_eval::methods::{default_tint_config, DynEval, Tint, TintMethod, Vanilla};
+use tint_eval::methods::{DynEval, Tint, TintMethod, Vanilla};
 use tint_eval::non_finite::NonFiniteOrigin;
 use tint_eval::{run_lm_eval, EvalError, LmEvalConfig, LmMethod, LmReport};
+use tint_sim::{TintConfig, TintSizes};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -85,7 +86,7 @@ fn a_nan_weight_is_named_by_every_lm_method_and_recorded_only_when_allowed() {
     let weight = tint_aux::first_non_finite_weight(&inference).expect("the NaN is found");
     assert!(weight.contains("(1 of 4096 values non-finite)"), "{weight}");
     let tint_config = {
-        let mut c = default_tint_config(32, 4, None, None, None);
+        let mut c = TintConfig::sized_for(32, 4, TintSizes::default());
         c.step.inner_lr = 1e-3;
         c
     };
@@ -142,7 +143,7 @@ fn a_nan_weight_is_named_by_every_lm_method_and_recorded_only_when_allowed() {
 fn a_step_of_1e300_is_named_as_the_update() {
     let model = load::<AB>(&fixture());
     let inference: AuxModel<B> = model.valid();
-    let mut tint_config = default_tint_config(32, 4, None, None, None);
+    let mut tint_config = TintConfig::sized_for(32, 4, TintSizes::default());
     tint_config.step.inner_lr = 1e300;
     let mut reference = Tint::for_method(&inference, tint_config, TintMethod::Reference).unwrap();
     let mut dyn_eval = DynEval {

@@ -30,7 +30,9 @@ use super::mlp_block::SwiGluPrefixes;
 use super::mlp_half::{MlpHalfActs, SimulatedMlpHalf};
 use super::params::{LlamaLayerParams, LlamaParams};
 use super::reference::LlamaReference;
-use crate::config::{DerivativeMode, Execution, GateMode, TintConfig, DEFAULT_GATE_SCALE};
+use crate::config::{
+    DerivativeMode, Execution, GateMode, TintConfig, TintSizes, DEFAULT_GATE_SCALE,
+};
 use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
@@ -81,17 +83,15 @@ impl LlamaSimulatorConfig {
         }
     }
 
-    /// The README setting for a model of width `d_model` with `n_heads` heads: `S = 4` weight rows per
-    /// prefix (3 when 4 does not divide `D`), `P = D/S`, `Ds = D (S + 1)`, softmax heads of the
-    /// auxiliary head size.
+    /// The sizes of [`TintConfig::sized_for`] (the one sizing rule) for a model of width `d_model`
+    /// with `n_heads` heads, and `step`; every other field at its default.
     pub fn for_model(d_model: usize, n_heads: usize, step: LlamaTintConfig) -> Self {
-        let stack = if d_model.is_multiple_of(4) { 4 } else { 3 };
-        let hidden_size = d_model * (stack + 1);
+        let sized = TintConfig::sized_for(d_model, n_heads, TintSizes::default());
         Self {
             step,
-            hidden_size,
-            num_prefixes: d_model / stack,
-            num_heads: hidden_size / (d_model / n_heads.max(1)).max(1),
+            hidden_size: sized.hidden_size,
+            num_prefixes: sized.num_prefixes,
+            num_heads: sized.num_heads,
             max_seq_length: None,
             execution: Execution::Constructed,
             gate_mode: GateMode::Exact,
