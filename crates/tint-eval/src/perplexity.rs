@@ -1,6 +1,6 @@
 //! Perplexity from summed negative log-likelihoods, with a bootstrap confidence interval over blocks.
 
-use rand::RngCore;
+use tint_lab::bootstrap::percentile_interval;
 
 /// Summed next-token negative log-likelihood of one block's evaluated part.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -38,39 +38,19 @@ pub fn perplexity_of(blocks: &[BlockNll]) -> f64 {
     (nll / n.max(1) as f64).exp()
 }
 
-/// Perplexity with a percentile bootstrap interval: blocks are resampled with replacement `resamples`
-/// times (deterministically from `seed`), and the interval is the `(1 ± level)/2` quantiles of the
-/// resampled perplexities.
+/// Perplexity with a percentile bootstrap interval ([`percentile_interval`]): blocks are resampled
+/// with replacement `resamples` times (deterministically from `seed`), and the interval is the
+/// `(1 ± level)/2` quantiles of the resampled perplexities.
 pub fn bootstrap(blocks: &[BlockNll], level: f64, resamples: usize, seed: u64) -> Perplexity {
     let value = perplexity_of(blocks);
     let tokens = blocks.iter().map(|b| b.count).sum();
-    if blocks.len() < 2 || resamples == 0 {
-        return Perplexity {
-            value,
-            ci_low: value,
-            ci_high: value,
-            level,
-            tokens,
-        };
-    }
-    let mut rng = tint_lab::rng::seeded(seed);
-    let mut samples: Vec<f64> = (0..resamples)
-        .map(|_| {
-            let (mut nll, mut n) = (0.0, 0usize);
-            for _ in 0..blocks.len() {
-                let b = &blocks[(rng.next_u64() % blocks.len() as u64) as usize];
-                nll += b.sum_nll;
-                n += b.count;
-            }
-            (nll / n.max(1) as f64).exp()
-        })
-        .collect();
-    samples.sort_by(f64::total_cmp);
-    let q = |p: f64| samples[((p * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
+    let groups: Vec<(f64, usize)> = blocks.iter().map(|b| (b.sum_nll, b.count)).collect();
+    let (ci_low, ci_high) =
+        percentile_interval(&groups, level, resamples, seed, f64::exp).unwrap_or((value, value));
     Perplexity {
         value,
-        ci_low: q((1.0 - level) / 2.0),
-        ci_high: q((1.0 + level) / 2.0),
+        ci_low,
+        ci_high,
         level,
         tokens,
     }

@@ -5,12 +5,14 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`rng`] | the one seeded generator (SplitMix64) and the draws the experiments make from it |
+//! | [`bootstrap`] | the percentile bootstrap of every resampled interval (perplexity, paired differences) |
 //! | [`paired`] | paired differences from a baseline with bootstrap intervals (per unit, or per cluster: a query with its seeds) |
 //! | [`progress`] | progress of a long run on the terminal: a bar, or lines with the ETA when piped |
 //! | [`seed_interval`] | the mean over seeds and the half-width of its 95 % Student-t interval |
 //! | [`json_nan`] | non-finite numbers through JSON (`null` read back as NaN) |
 //! | [`repeats`] | the first value a list of settings repeats (a seed or a variant named twice) |
 
+pub mod bootstrap;
 pub mod json_nan;
 pub mod paired;
 pub mod progress;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rng;
+use crate::bootstrap::percentile_interval;
 
 /// Which direction of a difference is a win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,29 +202,14 @@ pub fn paired_diff_clustered(
     }
     let groups: Vec<(f64, usize)> = by_cluster.into_values().collect();
     let n_clusters = groups.len();
-    let (ci_low, ci_high) = if n_clusters < 2 || settings.resamples == 0 {
-        (mean, mean)
-    } else {
-        let mut draws = rng::seeded(settings.seed);
-        let mut means: Vec<f64> = (0..settings.resamples)
-            .map(|_| {
-                let (mut sum, mut units) = (0.0, 0usize);
-                for _ in 0..n_clusters {
-                    let (s, u) = groups[rng::below(&mut draws, n_clusters)];
-                    sum += s;
-                    units += u;
-                }
-                sum / units as f64
-            })
-            .collect();
-        means.sort_by(f64::total_cmp);
-        let last = settings.resamples - 1;
-        let q = |p: f64| means[((p * last as f64).round() as usize).min(last)];
-        (
-            q((1.0 - settings.level) / 2.0),
-            q((1.0 + settings.level) / 2.0),
-        )
-    };
+    let (ci_low, ci_high) = percentile_interval(
+        &groups,
+        settings.level,
+        settings.resamples,
+        settings.seed,
+        |mean| mean,
+    )
+    .unwrap_or((mean, mean));
     PairedDiff {
         method: method.0.to_string(),
         baseline: baseline.0.to_string(),
@@ -246,6 +231,7 @@ pub fn paired_diff_clustered(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng;
 
     #[test]
     fn mean_counts_and_interval_of_a_known_difference() {

@@ -3,6 +3,7 @@
 //! former `tests/<name>.rs` is the module `<name>` here, its tests `<name>::<test>`: run one file's
 //! tests with `cargo test -p tint-eval --test all <name>::`.
 
+mod committed_intervals;
 mod icl_end_to_end;
 mod icl_train_once;
 mod icl_units;
