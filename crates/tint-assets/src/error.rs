@@ -5,7 +5,6 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::atomic_write::AtomicWriteError;
-use crate::cache::CacheRefusal;
 use crate::r_data::RDataError;
 
 /// A failure of the asset library. Errors found inside a package carry their context as a chain:
@@ -351,4 +350,55 @@ impl From<AtomicWriteError> for AssetError {
             source: error.source,
         }
     }
+}
+
+/// Why a cached asset directory is refused: the file and the values that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheRefusal {
+    /// The record does not parse.
+    #[error("{} does not parse: {message}", path.display())]
+    RecordUnparsable {
+        /// The record.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// The record names another package than the manifest.
+    #[error("{} records package SHA-256 {recorded}, the asset table expects {expected}", path.display())]
+    PackageChanged {
+        /// The record.
+        path: PathBuf,
+        /// The sum recorded.
+        recorded: String,
+        /// The manifest's sum.
+        expected: String,
+    },
+    /// The record lists no file.
+    #[error("{} lists no files", path.display())]
+    NoFiles {
+        /// The record.
+        path: PathBuf,
+    },
+    /// An extracted file's SHA-256 differs from its record.
+    #[error("SHA-256 check failed for {}: expected {expected}, actual {actual}", path.display())]
+    ChecksumFailed {
+        /// The file.
+        path: PathBuf,
+        /// The recorded sum.
+        expected: String,
+        /// The file's sum.
+        actual: String,
+    },
+    /// An extracted file cannot be read.
+    #[error("{0}")]
+    Unreadable(Box<AssetError>),
+    /// A file the record does not list (e.g. a text added to the corpus folder, which a reader of
+    /// the folder would take in).
+    #[error("{} is not in the asset's record {}: the folder must hold exactly the extracted files", path.display(), record.display())]
+    ExtraFile {
+        /// The file.
+        path: PathBuf,
+        /// The record.
+        record: PathBuf,
+    },
 }

@@ -119,7 +119,7 @@ pub fn sotu_corpus(
 
 /// Where [`sotu_text`] keeps the joined addresses: `<cache>/sotu-all.txt`, beside the asset's folder
 /// and not in it, since a folder holding anything but its extracted files is refused (and fetched
-/// again) by [`cache_status`](crate::cache::cache_status).
+/// again) by [`cache_status`].
 pub fn sotu_text_path(cache: &Path) -> PathBuf {
     cache.join("sotu-all.txt")
 }

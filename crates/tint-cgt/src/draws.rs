@@ -11,7 +11,7 @@ use rand::Rng;
 use crate::data::{standard_normal, HostBatch};
 use crate::error::{CgtError, Result};
 use crate::model::CgtModel;
-use crate::objective::ObjectiveConfig;
+use crate::objective_config::ObjectiveConfig;
 
 /// The random draws of one step of the joint loss and the scales of its masked means.
 #[derive(Clone, Debug, PartialEq)]

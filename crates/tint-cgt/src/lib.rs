@@ -37,6 +37,7 @@ pub mod mlp;
 pub mod model;
 pub mod nodes;
 pub mod objective;
+pub mod objective_config;
 pub mod plot;
 pub mod presets;
 pub mod regularisers;

@@ -13,6 +13,7 @@ pub mod icl;
 pub mod lm;
 pub mod lm_grid;
 pub mod lm_merge;
+pub mod lm_method;
 pub mod lm_plot;
 pub mod lm_rows;
 pub mod lm_run;

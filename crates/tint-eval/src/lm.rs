@@ -6,39 +6,12 @@
 use std::time::Instant;
 
 use crate::blocks::BlockSpec;
+pub use crate::lm_method::LmMethod;
 use crate::lm_workers::score_blocks;
-use crate::non_finite::NonFiniteOrigin;
-use crate::perplexity::{bootstrap, BlockNll};
+use crate::perplexity::bootstrap;
 use crate::report::{LmReport, MethodResult};
 use crate::EvalError;
 use tint_lab::paired::PairedSettings;
-
-/// A way of scoring the evaluated part of a block, possibly after adapting to its training part.
-pub trait LmMethod {
-    /// Name in reports (`vanilla`, `dyn-eval`, `tint`, `tint-ref`).
-    fn name(&self) -> String;
-    /// Summed NLL of targets `train_len .. block.len()-1` given the whole block as context.
-    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError>;
-    /// Where a non-finite NLL of [`LmMethod::block_nll`] on this block came from (asked only after
-    /// one, so it may recompute; the default does not know).
-    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
-        let _ = (block, train_len);
-        NonFiniteOrigin::Unknown
-    }
-    /// Another instance that gives the same NLLs (sharing this one's weights), so that blocks can
-    /// be scored on several threads ([`crate::lm_workers`]); `None` (the default): this method
-    /// scores its blocks one at a time.
-    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        None
-    }
-    /// Everything besides the blocks that sets this method's numbers (its kind, step sizes,
-    /// steps, trained parameters), in words: part of each cell's input digest
-    /// ([`cell_inputs_sha256`]), so a stored cell made with other settings is not reused. The
-    /// default: the name.
-    fn settings(&self) -> String {
-        self.name()
-    }
-}
 
 /// The SHA-256 (hex) of one LM cell's inputs: the method's [`LmMethod::settings`], the train
 /// fraction, the block size and every evaluated block's token ids, in order. Stored in the cell
@@ -336,45 +309,11 @@ pub fn run_lm_eval(
     Ok(report)
 }
 
-impl<M: LmMethod + ?Sized> LmMethod for &mut M {
-    fn name(&self) -> String {
-        (**self).name()
-    }
-    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        (**self).block_nll(block, train_len)
-    }
-    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
-        (**self).non_finite_origin(block, train_len)
-    }
-    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        (**self).fork()
-    }
-    fn settings(&self) -> String {
-        (**self).settings()
-    }
-}
-
-impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
-    fn name(&self) -> String {
-        (**self).name()
-    }
-    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        (**self).block_nll(block, train_len)
-    }
-    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
-        (**self).non_finite_origin(block, train_len)
-    }
-    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        (**self).fork()
-    }
-    fn settings(&self) -> String {
-        (**self).settings()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::non_finite::NonFiniteOrigin;
+    use crate::perplexity::BlockNll;
 
     /// A method whose NLL is a known function of the block, to check the bookkeeping.
     struct Counting {

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use crate::lm::LmMethod;
+use crate::lm_method::LmMethod;
 use crate::perplexity::BlockNll;
 use crate::EvalError;
 

@@ -57,6 +57,12 @@ fn default_gate_scale() -> f64 {
     DEFAULT_GATE_SCALE
 }
 
+/// Prefix blocks per auxiliary layer with `n_chunks` MLP chunks: ln_1, Q, K, V, attention c_proj,
+/// ln_2, then (c_fc chunk, activation, c_proj chunk) per chunk (docs/construction.md §5.1).
+pub fn blocks_per_layer(n_chunks: usize) -> usize {
+    6 + 3 * n_chunks
+}
+
 /// The TinT sizes a caller sets explicitly; `None` takes the rule of [`TintConfig::sized_for`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TintSizes {
@@ -211,7 +217,7 @@ impl TintConfig {
         check_mlp_width(&dims)?;
         check_memory(
             self.simulated_layers(dims.n_layers),
-            crate::simulator::blocks_per_layer(dims.d_inner / d),
+            blocks_per_layer(dims.d_inner / d),
             d,
             p,
             ds,

@@ -170,7 +170,7 @@ impl<B: Backend> TintSimulator<B> {
         if dims.d_model == 0 || !dims.d_inner.is_multiple_of(dims.d_model) {
             return Err(SimError::Format(format!("bad auxiliary sizes {dims:?}")));
         }
-        let n_blocks = crate::simulator::blocks_per_layer(dims.d_inner / dims.d_model);
+        let n_blocks = crate::config::blocks_per_layer(dims.d_inner / dims.d_model);
         // No capacity from the file's count: a huge n_layers fails at its first missing tensor.
         let mut prefixes = Vec::new();
         for l in 0..dims.n_layers {

@@ -11,6 +11,7 @@
 //! | [`params`] | [`AuxParams`]: auxiliary weights in `[in, out]` layout with per-sequence copies |
 //! | [`input`] | [`SimInput`]: token ids, training mask, optional gradient / ICL masks |
 //! | [`math`] | LayerNorm / activation forward and first-order or exact backward |
+//! | [`output`] | [`SimOutput`]: the logits and losses a step returns |
 //! | [`loss`] | loss gradient (§7) and evaluation cross-entropy |
 //! | [`mod@reference`] | [`FunctionalReference`]: the §9 update with plain tensor ops (oracle and fast path) |
 //! | [`simulator`] | [`TintSimulator`]: the constructed TinT network built from tint-ops modules |
@@ -54,6 +55,7 @@ pub mod io;
 pub mod llama;
 pub mod loss;
 pub mod math;
+pub mod output;
 pub mod param_count;
 pub mod params;
 pub mod reference;

@@ -4,7 +4,7 @@ use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{IndexingUpdateOp, Int, Tensor, TensorData};
 
-use crate::config::LossGradientKind;
+use crate::step_config::LossGradientKind;
 
 /// `dL/dh` of the summed next-token loss at the final hidden state `hf`, approximated by `kind`:
 /// `pred_t - E[id_{t+1}]`, multiplied by `next_target` (1 where target `t + 1` is a training token).

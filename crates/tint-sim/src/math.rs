@@ -5,8 +5,8 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 use tint_ops::difference::{activation_difference, layer_norm_difference};
 
-use crate::config::DerivativeMode;
 use crate::params::Activation;
+use crate::step_config::DerivativeMode;
 
 /// `sqrt(2 / pi)`, the constant of `gelu_new`.
 const GELU_C: f64 = 0.797_884_560_802_865_4;

@@ -55,7 +55,7 @@ pub fn official_param_count(
     crate::config::check_mlp_width(aux)?;
     let (d, p, ds) = (aux.d_model, config.num_prefixes, config.hidden_size);
     let n_chunks = aux.d_inner / d;
-    let prefix_params = crate::simulator::blocks_per_layer(n_chunks) * p * ds;
+    let prefix_params = crate::config::blocks_per_layer(n_chunks) * p * ds;
     let forward_modules = 2 * ops::layer_norm_forward(&dims)
         + ops::attention_forward(&dims)
         + 3 * ops::linear_forward(&dims)

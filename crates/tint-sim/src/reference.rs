@@ -11,22 +11,10 @@ use burn::tensor::{Int, Tensor};
 use crate::config::TintConfig;
 use crate::error::SimError;
 use crate::input::{Masks, SimInput};
-use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits, EvalLoss};
+use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
 use crate::math::{activate, activation_backward, layer_norm_backward, normalize};
+pub use crate::output::SimOutput;
 use crate::params::{AuxParams, LayerNormParams, LayerParams, NormPlacement};
-
-/// Logits and evaluation losses before and after the simulated SGD steps.
-#[derive(Debug, Clone)]
-pub struct SimOutput<B: Backend> {
-    /// Logits of the first (unchanged) forward pass `[batch_size, seq_length, vocab_size]`.
-    pub first_logits: Tensor<B, 3>,
-    /// Logits after `n_forward_backward` simulated steps `[batch_size, seq_length, vocab_size]`.
-    pub final_logits: Tensor<B, 3>,
-    /// Cross-entropy of `first_logits` on the evaluation targets (targets that are not training tokens).
-    pub first_loss: EvalLoss,
-    /// Cross-entropy of `final_logits` on the evaluation targets.
-    pub final_loss: EvalLoss,
-}
 
 /// Activations of one layer kept for its backward pass (docs/construction.md §9.1).
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use burn::tensor::backend::Backend;
 use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::EvalLoss;
-use crate::reference::SimOutput;
+use crate::output::SimOutput;
 use tint_ops::branches::{map_in_order, on_worker, runs_in_parallel};
 
 /// Sequence `b` of `input` as a batch of one.

@@ -28,11 +28,7 @@ use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
 use crate::reference::{embed, eval_targets, SimOutput};
 use tint_ops::branches::map_in_order;
 
-/// Prefix blocks per auxiliary layer with `n_chunks` MLP chunks: ln_1, Q, K, V, attention c_proj,
-/// ln_2, then (c_fc chunk, activation, c_proj chunk) per chunk (docs/construction.md §5.1).
-pub fn blocks_per_layer(n_chunks: usize) -> usize {
-    6 + 3 * n_chunks
-}
+pub use crate::config::blocks_per_layer;
 
 /// The forward-pass modules of one layer (docs/construction.md §5.2); shared by the MLP chunks.
 #[derive(Module, Debug)]

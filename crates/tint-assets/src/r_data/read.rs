@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::path::Path;
 
-use super::reader::Reader;
+use super::reader::{escape, Reader};
 use super::{RDataError, RObject, RValue};
 
 /// Undoes a gzip layer if there is one; rejects bzip2 and xz with a clear error.
@@ -140,8 +140,4 @@ fn read_file(path: &Path) -> Result<Vec<u8>, RDataError> {
         path: path.to_path_buf(),
         source,
     })
-}
-
-pub(super) fn escape(bytes: &[u8]) -> String {
-    bytes.escape_ascii().to_string()
 }

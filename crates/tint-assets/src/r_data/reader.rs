@@ -1,6 +1,5 @@
 //! The XDR item reader: a cursor over a decompressed stream that reads one item at a time.
 
-use super::read::escape;
 use super::sexp::*;
 use super::{RDataError, RObject, RValue, MAX_COMPACT_LENGTH, MAX_DEPTH};
 
@@ -393,4 +392,9 @@ fn attributes_of(list: RObject, offset: usize) -> Result<Vec<(String, RObject)>,
             offset,
         }),
     }
+}
+
+/// `bytes` as printable ASCII with the rest escaped (`\x..`), for error messages.
+pub(super) fn escape(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
 }

@@ -6,8 +6,8 @@
 
 use sha2::{Digest, Sha256};
 
+use super::cell_settings::IclSettings;
 use super::prompt::PromptEncoder;
-use super::runner::IclSettings;
 use super::task::TaskData;
 
 /// The SHA-256 (hex) of a cell's inputs: `data` (task, pool and evaluation examples in order),

@@ -36,7 +36,7 @@ pub mod step_gradients;
 
 pub use config::{LlamaTintConfig, LlamaUpdates};
 pub use params::{LlamaLayerParams, LlamaParams};
+pub use reference::LlamaDirection;
 pub use reference::LlamaReference;
 pub use reference_memory::{ReferenceSizes, ReferenceStepMemory};
 pub use simulator::{LlamaSimulator, LlamaSimulatorConfig};
-pub use step_gradients::LlamaDirection;

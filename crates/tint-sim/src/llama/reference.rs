@@ -15,12 +15,15 @@ use tint_aux::AuxModel;
 use super::config::LlamaTintConfig;
 use super::math::{rms_gain_gradient, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
 use super::params::{LlamaLayerParams, LlamaParams};
-use super::step_gradients::{LayerGradients, LlamaDirection, StepGradients};
+use super::step_gradients::{LayerGradients, StepGradients};
 use crate::error::SimError;
 use crate::input::SimInput;
 use crate::loss::{eval_loss, loss_gradient_with_logits};
 use crate::reference::SimOutput;
 use crate::step_config::AttentionBackwardMode;
+
+mod direction;
+pub use direction::LlamaDirection;
 
 /// Where a pass reports its intermediates by name; `None`: nowhere, and nothing is computed for
 /// observation alone.
@@ -371,63 +374,6 @@ impl<B: Backend> LlamaReference<B> {
                 config,
             },
         ))
-    }
-
-    /// The descent direction of one step on the summed training loss of `inputs` (each a batch of
-    /// one sequence; every sequence runs its own first pass on the base weights, and their
-    /// gradients add up): the gradients the step computes before scaling them by `η`, from which
-    /// [`LlamaDirection::updated`] gives the reference [`Self::updated`] would return at any step
-    /// size — one first pass and backward pass for a whole grid of step sizes, and no final
-    /// forward pass. One sequence is TinT's Multi format (demonstrations in one input); several
-    /// are its Single format (each demonstration in an input of its own, as the official code's
-    /// demonstration masks and restarted positions make them).
-    ///
-    /// # Shapes
-    /// every `inputs[i].input_ids`: `[1, seq_length_i]`.
-    ///
-    /// # Errors
-    /// As [`Self::updated`] for each input, [`SimError::InvalidInput`] for no input and for a
-    /// step of more than one forward-backward pass (its later gradients depend on `η`).
-    pub fn direction(&self, inputs: &[SimInput<B>]) -> Result<LlamaDirection<B>, SimError> {
-        let steps = self.config.step.n_forward_backward;
-        if steps != 1 {
-            return Err(SimError::InvalidInput(format!(
-                "a descent direction independent of the step size exists for one forward-backward \
-                 pass; the step has {steps}"
-            )));
-        }
-        let Some(first_input) = inputs.first() else {
-            return Err(SimError::InvalidInput(
-                "a descent direction needs at least one training sequence".into(),
-            ));
-        };
-        for input in inputs {
-            let [batch_size, _] = input.dims();
-            if batch_size != 1 {
-                return Err(SimError::InvalidInput(format!(
-                    "each input of a descent direction is one sequence; got a batch of {batch_size}"
-                )));
-            }
-            self.validate(input)?;
-        }
-        let device = first_input.input_ids.device();
-        let gradients = tint_ops::branches::on_worker::<B, _, _>(&device, || {
-            let gradients_of = |input: &SimInput<B>| {
-                let contexts = self.sequence_contexts(input);
-                let ctx = &contexts[0];
-                let (_, first, pass) = self.first_pass(ctx);
-                self.step_gradients(&self.params, &pass, first, ctx, None)
-            };
-            inputs[1..]
-                .iter()
-                .fold(gradients_of(first_input), |sum, input| {
-                    sum.plus(gradients_of(input))
-                })
-        });
-        Ok(LlamaDirection {
-            base: self.clone(),
-            gradients,
-        })
     }
 
     /// This reference with `params` (its own weights after a step) as weights and `inner_lr` as

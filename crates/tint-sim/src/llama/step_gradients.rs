@@ -1,14 +1,13 @@
 //! The gradients one approximate TinT step computes on a LLaMA-family model, before they are scaled
 //! by the step size `η`, and the descent direction they give: with one forward-backward step the
 //! update is `W − η G` with `G` independent of `η`, so a caller that tries several step sizes on
-//! the same training part (tuning `η` on a grid) computes `G` once ([`LlamaDirection`]) and applies
+//! the same training part (tuning `η` on a grid) computes `G` once ([`crate::llama::LlamaDirection`]) and applies
 //! each `η` to it, with the same floating-point operations as the step itself.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
 use super::params::LlamaParams;
-use super::reference::LlamaReference;
 
 /// The gradients of one layer's updated weights (`None`: the weight is not updated).
 #[derive(Debug, Clone)]
@@ -101,26 +100,5 @@ impl<B: Backend> StepGradients<B> {
             descend(&mut layer.w_up, &g.w_up, lr);
             descend(&mut layer.w_down, &g.w_down, lr);
         }
-    }
-}
-
-/// The descent direction of one step of a [`LlamaReference`] on one or more training sequences
-/// ([`LlamaReference::direction`]): the reference updated at any step size, without a backward
-/// pass per step size.
-#[derive(Debug, Clone)]
-pub struct LlamaDirection<B: Backend> {
-    /// The reference the gradients were computed with (its weights are the ones updated).
-    pub(crate) base: LlamaReference<B>,
-    pub(crate) gradients: StepGradients<B>,
-}
-
-impl<B: Backend> LlamaDirection<B> {
-    /// The reference whose weights are the base weights after the step at step size `inner_lr`:
-    /// equal (to the bit) to [`LlamaReference::updated`] of the base reference configured with
-    /// that step size, on the same sequence.
-    pub fn updated(&self, inner_lr: f64) -> LlamaReference<B> {
-        let mut params = self.base.params().clone();
-        self.gradients.descend(&mut params, inner_lr);
-        self.base.with_weights(params, inner_lr)
     }
 }
