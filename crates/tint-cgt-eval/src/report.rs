@@ -325,9 +325,22 @@ fn provenance_paragraphs(results: &[VariantResult], summary: &RunSummary) -> Str
             skipped.join(", ")
         ));
     }
+    let label = |r: &VariantResult| format!("{} seed {}", r.variant.title(), r.seed);
+    let read_back: Vec<String> = results
+        .iter()
+        .filter(|r| r.recorded_final_loss.is_some())
+        .map(label)
+        .collect();
+    if !read_back.is_empty() {
+        out.push_str(&format!(
+            "Read back from their `evaluation.json` (finished runs kept without their weights; \
+             nothing was evaluated again): {}.\n\n",
+            read_back.join(", ")
+        ));
+    }
     let resumed: Vec<String> = results
         .iter()
-        .filter(|r| r.resumed_at > 0)
+        .filter(|r| r.resumed_at > 0 && r.recorded_final_loss.is_none())
         .map(|r| {
             format!(
                 "{} seed {} at step {}",

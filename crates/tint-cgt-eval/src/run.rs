@@ -225,8 +225,12 @@ pub fn run_cgt<B: Backend>(
         let seed_dir = run_dir.join(format!("seed{seed}"));
         for &variant in &variants {
             let checkpoint = seed_dir.join(variant.slug()).join("checkpoint");
-            let finished = checkpoint_is_final(&checkpoint, preset.training.steps)
-                .map_err(CgtRunError::cgt("reading a checkpoint"))?;
+            let finished = checkpoint_is_final(&checkpoint, preset.training.steps).map_err(
+                CgtRunError::cgt(format!(
+                    "reading the checkpoint of {} seed {seed}",
+                    variant.slug()
+                )),
+            )?;
             if settings.only_finished && !finished {
                 summary.skipped.push((seed, variant));
                 continue;
@@ -527,6 +531,14 @@ mod tests {
         assert_eq!(tables(&again.markdown), tables(markdown));
         assert!(!again.markdown.contains("![loss]"), "{}", again.markdown);
         assert!(again.markdown.contains("| final training loss"));
+        assert!(
+            again
+                .markdown
+                .contains("Read back from their `evaluation.json`")
+                && !again.markdown.contains("Resumed from checkpoints"),
+            "{}",
+            again.markdown
+        );
         let assembled =
             run_cgt::<Flex>(&assemble, &[Default::default()], &mut Recorder::default()).unwrap();
         assert_eq!(tables(&assembled.markdown), tables(&again.markdown));
