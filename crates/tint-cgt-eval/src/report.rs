@@ -11,7 +11,7 @@ use super::conventions::EvalStream;
 use super::curve::curve_table;
 use super::metric_table::MetricTable;
 use super::paired::paired_table;
-use super::positions::position_table;
+use super::positions::{charted, position_table};
 use super::variant_result::{loss_chart_seed, per_seed, variants_of, VariantResult};
 use tint_lab::seed_interval::cell;
 
@@ -169,9 +169,10 @@ fn position_paragraph(results: &[VariantResult], plots_link: &Path, stem: &str) 
         return String::new();
     };
     let chart = if results.iter().any(|r| {
-        r.text_positions
-            .as_ref()
-            .is_some_and(|p| p.specialised.is_some())
+        charted(r.variant)
+            && r.text_positions
+                .as_ref()
+                .is_some_and(|p| p.specialised.is_some())
     }) {
         format!(
             "\n![by position]({})\n",
@@ -186,7 +187,8 @@ fn position_paragraph(results: &[VariantResult], plots_link: &Path, stem: &str) 
          context. The specialised model uses `y` frozen at the prefix's last byte; the dynamic \
          model computes `y` along the continuation; the Baseline reads the continuation alone. \
          Nats per byte, mean over the bytes of the range, then mean ± 95 % Student-t half-width \
-         over seeds (below zero: the specialised model is better):\n\n{table}{chart}",
+         over seeds (below zero: the specialised model is better). The chart draws the variants \
+         trained with the auxiliary loss:\n\n{table}{chart}",
         prefix.samples,
         prefix.dynamic.len(),
         prefix.prefix

@@ -292,7 +292,7 @@ pub fn run_cgt<B: Backend>(
         charts.push(path);
     }
     let title = format!(
-        "{}: held-out continuations, specialised − dynamic / Baseline",
+        "{}: held-out continuations, specialised − dynamic / Baseline (aux-trained CGT)",
         preset.name
     );
     if let Some(chart) = position_chart(&results, &title)? {
