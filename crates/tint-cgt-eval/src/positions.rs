@@ -16,9 +16,6 @@ use super::variant_result::{variants_of, VariantResult};
 pub const POSITION_RANGES: [(usize, usize); 6] =
     [(0, 8), (8, 16), (16, 32), (32, 64), (64, 96), (96, 128)];
 
-/// A per-position curve of a run (`None` where the run lacks it).
-type Curve = fn(&VariantResult) -> Option<Vec<f64>>;
-
 /// The specialised minus the dynamic cross-entropy at every position (guided runs).
 fn specialised_minus_dynamic(run: &VariantResult) -> Option<Vec<f64>> {
     let positions = run.text_positions.as_ref()?;
@@ -82,10 +79,11 @@ fn columns(results: &[VariantResult]) -> Vec<Column> {
         }
     };
     for &variant in &guided {
-        let curve: Curve = specialised_minus_dynamic;
         push(
             format!("{}: specialised − dynamic", variant.title()),
-            runs_of(variant).filter_map(curve).collect(),
+            runs_of(variant)
+                .filter_map(specialised_minus_dynamic)
+                .collect(),
         );
     }
     for &variant in &guided {

@@ -4,14 +4,16 @@
 use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::Backend;
-use tint_cgt::data::{BatchSource, TextCorpus, TextMixture};
+use tint_cgt::data::{BatchSource, TextCorpus};
 use tint_cgt::metrics::evaluate_regression_references;
 use tint_cgt::presets::Variant;
 use tint_cgt::presets::{DataPreset, ExperimentPreset};
 use tint_cgt::train::{checkpoint_has_weights, checkpoint_is_final};
 
 use super::charts::{loss_chart, regression_chart};
-use super::conventions::{freeze_points, preset_for_seed, regression_eval_data, EvalStream};
+use super::conventions::{
+    freeze_points, preset_for_seed, regression_eval_data, text_eval_seed, text_train_seed,
+};
 use super::curve::curve_chart;
 use super::error::CgtRunError;
 use super::evaluation_file::RunEvaluation;
@@ -19,7 +21,7 @@ use super::host::{CgtEvent, CgtHost};
 use super::positions::position_chart;
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
-use super::text_corpus::{read_documents, TextStreams};
+use super::text_corpus::{read_documents, text_stream};
 use super::variant_result::{loss_chart_seed, VariantResult};
 use super::variant_run::{run_variant, VariantJob};
 use tint_assets::write_atomic;
@@ -73,20 +75,16 @@ fn text_corpus(
     Ok(Some((corpus, name)))
 }
 
-/// The training stream of one seed and, for text presets, the held-out stream.
-fn seed_streams(
+/// The training stream of one seed (for text presets, of the corpus's training documents).
+fn training_stream(
     seeded: &ExperimentPreset,
     corpus: Option<&TextCorpus>,
     seed: u64,
-    stream: EvalStream,
-) -> Result<(Box<dyn BatchSource>, Option<TextMixture>), CgtRunError> {
+) -> Result<Box<dyn BatchSource>, CgtRunError> {
     Ok(match (&seeded.data, corpus) {
-        (DataPreset::Arithmetic(data), _) => (Box::new(data.clone()), None),
-        (DataPreset::LinearRegression(data), _) => (Box::new(data.clone()), None),
-        (data, Some(corpus)) => {
-            let streams = TextStreams::new(corpus, data, seed, stream)?;
-            (Box::new(streams.train), Some(streams.held_out))
-        }
+        (DataPreset::Arithmetic(data), _) => Box::new(data.clone()),
+        (DataPreset::LinearRegression(data), _) => Box::new(data.clone()),
+        (data, Some(corpus)) => Box::new(text_stream(&corpus.train, data, text_train_seed(seed))?),
         (DataPreset::TextMixture { .. }, None) => {
             return Err(CgtRunError::cgt("building the text streams")(
                 tint_cgt::CgtError::InvalidDataConfig("a text preset needs a corpus".into()),
@@ -212,16 +210,20 @@ pub fn run_cgt<B: Backend>(
         section: settings.section.clone(),
     };
     let stem = summary.stem(&preset);
+    // The held-out stream of the text presets: the same for every seed.
+    let held_out = match &text {
+        Some((corpus, _)) => Some(text_stream(
+            &corpus.held_out,
+            &preset.data,
+            text_eval_seed(settings.eval_stream),
+        )?),
+        None => None,
+    };
     let first_seed = settings.seeds[0];
     let mut results = Vec::new();
     for &seed in &settings.seeds {
         let seeded = preset_for_seed(&preset, seed);
-        let (source, held_out) = seed_streams(
-            &seeded,
-            text.as_ref().map(|(corpus, _)| corpus),
-            seed,
-            settings.eval_stream,
-        )?;
+        let source = training_stream(&seeded, text.as_ref().map(|(corpus, _)| corpus), seed)?;
         let seed_dir = run_dir.join(format!("seed{seed}"));
         for &variant in &variants {
             let checkpoint = seed_dir.join(variant.slug()).join("checkpoint");

@@ -1,13 +1,13 @@
 //! The text presets' corpus: documents read from files and directories, split into training and
-//! held-out documents ([`TextCorpus::split`]), and the two streams made of them: the training
-//! mixtures of a seed and the held-out mixtures (and continuations) every run is evaluated on.
+//! held-out documents ([`TextCorpus::split`]), and the streams made of them ([`text_stream`]): the
+//! training mixtures of a seed and the held-out mixtures (and continuations) every run is
+//! evaluated on.
 
 use std::path::{Path, PathBuf};
 
 use tint_cgt::data::{TextCorpus, TextMixture};
 use tint_cgt::presets::DataPreset;
 
-use super::conventions::{text_eval_seed, text_train_seed, EvalStream};
 use super::error::CgtRunError;
 
 /// The documents of `paths` in order: a file holds documents separated by blank lines (the SOTU
@@ -56,52 +56,39 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Vec<u8>>, CgtRunError> {
     Ok(documents)
 }
 
-/// The training and held-out streams of a text preset.
-pub struct TextStreams {
-    /// Mixtures of training documents, this seed's order.
-    pub train: TextMixture,
-    /// Mixtures and continuations of held-out documents (the same for every seed).
-    pub held_out: TextMixture,
-}
-
-impl TextStreams {
-    /// The streams of `data` (a text preset's) over `corpus` for `seed`, evaluated on `stream`.
-    ///
-    /// # Errors
-    /// `data` is not a text preset's, or its lengths do not fit ([`TextMixture::from_documents`]).
-    pub fn new(
-        corpus: &TextCorpus,
-        data: &DataPreset,
-        seed: u64,
-        stream: EvalStream,
-    ) -> Result<Self, CgtRunError> {
-        let DataPreset::TextMixture {
-            seq_length,
-            cut_min,
-            cut_max,
-            batch_size,
-        } = *data
-        else {
-            return Err(CgtRunError::cgt("building the text streams")(
-                tint_cgt::CgtError::InvalidDataConfig("not a text preset".into()),
-            ));
-        };
-        let mixture = |documents: &[Vec<u8>], seed| {
-            TextMixture::from_documents(
-                documents.to_vec(),
-                seq_length,
-                cut_min,
-                cut_max,
-                batch_size,
-                seed,
-            )
-            .map_err(CgtRunError::cgt("building the text streams"))
-        };
-        Ok(Self {
-            train: mixture(&corpus.train, text_train_seed(seed))?,
-            held_out: mixture(&corpus.held_out, text_eval_seed(stream))?,
-        })
-    }
+/// The mixtures of `documents` with the lengths of `data` (a text preset's), stream `seed`: a
+/// seed's training stream ([`crate::conventions::text_train_seed`] over the training documents)
+/// or the held-out stream every run is evaluated on ([`crate::conventions::text_eval_seed`] over
+/// the held-out documents).
+///
+/// # Errors
+/// `data` is not a text preset's, or its lengths do not fit ([`TextMixture::from_documents`]).
+pub fn text_stream(
+    documents: &[Vec<u8>],
+    data: &DataPreset,
+    seed: u64,
+) -> Result<TextMixture, CgtRunError> {
+    let building = || CgtRunError::cgt("building the text streams");
+    let DataPreset::TextMixture {
+        seq_length,
+        cut_min,
+        cut_max,
+        batch_size,
+    } = *data
+    else {
+        return Err(building()(tint_cgt::CgtError::InvalidDataConfig(
+            "not a text preset".into(),
+        )));
+    };
+    TextMixture::from_documents(
+        documents.to_vec(),
+        seq_length,
+        cut_min,
+        cut_max,
+        batch_size,
+        seed,
+    )
+    .map_err(building())
 }
 
 #[cfg(test)]
