@@ -13,8 +13,11 @@ use tint_bench::{
     Measurement, ReportSection, REPORT_HEADER, SGEMM_SIZE_CPU, SGEMM_SIZE_GPU,
 };
 
-use crate::backend::{device, B, BACKEND_NAME};
 use tint_eval::results_doc::write_marked_section;
+use tint_lab::event::{Reporter, RunEvent};
+
+use crate::backend::{device, B, BACKEND_NAME};
+use crate::terminal::Terminal;
 
 /// Side of the sgemm that measures the machine's matmul rate (larger on a GPU).
 const SGEMM_SIZE: usize = if cfg!(any(feature = "cuda", feature = "wgpu")) {
@@ -36,6 +39,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         &mut ChildProcesses {
             exe,
             out: args.out.clone(),
+            terminal: Terminal::default(),
         },
     )?;
     eprintln!("wrote {}", args.out.display());
@@ -72,10 +76,18 @@ fn run_child(args: &BenchArgs, config: BenchConfig, spec: &str) -> Result<()> {
     Ok(())
 }
 
-/// Runs each measurement as a child process of this binary and writes each section into `out`.
+/// Runs each measurement as a child process of this binary, writes each section into `out`, draws
+/// the progress on the terminal.
 struct ChildProcesses {
     exe: PathBuf,
     out: PathBuf,
+    terminal: Terminal,
+}
+
+impl Reporter for ChildProcesses {
+    fn event(&mut self, event: RunEvent) {
+        self.terminal.event(event);
+    }
 }
 
 impl BenchHost for ChildProcesses {
@@ -84,7 +96,6 @@ impl BenchHost for ChildProcesses {
         request: &ChildRequest,
         model_dir: &std::path::Path,
     ) -> Result<Measurement, BenchError> {
-        eprintln!("{} ...", request.describe());
         let output = Command::new(&self.exe)
             .args(request.child_args(model_dir))
             .output()
@@ -98,17 +109,7 @@ impl BenchHost for ChildProcesses {
                 reason: String::from_utf8_lossy(&output.stderr).into_owned(),
             });
         }
-        let measurement = Measurement::from_child_stdout(
-            &request.spec(),
-            &String::from_utf8_lossy(&output.stdout),
-        )?;
-        eprintln!(
-            "  min {:.4} s (cpu {:.2} s), peak RSS {:.0} MB",
-            measurement.min_seconds(),
-            tint_bench::measure::min(&measurement.cpu_seconds),
-            measurement.peak_rss_kb as f64 / 1024.0
-        );
-        Ok(measurement)
+        Measurement::from_child_stdout(&request.spec(), &String::from_utf8_lossy(&output.stdout))
     }
 
     fn section(&mut self, section: &ReportSection) -> Result<(), BenchError> {

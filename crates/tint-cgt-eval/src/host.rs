@@ -1,78 +1,18 @@
-//! How a CGT run reports to its front end: the events of a run ([`CgtEvent`]: training progress,
-//! evaluations, notes) and the host that receives them and provides what the library does not
-//! pick itself ([`CgtHost`]: the default text corpus).
+//! How a CGT run reports to its front end: the caller's side ([`CgtHost`]: progress through
+//! [`Reporter`], and the default text corpus), and the [`RunEvent`]s a run sends it (a note when an
+//! experiment starts, a stage per trained variant with its steps as progress, resume notes,
+//! learning-curve points and warnings).
 
 use std::path::{Path, PathBuf};
 
 use tint_cgt::presets::Variant;
+use tint_lab::event::{Reporter, RunEvent};
 
 use super::curve_file::CurvePoint;
 
-/// What a CGT experiment reports while it runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum CgtEvent<'a> {
-    /// The experiment starts.
-    Started {
-        /// The preset's name.
-        preset: &'a str,
-        /// Training steps per variant.
-        steps: usize,
-        /// Sequences per batch.
-        batch_size: usize,
-        /// The seeds.
-        seeds: &'a [u64],
-        /// Where the runs live.
-        run_dir: &'a Path,
-    },
-    /// A variant of a seed starts (or resumes) training.
-    VariantStarted {
-        /// The variant.
-        variant: Variant,
-        /// The seed.
-        seed: u64,
-        /// Its training steps.
-        steps: usize,
-        /// The step of the checkpoint found in its run directory, which training resumes from
-        /// (0: none, from scratch).
-        resumes_at: usize,
-        /// Its run directory.
-        dir: &'a Path,
-    },
-    /// A training step finished.
-    Step {
-        /// Step index (0-based).
-        step: usize,
-        /// The task loss.
-        task_loss: f64,
-        /// The total loss.
-        total_loss: f64,
-    },
-    /// A learning-curve point was measured (`--eval-every`).
-    CurvePoint {
-        /// The variant.
-        variant: Variant,
-        /// The seed.
-        seed: u64,
-        /// The held-out accuracies after `point.step` steps.
-        point: CurvePoint,
-    },
-    /// A variant finished training (evaluation follows).
-    VariantTrained {
-        /// The variant.
-        variant: Variant,
-        /// The seed.
-        seed: u64,
-        /// The step it resumed at (0: from scratch).
-        resumed_at: usize,
-        /// Steps of the loss history (fewer than `steps` when a log was lost).
-        logged_steps: usize,
-        /// Its training steps.
-        steps: usize,
-    },
-}
-
-/// The caller's side of a CGT experiment.
-pub trait CgtHost {
+/// The caller's side of a CGT experiment: it receives the run's [`RunEvent`]s and provides what the
+/// library does not pick itself.
+pub trait CgtHost: Reporter {
     /// The default text corpus of the text presets: files of blank-line separated documents and
     /// directories of one document per file
     /// ([`read_documents`](crate::text_corpus::read_documents)), asked for only when a text preset
@@ -81,7 +21,89 @@ pub trait CgtHost {
     /// # Errors
     /// The corpus cannot be provided.
     fn default_corpus(&mut self) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>>;
+}
 
-    /// Progress.
-    fn event(&mut self, event: CgtEvent<'_>);
+/// The note that opens an experiment: preset, steps per variant, batch, seeds, backend, run
+/// directory.
+pub(crate) fn started(
+    preset: &str,
+    steps: usize,
+    batch_size: usize,
+    seeds: &[u64],
+    backend: &str,
+    run_dir: &Path,
+) -> RunEvent {
+    RunEvent::Note(format!(
+        "cgt preset {preset} | {steps} steps/variant, batch {batch_size} | seeds {seeds:?} \
+         | backend {backend} | runs in {}",
+        run_dir.display()
+    ))
+}
+
+/// The events of a variant that starts (or resumes) training at step `resumes_at` of `steps`
+/// (0: from scratch; `steps`: finished, evaluated again) in `dir`: its stage,
+/// `cgt <variant> seed <seed>`, then a note when it does not start from scratch.
+pub(crate) fn variant_started(
+    variant: Variant,
+    seed: u64,
+    steps: usize,
+    resumes_at: usize,
+    dir: &Path,
+) -> Vec<RunEvent> {
+    let mut events = vec![RunEvent::Stage(format!(
+        "cgt {} seed {seed}",
+        variant.slug()
+    ))];
+    if resumes_at == steps {
+        events.push(RunEvent::Note(format!(
+            "{} seed {seed}: finished ({steps} steps), evaluating the checkpoint in {}",
+            variant.slug(),
+            dir.display()
+        )));
+    } else if resumes_at > 0 {
+        events.push(RunEvent::Note(format!(
+            "{} seed {seed}: resuming at step {resumes_at} of {steps} from the checkpoint in {}",
+            variant.slug(),
+            dir.display()
+        )));
+    }
+    events
+}
+
+/// Step `step` (0-based) of `steps` finished with these losses.
+pub(crate) fn step_done(step: usize, steps: usize, task_loss: f64, total_loss: f64) -> RunEvent {
+    RunEvent::Progress {
+        done: step + 1,
+        total: steps,
+        message: format!("loss {task_loss:.3} (total {total_loss:.3})"),
+    }
+}
+
+/// A learning-curve point was measured (`--eval-every`).
+pub(crate) fn curve_point(variant: Variant, seed: u64, point: &CurvePoint) -> RunEvent {
+    RunEvent::Note(format!(
+        "{} seed {seed} after {} steps: held-out accuracy {:.1} %, no-example {:.1} %, \
+         in-context gain {:.1} points",
+        variant.slug(),
+        point.step,
+        100.0 * point.dynamic_accuracy,
+        100.0 * point.no_example_accuracy,
+        100.0 * point.gain()
+    ))
+}
+
+/// A variant finished training with `logged_steps` of its `steps` in its log: a warning when the
+/// log lost some (the loss curve and training time then cover fewer steps).
+pub(crate) fn variant_trained(
+    variant: Variant,
+    logged_steps: usize,
+    steps: usize,
+) -> Option<RunEvent> {
+    (logged_steps != steps).then(|| {
+        RunEvent::Note(format!(
+            "{}: warning: the log holds {logged_steps} of {steps} steps; the loss curve and \
+             training time cover those",
+            variant.slug()
+        ))
+    })
 }

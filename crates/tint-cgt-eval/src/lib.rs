@@ -16,7 +16,7 @@
 //! | [`variant_run`] | training + evaluation of one (seed, variant) |
 //! | `run_metrics` | the per-run figures of the table's rows and paired differences (methods of [`VariantResult`]) |
 //! | [`evaluation_file`] | `evaluation.json`: a run's per-seed figures, as last evaluated |
-//! | [`host`] | [`CgtHost`], [`CgtEvent`]: how a run reports to its front end |
+//! | [`host`] | [`CgtHost`] and the progress events a run sends it: how a run reports to its front end |
 //! | [`run`] | [`run_cgt`], [`CgtOutcome`] |
 //! | [`charts`] | loss and by-pair charts |
 //! | [`curve_file`] | a learning curve's points (`--eval-every`), `curve.jsonl` |
@@ -47,7 +47,7 @@ pub mod variant_result;
 pub mod variant_run;
 
 pub use error::CgtRunError;
-pub use host::{CgtEvent, CgtHost};
+pub use host::CgtHost;
 pub use run::{run_cgt, CgtOutcome};
 pub use settings::CgtSettings;
 pub use variant_result::VariantResult;

@@ -17,7 +17,7 @@ use super::conventions::{
 use super::curve::curve_chart;
 use super::error::CgtRunError;
 use super::evaluation_file::RunEvaluation;
-use super::host::{CgtEvent, CgtHost};
+use super::host::{started, CgtHost};
 use super::positions::position_chart;
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
@@ -134,6 +134,46 @@ fn recorded_run(
     }
 }
 
+/// Writes the charts of an experiment's `results` into `plots` as `<stem>-*.svg`: the loss chart,
+/// the regression presets' error by shown pairs, the text presets' positions, the learning curve
+/// (each where its runs have the data); returns their paths.
+fn write_charts(
+    plots: &Path,
+    stem: &str,
+    preset: &ExperimentPreset,
+    results: &[VariantResult],
+    summary: &RunSummary,
+) -> Result<Vec<PathBuf>, CgtRunError> {
+    let mut charts = Vec::new();
+    if let Some(seed) = loss_chart_seed(results) {
+        let path = plots.join(format!("{stem}-loss.svg"));
+        write_atomic(&path, loss_chart(results, seed, &preset.name)?.as_bytes())?;
+        charts.push(path);
+    }
+    if matches!(preset.data, DataPreset::LinearRegression(_)) {
+        let title = format!("{}: held-out error by shown pairs", preset.name);
+        let chart = regression_chart(results, summary.references.as_ref(), &title)?;
+        let path = plots.join(format!("{stem}-by-pair.svg"));
+        write_atomic(&path, chart.as_bytes())?;
+        charts.push(path);
+    }
+    let title = format!(
+        "{}: held-out continuations, specialised − dynamic / Baseline (aux-trained CGT)",
+        preset.name
+    );
+    if let Some(chart) = position_chart(results, &title)? {
+        let path = plots.join(format!("{stem}-positions.svg"));
+        write_atomic(&path, chart.as_bytes())?;
+        charts.push(path);
+    }
+    if let Some(chart) = curve_chart(results, &preset.name)? {
+        let path = plots.join(format!("{stem}-curve.svg"));
+        write_atomic(&path, chart.as_bytes())?;
+        charts.push(path);
+    }
+    Ok(charts)
+}
+
 /// Runs a CGT experiment: every seed × variant of `settings` (resumed from a checkpoint of the same
 /// settings; with `only_finished`, only the runs whose final checkpoint exists), the loss chart (and
 /// the by-pair chart of the regression presets) into `settings.plots`, and the report section.
@@ -180,13 +220,14 @@ pub fn run_cgt<B: Backend>(
         path: settings.plots.clone(),
         source,
     })?;
-    host.event(CgtEvent::Started {
-        preset: &preset.name,
-        steps: preset.training.steps,
-        batch_size: preset.data.batch_size(),
-        seeds: &settings.seeds,
-        run_dir: &run_dir,
-    });
+    host.event(started(
+        &preset.name,
+        preset.training.steps,
+        preset.data.batch_size(),
+        &settings.seeds,
+        &settings.backend,
+        &run_dir,
+    ));
     let references = match &preset.data {
         DataPreset::LinearRegression(data) => Some(
             evaluate_regression_references(
@@ -280,33 +321,7 @@ pub fn run_cgt<B: Backend>(
                    first, or give the --run-dir, --steps and --batch-size it was trained with",
         });
     }
-    let mut charts = Vec::new();
-    if let Some(seed) = loss_chart_seed(&results) {
-        let path = settings.plots.join(format!("{stem}-loss.svg"));
-        write_atomic(&path, loss_chart(&results, seed, &preset.name)?.as_bytes())?;
-        charts.push(path);
-    }
-    if matches!(preset.data, DataPreset::LinearRegression(_)) {
-        let title = format!("{}: held-out error by shown pairs", preset.name);
-        let chart = regression_chart(&results, summary.references.as_ref(), &title)?;
-        let path = settings.plots.join(format!("{stem}-by-pair.svg"));
-        write_atomic(&path, chart.as_bytes())?;
-        charts.push(path);
-    }
-    let title = format!(
-        "{}: held-out continuations, specialised − dynamic / Baseline (aux-trained CGT)",
-        preset.name
-    );
-    if let Some(chart) = position_chart(&results, &title)? {
-        let path = settings.plots.join(format!("{stem}-positions.svg"));
-        write_atomic(&path, chart.as_bytes())?;
-        charts.push(path);
-    }
-    if let Some(chart) = curve_chart(&results, &preset.name)? {
-        let path = settings.plots.join(format!("{stem}-curve.svg"));
-        write_atomic(&path, chart.as_bytes())?;
-        charts.push(path);
-    }
+    let charts = write_charts(&settings.plots, &stem, &preset, &results, &summary)?;
     Ok(CgtOutcome {
         key: format!("cgt:{stem}"),
         markdown: render_section(&preset, &results, &settings.plots_link, &summary),
@@ -323,10 +338,29 @@ mod tests {
     use crate::curve_file::read_curve;
     use crate::evaluation_file::RunEvaluation;
 
-    /// Records the events; has no default corpus.
+    /// Records the events, shortened (a stage by its name, progress as `step done/total`, a note
+    /// up to its paths and numbers); has no default corpus.
     #[derive(Default)]
     struct Recorder {
         events: Vec<String>,
+    }
+
+    impl tint_lab::Reporter for Recorder {
+        fn event(&mut self, event: tint_lab::RunEvent) {
+            let line = match event {
+                tint_lab::RunEvent::Stage(name) => name,
+                tint_lab::RunEvent::Progress { done, total, .. } => format!("step {done}/{total}"),
+                tint_lab::RunEvent::Note(line) => {
+                    let cut = [" | ", ": held-out", " from the checkpoint", ", evaluating"]
+                        .iter()
+                        .filter_map(|end| line.find(end))
+                        .min()
+                        .unwrap_or(line.len());
+                    line[..cut].to_string()
+                }
+            };
+            self.events.push(line);
+        }
     }
 
     impl CgtHost for Recorder {
@@ -334,29 +368,6 @@ mod tests {
             &mut self,
         ) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>> {
             Err("no corpus in tests".into())
-        }
-
-        fn event(&mut self, event: CgtEvent<'_>) {
-            let line = match event {
-                CgtEvent::Started { preset, .. } => format!("started {preset}"),
-                CgtEvent::VariantStarted {
-                    variant,
-                    seed,
-                    resumes_at,
-                    ..
-                } => match resumes_at {
-                    0 => format!("start {} {seed}", variant.slug()),
-                    step => format!("start {} {seed} at {step}", variant.slug()),
-                },
-                CgtEvent::Step { step, .. } => format!("step {step}"),
-                CgtEvent::VariantTrained { resumed_at, .. } => format!("trained from {resumed_at}"),
-                CgtEvent::CurvePoint {
-                    variant,
-                    seed,
-                    point,
-                } => format!("curve {} {seed} at {}", variant.slug(), point.step),
-            };
-            self.events.push(line);
         }
     }
 
@@ -590,14 +601,13 @@ mod tests {
         assert_eq!(
             host.events,
             [
-                "started icl-tiny",
-                "start baseline 0",
-                "step 0",
-                "step 1",
-                "curve baseline 0 at 2",
-                "step 2",
-                "curve baseline 0 at 3",
-                "trained from 0"
+                "cgt preset icl-tiny",
+                "cgt baseline seed 0",
+                "step 1/3",
+                "step 2/3",
+                "baseline seed 0 after 2 steps",
+                "step 3/3",
+                "baseline seed 0 after 3 steps",
             ]
         );
         let curve = read_curve(&root.join("runs/seed0/baseline/curve.jsonl")).unwrap();
@@ -642,7 +652,7 @@ mod tests {
         let mut host = Recorder::default();
         let again = run_cgt::<Flex>(&settings, &[device], &mut host).unwrap();
         assert!(
-            !host.events.iter().any(|e| e.starts_with("curve")),
+            !host.events.iter().any(|e| e.contains(" after ")),
             "{:?}",
             host.events
         );
@@ -751,7 +761,12 @@ mod tests {
         );
         assert_eq!(
             host.events,
-            ["started icl-tiny", "start baseline 0", "step 0", "step 1"]
+            [
+                "cgt preset icl-tiny",
+                "cgt baseline seed 0",
+                "step 1/3",
+                "step 2/3"
+            ]
         );
         std::fs::remove_dir_all(&root).ok();
     }
@@ -775,7 +790,14 @@ mod tests {
         let mut host = Recorder::default();
         let outcome = run_cgt::<Flex>(&test, &devices, &mut host).unwrap();
         // Nothing trains again: the finished run is evaluated on the test stream.
-        assert_eq!(host.events.last().unwrap(), "trained from 2");
+        assert!(
+            host.events
+                .iter()
+                .any(|e| e.ends_with(": finished (2 steps)"))
+                && !host.events.iter().any(|e| e.starts_with("step ")),
+            "{:?}",
+            host.events
+        );
         assert_eq!(outcome.key, "cgt:linreg-cpu-test");
         assert!(outcome
             .markdown
@@ -835,11 +857,10 @@ mod tests {
         assert_eq!(
             host.events,
             [
-                "started icl-tiny",
-                "start cgt 0",
-                "step 0",
-                "step 1",
-                "trained from 0"
+                "cgt preset icl-tiny",
+                "cgt cgt seed 0",
+                "step 1/2",
+                "step 2/2"
             ]
         );
         assert_eq!(first.key, "cgt:icl-tiny");
@@ -890,8 +911,14 @@ mod tests {
             ..settings.clone()
         };
         let again = run_cgt::<Flex>(&named, &[device], &mut host).unwrap();
-        assert_eq!(host.events.last().unwrap(), "trained from 2");
-        assert_eq!(host.events[1], "start cgt 0 at 2");
+        assert_eq!(
+            host.events,
+            [
+                "cgt preset icl-tiny",
+                "cgt cgt seed 0",
+                "cgt seed 0: finished (2 steps)"
+            ]
+        );
         assert_eq!(again.key, "cgt:icl-tiny-again");
         assert!(root.join("plots/icl-tiny-again-cgt-yy.svg").exists());
         assert!(root.join("plots/icl-tiny-again-loss.svg").exists());
@@ -958,7 +985,7 @@ mod tests {
             error.contains("reading the checkpoint of cgt seed 0"),
             "{error}"
         );
-        assert_eq!(host.events, ["started icl-tiny"]);
+        assert_eq!(host.events, ["cgt preset icl-tiny"]);
         std::fs::remove_dir_all(&root).ok();
     }
 
@@ -985,9 +1012,12 @@ mod tests {
         };
         let mut host = Recorder::default();
         let two = run_cgt::<Flex>(&parallel, &[device, device], &mut host).unwrap();
-        assert_eq!(host.events.last().unwrap(), "trained from 0");
         assert!(
-            host.events.contains(&"step 1".to_string()),
+            host.events.contains(&"step 2/2".to_string())
+                && !host
+                    .events
+                    .iter()
+                    .any(|e| e.contains(": finished") || e.contains(": resuming")),
             "{:?}",
             host.events
         );

@@ -33,7 +33,7 @@ use super::conventions::{
 use super::curve_file::{append_point, settle_file, CurvePoint};
 use super::error::CgtRunError;
 use super::evaluation_file::RunEvaluation;
-use super::host::{CgtEvent, CgtHost};
+use super::host::{curve_point, step_done, variant_started, variant_trained, CgtHost};
 use super::variant_result::VariantResult;
 use tint_assets::write_atomic;
 
@@ -172,22 +172,19 @@ fn train_variant<B: Backend>(
             .unwrap_or(0),
         None => 0,
     };
-    host.event(CgtEvent::VariantStarted {
-        variant,
-        seed,
-        steps: training.steps,
-        resumes_at,
-        dir,
-    });
+    for event in variant_started(variant, seed, training.steps, resumes_at, dir) {
+        host.event(event);
+    }
     let start = Instant::now();
     // The progress callback and the curve probe both report to the host.
     let events = std::cell::RefCell::new(&mut *host);
     let mut progress = |r: &StepReport| {
-        events.borrow_mut().event(CgtEvent::Step {
-            step: r.step,
-            task_loss: r.terms.task,
-            total_loss: r.terms.total,
-        })
+        events.borrow_mut().event(step_done(
+            r.step,
+            training.steps,
+            r.terms.task,
+            r.terms.total,
+        ))
     };
     let curve_path = dir.join("curve.jsonl");
     let curve_data = match (&preset.data, job.eval_every) {
@@ -214,11 +211,9 @@ fn train_variant<B: Backend>(
             probe_error = Some(e);
             tint_cgt::CgtError::InvalidConfig(message)
         })?;
-        events.borrow_mut().event(CgtEvent::CurvePoint {
-            variant,
-            seed,
-            point,
-        });
+        events
+            .borrow_mut()
+            .event(curve_point(variant, seed, &point));
         Ok(())
     };
     let outcome = if let Some(node) = job.nodes {
@@ -261,13 +256,9 @@ fn train_variant<B: Backend>(
     if job.eval_stream == EvalStream::Test {
         curve.clear();
     }
-    host.event(CgtEvent::VariantTrained {
-        variant,
-        seed,
-        resumed_at: outcome.resumed_at,
-        logged_steps: outcome.history.len(),
-        steps: training.steps,
-    });
+    if let Some(warning) = variant_trained(variant, outcome.history.len(), training.steps) {
+        host.event(warning);
+    }
     Ok(Trained {
         outcome,
         curve,

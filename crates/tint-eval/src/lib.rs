@@ -32,7 +32,6 @@ pub mod report;
 pub mod results_doc;
 pub mod resume;
 pub mod run_env;
-pub mod run_event;
 pub mod run_settings;
 pub mod suite;
 pub mod tune_record;

@@ -23,10 +23,10 @@ use crate::methods::{Tint, TintMethod, UnadaptedNlls};
 use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
-use crate::run_event::{OnEvent, RunEvent};
 use crate::run_settings::check_out_extension;
 use crate::tune_record::TuneRecord;
 use crate::{run_lm_eval, EvalError, LmEvalConfig, LmReport, MethodResult};
+use tint_lab::event::{OnEvent, RunEvent};
 
 /// The asset that holds the State of the Union addresses (the default corpus).
 pub const SOTU_ASSET: &str = "sotu";

@@ -33,8 +33,8 @@ use crate::lm_settings::{
 };
 use crate::results_doc::{copy_into, today, write_marked_section, RESULTS_HEADER};
 use crate::run_env::RunEnv;
-use crate::run_event::RunEvent;
 use crate::EvalError;
+use tint_lab::event::{OnEvent, RunEvent};
 
 /// The experiment folder's README the suite rewrites its sections in with `--update-docs`
 /// (relative to the root); its sections link the charts in `docs/data/` from there. docs/results.md
@@ -210,7 +210,7 @@ impl<AB: AutodiffBackend> LmPart<'_, '_, AB> {
         heading: &str,
         preface: &str,
         marker: &str,
-        on_event: &mut dyn FnMut(RunEvent),
+        on_event: OnEvent<'_>,
     ) -> Result<(crate::LmReport, String), EvalError> {
         let start = Instant::now();
         let report = run_lm(lm, self.env, on_event)?.report;
@@ -255,8 +255,8 @@ pub struct SuiteOutcome {
 /// Runs the default suite in `protocol` with its reports under `out_dir` (`resume`: keep their
 /// finished cells), then rewrites the protocol's sections of `docs.doc` and copies the JSON and
 /// charts to `docs.data_dir` ([`SuiteDocs::in_out`] by default, [`SuiteDocs::repository`] to
-/// update the repository's pages). `on_event` receives each part's events with the part's name
-/// ([`SUITE_PARTS`]).
+/// update the repository's pages). `on_event` receives each part's events, after a
+/// [`RunEvent::Stage`] with the part's name ([`SUITE_PARTS`]).
 ///
 /// # Errors
 ///
@@ -267,7 +267,7 @@ pub fn run_default_suite<AB: AutodiffBackend>(
     resume: bool,
     docs: &SuiteDocs,
     env: &RunEnv<'_, AB>,
-    on_event: &mut dyn FnMut(&'static str, RunEvent),
+    on_event: OnEvent<'_>,
 ) -> Result<SuiteOutcome, EvalError> {
     let suite_start = Instant::now();
     let (lm, icl) = protocol.settings(out_dir, resume);
@@ -284,9 +284,8 @@ pub fn run_default_suite<AB: AutodiffBackend>(
         docs,
         env,
     };
-    let (report, lm_section) = lm_part.run(&lm, lm_heading, "", lm_marker, &mut |e| {
-        on_event(SUITE_PARTS[0], e)
-    })?;
+    on_event(RunEvent::Stage(SUITE_PARTS[0].into()));
+    let (report, lm_section) = lm_part.run(&lm, lm_heading, "", lm_marker, on_event)?;
     let eta = report
         .tuning
         .iter()
@@ -299,16 +298,18 @@ pub fn run_default_suite<AB: AutodiffBackend>(
                 .into(),
         })?;
     let (constructed, marker) = protocol.constructed_lm(&lm, eta);
+    on_event(RunEvent::Stage(SUITE_PARTS[1].into()));
     let (_, constructed_section) = lm_part.run(
         &constructed,
         CONSTRUCTED_HEADING,
         CONSTRUCTED_PREFACE,
         marker,
-        &mut |e| on_event(SUITE_PARTS[1], e),
+        on_event,
     )?;
 
     let start = Instant::now();
-    let icl_report = run_icl(&icl, env, &mut |e| on_event(SUITE_PARTS[2], e))?;
+    on_event(RunEvent::Stage(SUITE_PARTS[2].into()));
+    let icl_report = run_icl(&icl, env, on_event)?;
     let icl_seconds = start.elapsed().as_secs_f64();
     let icl_json = copy_into(&icl.out, data_dir)?;
     let bars = copy_into(&accuracy_svg_path(&icl.out, "accuracy"), data_dir)?;

@@ -7,12 +7,14 @@
 //! | [`rng`] | the one seeded generator (SplitMix64) and the draws the experiments make from it |
 //! | [`bootstrap`] | the percentile bootstrap of every resampled interval (perplexity, paired differences) |
 //! | [`paired`] | paired differences from a baseline with bootstrap intervals (per unit, or per cluster: a query with its seeds) |
+//! | [`event`] | [`RunEvent`] and [`Reporter`]: what every run reports while it works, and what receives it |
 //! | [`progress`] | progress of a long run on the terminal: a bar, or lines with the ETA when piped |
 //! | [`seed_interval`] | the mean over seeds and the half-width of its 95 % Student-t interval |
 //! | [`json_nan`] | non-finite numbers through JSON (`null` read back as NaN) |
 //! | [`repeats`] | the first value a list of settings repeats (a seed or a variant named twice) |
 
 pub mod bootstrap;
+pub mod event;
 pub mod json_nan;
 pub mod paired;
 pub mod progress;
@@ -20,4 +22,5 @@ pub mod repeats;
 pub mod rng;
 pub mod seed_interval;
 
+pub use event::{OnEvent, Reporter, RunEvent};
 pub use repeats::first_repeat;

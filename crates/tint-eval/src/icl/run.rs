@@ -28,13 +28,13 @@ use crate::methods::{Tint, TintMethod};
 use crate::model_source::Assets;
 use crate::results_doc::write_file;
 use crate::run_env::RunEnv;
-use crate::run_event::{OnEvent, RunEvent};
 use crate::run_settings::{
     check_out_extension, check_step_count, check_steps, parse_layers, refuse_repeats,
     refuse_repeats_shown,
 };
 use crate::tune_record::TuneRecord;
 use crate::EvalError;
+use tint_lab::event::{OnEvent, RunEvent};
 use tint_lab::paired::PairedSettings;
 
 /// Parses a training format: `single` or `multi`.
