@@ -25,8 +25,8 @@ use serde_json::json;
 use tint_aux::AuxModel;
 use tint_eval::documents::tokenized_documents;
 use tint_eval::lm_split::{LmSplit, SplitSpec};
-use tint_eval::methods::{block_ids, eval_part_nll, TintMethod};
-use tint_sim::{SimInput, SimOutput, TintConfig, TintSizes, TintStep};
+use tint_eval::methods::{block_ids, eval_part_nll, parse_tint_method, tint_method_name};
+use tint_sim::{Engine, SimInput, SimOutput, TintConfig, TintSizes, TintStep};
 
 type B = burn::backend::Flex;
 
@@ -38,7 +38,7 @@ struct Args {
     fractions: Vec<f64>,
     sim_layers: usize,
     eta: f64,
-    methods: Vec<TintMethod>,
+    methods: Vec<Engine>,
     derivatives: tint_sim::DerivativeMode,
     out: PathBuf,
 }
@@ -52,7 +52,7 @@ fn parse_args() -> Result<Args, String> {
         fractions: vec![0.5],
         sim_layers: 30,
         eta: 1e-4,
-        methods: TintMethod::ALL.to_vec(),
+        methods: Engine::ALL.to_vec(),
         derivatives: tint_sim::DerivativeMode::FiniteDifference,
         out: root.join("target/tint-f32-vs-f64.json"),
     };
@@ -77,7 +77,7 @@ fn parse_args() -> Result<Args, String> {
             "methods" => {
                 args.methods = value
                     .split(',')
-                    .map(TintMethod::parse)
+                    .map(parse_tint_method)
                     .collect::<Result<_, _>>()
                     .map_err(|e| bad(&e))?
             }
@@ -98,11 +98,11 @@ fn parse_args() -> Result<Args, String> {
 /// One TinT method on `model`'s weights in `dtype` ([`tint_sim::build`]).
 fn engine(
     model: &AuxModel<B>,
-    method: TintMethod,
+    method: Engine,
     config: &tint_sim::TintConfig,
     dtype: DType,
 ) -> Result<Box<dyn TintStep<B>>, String> {
-    tint_sim::build(model, config, method.engine(), Some(dtype)).map_err(|e| e.to_string())
+    tint_sim::build(model, config, method, Some(dtype)).map_err(|e| e.to_string())
 }
 
 fn max_abs_diff(a: Tensor<B, 3>, b: Tensor<B, 3>) -> f64 {
@@ -183,12 +183,12 @@ fn run() -> Result<(), String> {
                     "{:<16} block {index} ({}) fraction {fraction}: NLL f32 {nll32:.6} f64 {nll64:.6} \
                      Δ {:+.2e}, max|Δ logits| {logits:.2e} (first pass {first_logits:.2e}; f32 \
                      step {f32_seconds:.1} s)",
-                    method.name(),
+                    tint_method_name(*method),
                     block.documents.join("+"),
                     nll32 - nll64
                 );
                 rows.push(json!({
-                    "method": method.name(), "block": index, "documents": block.documents,
+                    "method": tint_method_name(*method), "block": index, "documents": block.documents,
                     "train_fraction": fraction, "nll_f32": nll32, "nll_f64": nll64,
                     "max_abs_logit_diff": logits, "max_abs_first_logit_diff": first_logits,
                     "f32_seconds": f32_seconds,

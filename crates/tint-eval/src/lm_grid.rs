@@ -1,18 +1,18 @@
 //! The methods of a language-modelling run ([`Method`]), with their step size and compute budget:
-//! `vanilla`, `dyn-eval`, and the TinT methods of [`crate::methods::TintMethod`]: `tint` (the constructed
+//! `vanilla`, `dyn-eval`, and the TinT methods of [`tint_sim::Engine`]: `tint` (the constructed
 //! simulator), `tint-structured` (the same simulator in its proven-equal structured execution) and
 //! `tint-ref` (the functional reference).
 
 use serde::{Deserialize, Serialize};
 use tint_aux::AuxModel;
-use tint_sim::TintConfig;
+use tint_sim::{Engine, TintConfig};
 
 use burn::tensor::backend::AutodiffBackend;
 
 use crate::by_fraction::ByTrainLen;
 use crate::lm::LmMethod;
 use crate::method::Method;
-use crate::methods::{DynEval, Labelled, Tint, TintMethod, UnadaptedNlls, Vanilla};
+use crate::methods::{DynEval, Labelled, Tint, UnadaptedNlls, Vanilla};
 use crate::EvalError;
 
 /// A compute budget of the adaptive methods: the top `layers` blocks (`None` = all) for `steps`
@@ -107,7 +107,7 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
             config.step.n_simulation_layers = spec.budget.layers;
             let tint = Tint::for_method(inference, config, method)?;
             match first_pass {
-                Some(cache) if method == TintMethod::Reference => {
+                Some(cache) if method == Engine::Reference => {
                     Box::new(tint.recording_first_pass(cache.clone()))
                 }
                 _ => Box::new(tint),

@@ -5,10 +5,10 @@
 use crate::lm_grid::{Budget, LmMethodSpec};
 use crate::lm_settings::LmRunSettings;
 use crate::method::Method;
-use crate::methods::TintMethod;
 use crate::run_settings::{check_step_count, check_steps, refuse_repeats};
 use crate::tune_record::TuneRecord;
 use crate::EvalError;
+use tint_sim::Engine;
 
 /// A row of the run before its step size is known.
 #[derive(Debug, Clone)]
@@ -63,7 +63,7 @@ pub fn pending_rows(settings: &LmRunSettings) -> Result<Vec<PendingRow>, EvalErr
     } else {
         settings.budget.clone()
     };
-    let reference = Method::Tint(TintMethod::Reference);
+    let reference = Method::Tint(Engine::Reference);
     let mut rows = Vec::new();
     for &m in &settings.methods {
         let base = LmMethodSpec {
@@ -214,7 +214,7 @@ mod tests {
         assert!(matches!(&rows[0].step, StepSource::Shared(from) if from == "tint-ref"));
         assert!(matches!(&rows[1].step, StepSource::Shared(from) if from == "tint-ref"));
         assert!(matches!(rows[2].step, StepSource::Tune { .. }));
-        via_ref.methods = vec![Method::Tint(TintMethod::Constructed)];
+        via_ref.methods = vec![Method::Tint(Engine::CONSTRUCTED)];
         assert!(pending_rows(&via_ref).is_err(), "no tint-ref to share from");
     }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use burn::module::AutodiffModule;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use tint_aux::{AuxModel, BackwardMemory, GradientMemory};
-use tint_sim::TintConfig;
+use tint_sim::{Engine, TintConfig};
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
 use crate::lm_grid::{build_lm_method, RowPlan};
@@ -19,7 +19,7 @@ use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
 use crate::lm_tune::tune_lm;
 use crate::method::Method;
-use crate::methods::{Tint, TintMethod, UnadaptedNlls};
+use crate::methods::{tint_method_name, Tint, UnadaptedNlls};
 use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
@@ -82,7 +82,7 @@ fn admit_step_memory<B: Backend>(
             flag,
         )?;
     }
-    if args.methods.contains(&Method::Tint(TintMethod::Reference)) {
+    if args.methods.contains(&Method::Tint(Engine::Reference)) {
         Tint::reference(model, tint_config.clone())?.admit_steps(
             &[args.block_size],
             workers,
@@ -244,7 +244,7 @@ pub fn run_lm<AB: AutodiffBackend>(
     plans.sort_by_key(|p| args.methods.iter().position(|m| *m == p.method()));
     let report_order: Vec<String> = plans.iter().map(|p| p.label().to_string()).collect();
     let first_pass = if args.vanilla_from_ref {
-        if !args.methods.contains(&Method::Tint(TintMethod::Reference)) {
+        if !args.methods.contains(&Method::Tint(Engine::Reference)) {
             return Err(EvalError::InvalidSetting {
                 name: "--vanilla-from-ref",
                 value: format!("methods {}", list_methods(&args.methods)),
@@ -817,18 +817,18 @@ pub fn lm_description(args: &LmRunSettings, report: &LmReport, json_name: &str) 
     let mut steps = Vec::new();
     let tint_rows: Vec<String> = [
         (
-            TintMethod::Constructed,
+            Engine::CONSTRUCTED,
             "the constructed LLaMA simulator (Execution::Constructed)",
         ),
         (
-            TintMethod::Structured,
+            Engine::STRUCTURED,
             "the same simulator in its structured execution",
         ),
-        (TintMethod::Reference, "the functional reference"),
+        (Engine::Reference, "the functional reference"),
     ]
     .into_iter()
     .filter(|(m, _)| has(Method::Tint(*m)))
-    .map(|(m, what)| format!("`{}` is {what}", m.name()))
+    .map(|(m, what)| format!("`{}` is {what}", tint_method_name(m)))
     .collect();
     if !tint_rows.is_empty() {
         steps.push(format!(
@@ -948,7 +948,7 @@ mod tests {
         let model: AuxModel<Flex> =
             tint_aux::load_model(&root.join("fixtures/llama/tiny"), &Default::default()).unwrap();
         let mut args = LmRunSettings::quick(&root, &root.join("target"));
-        args.methods = vec![Method::Vanilla, Method::Tint(TintMethod::Reference)];
+        args.methods = vec![Method::Vanilla, Method::Tint(Engine::Reference)];
         args.block_size = 16;
         let config = args.tint.config(&model, 0.0, args.steps).unwrap();
         let one = LlamaReference::new(&model, LlamaTintConfig::from_tint(&config))

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use crate::lm_grid::parse_budget;
 use crate::lm_grid::Budget;
 use crate::method::Method;
-use crate::methods::TintMethod;
 use crate::model_source::ModelSource;
 #[cfg(feature = "clap")]
 use crate::run_settings::parse_tune;
 use crate::run_settings::{TintFlags, TuneGrid};
+use tint_sim::Engine;
 
 /// The default step-size grid (`eta` on the summed loss).
 pub const DEFAULT_ETA_GRID: [f64; 4] = [1e-5, 3e-5, 1e-4, 3e-4];
@@ -250,7 +250,7 @@ impl LmRunSettings {
             methods: vec![
                 Method::Vanilla,
                 Method::DynEval,
-                Method::Tint(TintMethod::Reference),
+                Method::Tint(Engine::Reference),
             ],
             lr: None,
             inner_lr: None,
@@ -286,8 +286,8 @@ impl LmRunSettings {
             train_fraction: vec![first.train_fraction[0]],
             max_blocks: blocks,
             methods: vec![
-                Method::Tint(TintMethod::Constructed),
-                Method::Tint(TintMethod::Reference),
+                Method::Tint(Engine::CONSTRUCTED),
+                Method::Tint(Engine::Reference),
             ],
             inner_lr: Some(vec![eta]),
             tune: Vec::new(),
@@ -313,7 +313,7 @@ impl LmRunSettings {
                 Method::Vanilla,
                 Method::DynEval,
                 Method::DynEvalMatched,
-                Method::Tint(TintMethod::Reference),
+                Method::Tint(Engine::Reference),
             ],
             tune_per_fraction: true,
             out: out_dir.join("lm-smollm2-sotu-full.json"),

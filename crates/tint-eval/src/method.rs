@@ -1,8 +1,10 @@
 //! The methods the evaluations compare, by name: `vanilla` (the unadapted model; `icl` in the
 //! in-context classification reports), `dyn-eval` (dynamic evaluation) and the TinT methods of
-//! [`TintMethod`] (`tint`, `tint-structured`, `tint-ref`).
+//! each TinT engine ([`Engine`]: `tint`, `tint-structured`, `tint-ref`).
 
-use crate::methods::TintMethod;
+use tint_sim::Engine;
+
+use crate::methods::{parse_tint_method, tint_method_name};
 use crate::EvalError;
 
 /// An evaluated method.
@@ -18,7 +20,7 @@ pub enum Method {
     /// budget's steps: the matched baseline (`dyn-eval-matched`).
     DynEvalMatched,
     /// A TinT method (`tint`, `tint-structured`, `tint-ref`).
-    Tint(TintMethod),
+    Tint(Engine),
 }
 
 impl Method {
@@ -27,9 +29,9 @@ impl Method {
         Method::Vanilla,
         Method::DynEval,
         Method::DynEvalMatched,
-        Method::Tint(TintMethod::Constructed),
-        Method::Tint(TintMethod::Structured),
-        Method::Tint(TintMethod::Reference),
+        Method::Tint(Engine::CONSTRUCTED),
+        Method::Tint(Engine::STRUCTURED),
+        Method::Tint(Engine::Reference),
     ];
 
     /// The method's name in language-modelling reports and on the command line.
@@ -38,7 +40,7 @@ impl Method {
             Method::Vanilla => "vanilla",
             Method::DynEval => "dyn-eval",
             Method::DynEvalMatched => "dyn-eval-matched",
-            Method::Tint(tint) => tint.name(),
+            Method::Tint(engine) => tint_method_name(engine),
         }
     }
 
@@ -80,7 +82,7 @@ impl std::str::FromStr for Method {
             "vanilla" | "icl" => Ok(Method::Vanilla),
             "dyn-eval" => Ok(Method::DynEval),
             "dyn-eval-matched" => Ok(Method::DynEvalMatched),
-            _ => TintMethod::parse(name)
+            _ => parse_tint_method(name)
                 .map(Method::Tint)
                 .map_err(|_| EvalError::UnknownMethod {
                     name: name.to_string(),
@@ -119,7 +121,7 @@ mod tests {
         let err = "gpt4".parse::<Method>().unwrap_err().to_string();
         assert!(err.contains("gpt4") && err.contains("tint-ref"), "{err}");
         assert!(!Method::Vanilla.adapts() && Method::ALL[1..].iter().all(|m| m.adapts()));
-        let structured = Method::Tint(TintMethod::Structured);
+        let structured = Method::Tint(Engine::STRUCTURED);
         let json = serde_json::to_value(structured).unwrap();
         assert_eq!(json, "tint-structured");
         assert_eq!(serde_json::from_value::<Method>(json).unwrap(), structured);

@@ -218,85 +218,33 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
     }
 }
 
-/// The TinT method names of the evaluations: the constructed simulator (`tint`), its structured
-/// execution (`tint-structured`, proven equal to the constructed one) and the functional reference
-/// (`tint-ref`, the same update with plain tensor maths).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TintMethod {
-    /// `tint`: the simulator, [`Execution::Constructed`] (every module from its stored weights).
-    Constructed,
-    /// `tint-structured`: the simulator, [`Execution::Structured`].
-    Structured,
-    /// `tint-ref`: the functional reference.
-    Reference,
-}
+/// The TinT method names of the evaluations, in the order of [`Engine::ALL`]: the constructed
+/// simulator (`tint`), its structured execution (`tint-structured`, proven equal to the
+/// constructed one) and the functional reference (`tint-ref`, the same update with plain tensor
+/// maths).
+pub const TINT_METHOD_NAMES: [&str; 3] = ["tint", "tint-structured", "tint-ref"];
 
-impl TintMethod {
-    /// Every method, in the order of [`TintMethod::NAMES`].
-    pub const ALL: [TintMethod; 3] = [
-        TintMethod::Constructed,
-        TintMethod::Structured,
-        TintMethod::Reference,
-    ];
-    /// The method names, as on the command line and in reports.
-    pub const NAMES: [&'static str; 3] = ["tint", "tint-structured", "tint-ref"];
-
-    /// The method's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            TintMethod::Constructed => "tint",
-            TintMethod::Structured => "tint-structured",
-            TintMethod::Reference => "tint-ref",
-        }
-    }
-
-    /// Parses a method name.
-    ///
-    /// # Errors
-    /// [`EvalError::UnknownMethod`] listing the valid names.
-    pub fn parse(name: &str) -> Result<Self, EvalError> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name() == name)
-            .ok_or_else(|| EvalError::UnknownMethod {
-                name: name.to_string(),
-                known: Self::NAMES.join(", "),
-            })
-    }
-
-    /// The simulator execution of the method (`None` for the functional reference).
-    pub fn execution(self) -> Option<Execution> {
-        match self.engine() {
-            Engine::Simulator(execution) => Some(execution),
-            Engine::Reference => None,
-        }
-    }
-
-    /// The engine that runs the method.
-    pub fn engine(self) -> Engine {
-        match self {
-            TintMethod::Constructed => Engine::Simulator(Execution::Constructed),
-            TintMethod::Structured => Engine::Simulator(Execution::Structured),
-            TintMethod::Reference => Engine::Reference,
-        }
-    }
-
-    /// The method an engine runs.
-    pub fn of(engine: Engine) -> Self {
-        match engine {
-            Engine::Simulator(Execution::Constructed) => TintMethod::Constructed,
-            Engine::Simulator(Execution::Structured) => TintMethod::Structured,
-            Engine::Reference => TintMethod::Reference,
-        }
+/// The method name of the engine that runs it.
+pub fn tint_method_name(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Simulator(Execution::Constructed) => TINT_METHOD_NAMES[0],
+        Engine::Simulator(Execution::Structured) => TINT_METHOD_NAMES[1],
+        Engine::Reference => TINT_METHOD_NAMES[2],
     }
 }
 
-impl std::str::FromStr for TintMethod {
-    type Err = EvalError;
-
-    fn from_str(name: &str) -> Result<Self, EvalError> {
-        Self::parse(name)
-    }
+/// The engine of a TinT method name.
+///
+/// # Errors
+/// [`EvalError::UnknownMethod`] listing the valid names.
+pub fn parse_tint_method(name: &str) -> Result<Engine, EvalError> {
+    Engine::ALL
+        .into_iter()
+        .find(|&engine| tint_method_name(engine) == name)
+        .ok_or_else(|| EvalError::UnknownMethod {
+            name: name.to_string(),
+            known: TINT_METHOD_NAMES.join(", "),
+        })
 }
 
 /// TinT: one forward pass of the simulator (or of its functional reference) trains on the block's
@@ -318,18 +266,18 @@ pub struct Tint<B: Backend> {
 }
 
 impl<B: Backend> Tint<B> {
-    /// The TinT `method` for `model` ([`tint_sim::build`] with the method's [`Engine`]; a
-    /// simulator replaces `config.execution` with the method's execution).
+    /// The TinT method run by `engine` for `model` ([`tint_sim::build`]; a simulator replaces
+    /// `config.execution` with the engine's execution).
     ///
     /// # Errors
     /// The construction errors of the engine ([`EvalError::Sim`]).
     pub fn for_method(
         model: &AuxModel<B>,
         config: TintConfig,
-        method: TintMethod,
+        engine: Engine,
     ) -> Result<Self, EvalError> {
         Ok(Self {
-            engine: Arc::from(tint_sim::build(model, &config, method.engine(), None)?),
+            engine: Arc::from(tint_sim::build(model, &config, engine, None)?),
             device: model.devices()[0].clone(),
             model: model.clone(),
             first_pass: None,
@@ -353,8 +301,8 @@ impl<B: Backend> Tint<B> {
     /// # Errors
     /// As [`Tint::for_method`].
     pub fn simulator(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
-        let method = TintMethod::of(Engine::Simulator(config.execution));
-        Self::for_method(model, config, method)
+        let engine = Engine::Simulator(config.execution);
+        Self::for_method(model, config, engine)
     }
 
     /// The functional reference for `model`.
@@ -362,12 +310,12 @@ impl<B: Backend> Tint<B> {
     /// # Errors
     /// As [`Tint::for_method`].
     pub fn reference(model: &AuxModel<B>, config: TintConfig) -> Result<Self, EvalError> {
-        Self::for_method(model, config, TintMethod::Reference)
+        Self::for_method(model, config, Engine::Reference)
     }
 
-    /// The method this engine runs.
-    pub fn method(&self) -> TintMethod {
-        TintMethod::of(self.engine.engine())
+    /// The engine that runs this method.
+    pub fn engine(&self) -> Engine {
+        self.engine.engine()
     }
 
     /// The auxiliary model it was built from.
@@ -381,7 +329,7 @@ impl<B: Backend> Tint<B> {
         adapted_origin(&self.model, all_finite(&output.first_logits), || {
             format!(
                 "{}: inner_lr {:e}, {} simulated step(s)",
-                self.method().name(),
+                tint_method_name(self.engine()),
                 self.engine.step().inner_lr,
                 self.engine.step().n_forward_backward
             )
@@ -440,7 +388,7 @@ impl<B: Backend> Tint<B> {
             return Ok(());
         };
         memory.times(parallel.max(1)).admit(
-            &format!("{}'s step on {what}", self.method().name()),
+            &format!("{}'s step on {what}", tint_method_name(self.engine())),
             limit,
             flag,
         )?;
@@ -488,7 +436,7 @@ impl<B: Backend> Tint<B> {
 
 impl<B: Backend> LmMethod for Tint<B> {
     fn name(&self) -> String {
-        self.method().name().into()
+        tint_method_name(self.engine()).into()
     }
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
@@ -570,23 +518,21 @@ mod tests {
 
     #[test]
     fn tint_method_names_round_trip_and_unknown_names_list_the_valid_ones() {
-        for method in TintMethod::ALL {
-            assert_eq!(TintMethod::parse(method.name()).unwrap(), method);
-            assert_eq!(method.name().parse::<TintMethod>().unwrap(), method);
+        for engine in Engine::ALL {
+            assert_eq!(parse_tint_method(tint_method_name(engine)).unwrap(), engine);
         }
         assert_eq!(
-            TintMethod::Constructed.execution(),
+            Engine::ALL.map(tint_method_name),
+            TINT_METHOD_NAMES,
+            "the names follow Engine::ALL"
+        );
+        assert_eq!(
+            Engine::CONSTRUCTED.execution(),
             Some(Execution::Constructed)
         );
-        assert_eq!(
-            TintMethod::Structured.execution(),
-            Some(Execution::Structured)
-        );
-        assert_eq!(TintMethod::Reference.execution(), None);
-        for method in TintMethod::ALL {
-            assert_eq!(TintMethod::of(method.engine()), method);
-        }
-        let err = TintMethod::parse("tint-constructed")
+        assert_eq!(Engine::STRUCTURED.execution(), Some(Execution::Structured));
+        assert_eq!(Engine::Reference.execution(), None);
+        let err = parse_tint_method("tint-constructed")
             .unwrap_err()
             .to_string();
         assert!(

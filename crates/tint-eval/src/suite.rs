@@ -338,7 +338,7 @@ pub fn run_default_suite<AB: AutodiffBackend>(
 mod tests {
     use super::*;
     use crate::method::Method;
-    use crate::methods::TintMethod;
+    use tint_sim::Engine;
 
     /// `path` with its `.` and `..` components resolved by name (no file system).
     fn lexical(path: &Path) -> PathBuf {
@@ -414,7 +414,7 @@ mod tests {
             [
                 Method::Vanilla,
                 Method::DynEval,
-                Method::Tint(TintMethod::Reference)
+                Method::Tint(Engine::Reference)
             ]
         );
         assert!(first.vanilla_from_ref && first.inner_lr.is_none());
@@ -425,8 +425,8 @@ mod tests {
         assert_eq!(
             constructed.methods,
             [
-                Method::Tint(TintMethod::Constructed),
-                Method::Tint(TintMethod::Reference)
+                Method::Tint(Engine::CONSTRUCTED),
+                Method::Tint(Engine::Reference)
             ]
         );
         assert_eq!(constructed.inner_lr, Some(vec![1e-4]));
@@ -465,7 +465,7 @@ mod tests {
                 Method::Vanilla,
                 Method::DynEval,
                 Method::DynEvalMatched,
-                Method::Tint(TintMethod::Reference)
+                Method::Tint(Engine::Reference)
             ]
         );
         assert!(lm.inner_lr.is_none() && lm.lr.is_none(), "steps are tuned");
@@ -493,7 +493,7 @@ mod tests {
             [
                 Method::Vanilla,
                 Method::DynEval,
-                Method::Tint(TintMethod::Reference),
+                Method::Tint(Engine::Reference),
             ]
         );
         assert!(

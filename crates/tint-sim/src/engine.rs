@@ -29,6 +29,23 @@ pub enum Engine {
     Reference,
 }
 
+impl Engine {
+    /// The constructed simulator, every module from its stored weights (docs/construction.md §15).
+    pub const CONSTRUCTED: Engine = Engine::Simulator(Execution::Constructed);
+    /// The constructed simulator in its structured execution, proven equal to the constructed one.
+    pub const STRUCTURED: Engine = Engine::Simulator(Execution::Structured);
+    /// Every engine: constructed, structured, reference.
+    pub const ALL: [Engine; 3] = [Self::CONSTRUCTED, Self::STRUCTURED, Engine::Reference];
+
+    /// The simulator's execution (`None` for the functional reference).
+    pub fn execution(self) -> Option<Execution> {
+        match self {
+            Engine::Simulator(execution) => Some(execution),
+            Engine::Reference => None,
+        }
+    }
+}
+
 /// A TinT step: one forward pass that runs the auxiliary model on the training part, applies the
 /// simulated update and evaluates the updated model. Implemented by every engine: [`TintSimulator`]
 /// and [`FunctionalReference`] (GPT-2 / OPT), [`LlamaSimulator`] and [`LlamaReference`] (LLaMA

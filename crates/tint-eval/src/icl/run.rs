@@ -10,7 +10,7 @@ use burn::module::AutodiffModule;
 use burn::tensor::backend::AutodiffBackend;
 use sha2::{Digest, Sha256};
 use tint_aux::{AuxModel, DynEvalConfig, ParamSelection, SgdGradient};
-use tint_sim::{StepDirection, TintConfig};
+use tint_sim::{Engine, StepDirection, TintConfig};
 
 use super::cell_digest::cell_inputs_sha256;
 use super::loaders::{load_offline_task, load_task_dir};
@@ -24,7 +24,7 @@ use super::{
 use crate::documents::sha256_files;
 use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
 use crate::method::Method;
-use crate::methods::{Tint, TintMethod};
+use crate::methods::{tint_method_name, Tint};
 use crate::model_source::Assets;
 use crate::results_doc::write_file;
 use crate::run_env::RunEnv;
@@ -401,7 +401,11 @@ fn build_method<'a, AB: AutodiffBackend>(
             unscaled.step.inner_lr = 0.0;
             let direction_settings = tint_settings(&unscaled, method);
             let tint = Tint::for_method(models.inference, config, method)?;
-            let label = format!("{}(eta={value:e},steps={})", method.name(), args.steps);
+            let label = format!(
+                "{}(eta={value:e},steps={})",
+                tint_method_name(method),
+                args.steps
+            );
             let icl = TintIcl::new(tint, label, models.device)
                 .with_step_reuse(models.tint_steps.clone(), direction_settings)
                 .with_memory_limit(models.memory_limit);
@@ -413,13 +417,13 @@ fn build_method<'a, AB: AutodiffBackend>(
 /// The recorded settings of a TinT row: the configuration and the method, and for the functional
 /// reference (`tint-ref`, no constructed network) a statement that the configuration's `execution`
 /// field does not apply, so the record does not read as a constructed run.
-fn tint_settings(config: &TintConfig, method: TintMethod) -> String {
+fn tint_settings(config: &TintConfig, method: Engine) -> String {
     match method.execution() {
-        Some(_) => format!("{config:?} {}", method.name()),
+        Some(_) => format!("{config:?} {}", tint_method_name(method)),
         None => format!(
             "{config:?} {}: the functional reference of the step, no constructed network (the \
              execution field does not apply)",
-            method.name()
+            tint_method_name(method)
         ),
     }
 }
@@ -982,7 +986,7 @@ mod tests {
     #[test]
     fn the_reference_rows_settings_do_not_read_as_a_constructed_run() {
         let config = TintConfig::for_model(576, 144, 64);
-        let reference = tint_settings(&config, TintMethod::Reference);
+        let reference = tint_settings(&config, Engine::Reference);
         assert!(
             reference
                 .contains("tint-ref: the functional reference of the step, no constructed network"),
@@ -990,7 +994,7 @@ mod tests {
         );
         let mut constructed_config = config.clone();
         constructed_config.execution = tint_sim::Execution::Constructed;
-        let constructed = tint_settings(&constructed_config, TintMethod::Constructed);
+        let constructed = tint_settings(&constructed_config, Engine::CONSTRUCTED);
         assert!(
             constructed.contains("execution: Constructed"),
             "{constructed}"
@@ -1117,14 +1121,13 @@ mod tests {
 
     #[test]
     fn recorded_settings_name_the_execution_that_runs() {
-        use crate::methods::TintMethod;
         let (model, device) = micro_model();
         let inference = model.valid();
         let models = Models::new(&model, &inference, &device, u64::MAX);
         let args = IclRunSettings::default();
         for (method, execution) in [
-            (TintMethod::Constructed, "execution: Constructed"),
-            (TintMethod::Structured, "execution: Structured"),
+            (Engine::CONSTRUCTED, "execution: Constructed"),
+            (Engine::STRUCTURED, "execution: Structured"),
         ] {
             let spec = MethodSpec {
                 method: Method::Tint(method),
@@ -1132,7 +1135,7 @@ mod tests {
             };
             let (_, settings) = build_method(&spec, 1e-3, &args, &models).unwrap();
             assert!(
-                settings.contains(execution) && settings.ends_with(method.name()),
+                settings.contains(execution) && settings.ends_with(tint_method_name(method)),
                 "{settings}"
             );
         }

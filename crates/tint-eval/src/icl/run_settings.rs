@@ -6,11 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use crate::method::Method;
-use crate::methods::TintMethod;
 use crate::model_source::ModelSource;
 #[cfg(feature = "clap")]
 use crate::run_settings::parse_tune;
 use crate::run_settings::{TintFlags, TuneGrid};
+use tint_sim::Engine;
 
 /// Default dynamic-evaluation grid (lr on the MEAN loss over the targets).
 pub const DEFAULT_ICL_LR_GRID: [f64; 4] = [1e-4, 3e-4, 1e-3, 3e-3];
@@ -240,7 +240,7 @@ impl IclRunSettings {
             methods: vec![
                 Method::Vanilla,
                 Method::DynEval,
-                Method::Tint(TintMethod::Reference),
+                Method::Tint(Engine::Reference),
             ],
             shots: FULL_PROTOCOL_SHOTS.to_vec(),
             formats: vec!["single".into(), "multi".into()],

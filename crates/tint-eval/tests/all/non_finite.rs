@@ -13,9 +13,10 @@ use tint_eval::icl::{
     calibration_prior, run_icl_cell, CellResult, DynEvalIcl, Example, IclMethod, IclReport,
     IclSettings, PlainIcl, PromptEncoder, TaskData, TaskKind, Template,
 };
-use tint_eval::methods::{DynEval, Tint, TintMethod, Vanilla};
+use tint_eval::methods::{DynEval, Tint, Vanilla};
 use tint_eval::non_finite::NonFiniteOrigin;
 use tint_eval::{run_lm_eval, EvalError, LmEvalConfig, LmMethod, LmReport};
+use tint_sim::Engine;
 use tint_sim::{TintConfig, TintSizes};
 
 type B = Flex;
@@ -100,7 +101,7 @@ fn a_nan_weight_is_named_by_every_lm_method_and_recorded_only_when_allowed() {
             top_layers: None,
             tint_params_only: false,
         }),
-        Box::new(Tint::for_method(&inference, tint_config, TintMethod::Reference).unwrap()),
+        Box::new(Tint::for_method(&inference, tint_config, Engine::Reference).unwrap()),
     ];
     for method in methods.iter_mut() {
         let name = method.name();
@@ -145,7 +146,7 @@ fn a_step_of_1e300_is_named_as_the_update() {
     let inference: AuxModel<B> = model.valid();
     let mut tint_config = TintConfig::sized_for(32, 4, TintSizes::default());
     tint_config.step.inner_lr = 1e300;
-    let mut reference = Tint::for_method(&inference, tint_config, TintMethod::Reference).unwrap();
+    let mut reference = Tint::for_method(&inference, tint_config, Engine::Reference).unwrap();
     let mut dyn_eval = DynEval {
         model: &model,
         lr: Some(1e300),
