@@ -3,6 +3,7 @@
 //! ([`crate::curve_file`]).
 
 use tint_cgt::plot::{line_chart_svg, ChartText, Series};
+use tint_lab::table::Table;
 
 use super::charts::colour;
 use super::curve_file::CurvePoint;
@@ -110,16 +111,14 @@ pub fn curve_table(results: &[VariantResult]) -> String {
     if by_variant.is_empty() {
         return String::new();
     }
-    let mut out = String::from("| step |");
-    for (variant, _) in &by_variant {
-        out.push_str(&format!(
-            " {0}: accuracy | {0}: in-context gain |",
-            variant.title()
-        ));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|---|".repeat(by_variant.len()));
-    out.push('\n');
+    let mut table = Table::new(std::iter::once("step".to_string()).chain(
+        by_variant.iter().flat_map(|(variant, _)| {
+            [
+                format!("{}: accuracy", variant.title()),
+                format!("{}: in-context gain", variant.title()),
+            ]
+        }),
+    ));
     let mut steps: Vec<usize> = by_variant
         .iter()
         .flat_map(|(_, runs)| common_steps(runs))
@@ -127,15 +126,13 @@ pub fn curve_table(results: &[VariantResult]) -> String {
     steps.sort_unstable();
     steps.dedup();
     for step in steps {
-        out.push_str(&format!("| {step} |"));
-        for (_, runs) in &by_variant {
-            out.push_str(&format!(
-                " {} | {} |",
+        let cells = by_variant.iter().flat_map(|(_, runs)| {
+            [
                 cell(&at_step(runs, step, |p| p.dynamic_accuracy), 100.0, 1, " %"),
-                cell(&at_step(runs, step, CurvePoint::gain), 100.0, 1, " points")
-            ));
-        }
-        out.push('\n');
+                cell(&at_step(runs, step, CurvePoint::gain), 100.0, 1, " points"),
+            ]
+        });
+        table.push_row(std::iter::once(step.to_string()).chain(cells));
     }
-    out
+    table.to_markdown()
 }

@@ -6,6 +6,7 @@
 use tint_cgt::metrics::{ReferenceErrors, RegressionReferences};
 use tint_cgt::presets::{DataPreset, Variant};
 use tint_lab::seed_interval::{cell, interval};
+use tint_lab::table::Table;
 
 use super::conventions::freeze_points;
 use super::variant_result::{by_seed, per_seed, variants_of, VariantResult};
@@ -30,6 +31,9 @@ fn reference_cells(errors: &ReferenceErrors) -> Vec<String> {
     .map(|e| format!("{e:.3}"))
     .collect()
 }
+
+/// A table row's cells.
+type Row = Vec<String>;
 
 /// A metric of one run (`None` where the run does not have it).
 type Metric<'m> = &'m dyn Fn(&VariantResult) -> Option<f64>;
@@ -64,23 +68,30 @@ impl<'a> MetricTable<'a> {
         }
     }
 
-    /// The header and separator lines.
-    pub(crate) fn header(&self) -> String {
-        let header: Vec<&str> = self
-            .variants
-            .iter()
-            .map(|v| v.title())
+    /// The table: its header, the preset's own rows ([`Self::data_rows`]) and the rows every
+    /// preset has ([`Self::common_rows`]), as markdown.
+    pub(crate) fn markdown(
+        &self,
+        data: &DataPreset,
+        references: Option<&RegressionReferences>,
+    ) -> String {
+        let header = std::iter::once("metric")
+            .chain(self.variants.iter().map(|v| v.title()))
             .chain(self.extra.iter().copied())
-            .collect();
-        format!(
-            "| metric | {} | paper (baseline / CGT / +aux / +aux+reg) |\n|---|{}---|\n",
-            header.join(" | "),
-            "---|".repeat(header.len())
-        )
+            .chain(["paper (baseline / CGT / +aux / +aux+reg)"]);
+        let mut table = Table::new(header);
+        for row in self
+            .data_rows(data, references)
+            .into_iter()
+            .chain(self.common_rows())
+        {
+            table.push_row(row);
+        }
+        table.to_markdown()
     }
 
-    /// A row: one cell per variant over its seeds, then the reference cells (dashes when there are
-    /// none), then the paper.
+    /// A row (the one of the list): one cell per variant over its seeds, then the reference cells
+    /// (dashes when there are none), then the paper.
     #[allow(clippy::too_many_arguments)]
     fn row(
         &self,
@@ -91,22 +102,23 @@ impl<'a> MetricTable<'a> {
         suffix: &str,
         reference: Option<Vec<String>>,
         paper: &str,
-    ) -> String {
+    ) -> Vec<Row> {
         let reference =
             reference.unwrap_or_else(|| self.extra.iter().map(|_| "–".to_string()).collect());
         let cells = self
             .variants
             .iter()
             .map(|&v| cell(&per_seed(self.results, v, metric), scale, digits, suffix));
-        format!(
-            "| {name} | {} | {paper} |\n",
-            cells.chain(reference).collect::<Vec<_>>().join(" | ")
-        )
+        vec![std::iter::once(name.to_string())
+            .chain(cells)
+            .chain(reference)
+            .chain([paper.to_string()])
+            .collect()]
     }
 
     /// A row of each seed's own value (`seed: value`): the spread behind a mean, and runs that
     /// differ in kind (those of two backends pooled in one section) told apart. Only with several
-    /// seeds.
+    /// seeds (an empty list otherwise).
     fn seed_row(
         &self,
         name: &str,
@@ -114,9 +126,9 @@ impl<'a> MetricTable<'a> {
         scale: f64,
         digits: usize,
         suffix: &str,
-    ) -> String {
+    ) -> Vec<Row> {
         if !self.several_seeds {
-            return String::new();
+            return Vec::new();
         }
         let cells = self
             .variants
@@ -133,10 +145,10 @@ impl<'a> MetricTable<'a> {
                 }
             })
             .chain(self.extra.iter().map(|_| "–".to_string()));
-        format!(
-            "| {name} | {} | – |\n",
-            cells.collect::<Vec<_>>().join(" | ")
-        )
+        vec![std::iter::once(name.to_string())
+            .chain(cells)
+            .chain(["–".to_string()])
+            .collect()]
     }
 
     /// The rows of the preset's own metrics (accuracies, regression errors or text losses).
@@ -144,7 +156,7 @@ impl<'a> MetricTable<'a> {
         &self,
         data: &DataPreset,
         references: Option<&RegressionReferences>,
-    ) -> String {
+    ) -> Vec<Row> {
         match data {
             DataPreset::Arithmetic(_) => self.arithmetic_rows(),
             DataPreset::LinearRegression(data) => self.regression_rows(data.n_pairs, references),
@@ -173,7 +185,7 @@ impl<'a> MetricTable<'a> {
     }
 
     /// Accuracies, the in-context gain, the specialised accuracy and the representation of `y`.
-    fn arithmetic_rows(&self) -> String {
+    fn arithmetic_rows(&self) -> Vec<Row> {
         [
             self.row(
                 "base accuracy (dynamic y)",
@@ -242,7 +254,11 @@ impl<'a> MetricTable<'a> {
 
     /// The regression errors with dynamic and frozen `y` at the freeze points of `n_pairs` pairs,
     /// beside the references, and the representation of `y`.
-    fn regression_rows(&self, n_pairs: usize, references: Option<&RegressionReferences>) -> String {
+    fn regression_rows(
+        &self,
+        n_pairs: usize,
+        references: Option<&RegressionReferences>,
+    ) -> Vec<Row> {
         let dynamic_reference = |k: usize| {
             references.map(|r| {
                 reference_cells(&ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])))
@@ -266,7 +282,7 @@ impl<'a> MetricTable<'a> {
             "–",
         );
         for k in freeze_points(n_pairs) {
-            out.push_str(&self.row(
+            out.extend(self.row(
                 &format!("L2 on pairs {k}.., dynamic y (full context)"),
                 &|r| r.dynamic_error_from(k),
                 1.0,
@@ -275,7 +291,7 @@ impl<'a> MetricTable<'a> {
                 dynamic_reference(k),
                 "–",
             ));
-            out.push_str(&self.row(
+            out.extend(self.row(
                 &format!("L2 on pairs {k}.., y frozen after {k} pairs (references: fit on {k})"),
                 &|r| r.frozen_error_after(k),
                 1.0,
@@ -289,7 +305,7 @@ impl<'a> MetricTable<'a> {
         if let Some(mean) =
             references.map(|r| ReferenceErrors::average(r.by_pair.get(k..).unwrap_or(&[])).mean)
         {
-            out.push_str(&self.row(
+            out.extend(self.row(
                 &format!("L2 on pairs {k}.. (dynamic) / mean-of-shown-y L2 (target ≤ 0.25)"),
                 &|r| r.dynamic_error_from(k).map(|e| e / mean),
                 1.0,
@@ -299,7 +315,7 @@ impl<'a> MetricTable<'a> {
                 "–",
             ));
         }
-        out.push_str(&self.row(
+        out.extend(self.row(
             "representation variation (eq. 4)",
             &VariantResult::representation_variation,
             1.0,
@@ -308,7 +324,7 @@ impl<'a> MetricTable<'a> {
             None,
             "– / 0.80 / 0.39 / 0.07 (ICL)",
         ));
-        out.push_str(&self.row(
+        out.extend(self.row(
             "linear-fit error of (U, b) from y",
             &VariantResult::linear_fit_error,
             1.0,
@@ -321,7 +337,7 @@ impl<'a> MetricTable<'a> {
     }
 
     /// The rows every preset has: the folded-model check, the final loss and the times.
-    pub(crate) fn common_rows(&self) -> String {
+    pub(crate) fn common_rows(&self) -> Vec<Row> {
         // The folded-model check: the largest difference over seeds (a worst case, not a mean).
         let fold_cells: Vec<String> = self
             .variants
@@ -337,10 +353,12 @@ impl<'a> MetricTable<'a> {
             .chain(self.extra.iter().map(|_| "–".to_string()))
             .collect();
         [
-            format!(
-                "| folded vs frozen-y outputs, max abs diff (max over seeds) | {} | – |\n",
-                fold_cells.join(" | ")
-            ),
+            vec![std::iter::once(
+                "folded vs frozen-y outputs, max abs diff (max over seeds)".to_string(),
+            )
+            .chain(fold_cells)
+            .chain(["–".to_string()])
+            .collect()],
             self.row(
                 "final training loss (mean of last 10 steps)",
                 &VariantResult::final_task_loss,
@@ -399,11 +417,10 @@ impl<'a> MetricTable<'a> {
             .into_iter()
             .filter(|&i| i < n_pairs)
             .collect();
-        let mut out = format!(
-            "\nDynamic-y error by number of shown pairs (mean over seeds) next to the references:\n\n\
-             | pairs shown | {} | least squares | ridge λ = σ² | mean of shown y |\n|---|{}---|---|---|\n",
-            self.variants.iter().map(|v| v.title()).collect::<Vec<_>>().join(" | "),
-            "---|".repeat(self.variants.len())
+        let mut table = Table::new(
+            std::iter::once("pairs shown")
+                .chain(self.variants.iter().map(|v| v.title()))
+                .chain(["least squares", "ridge λ = σ²", "mean of shown y"]),
         );
         for i in shown {
             let cells: Vec<String> = self
@@ -419,14 +436,15 @@ impl<'a> MetricTable<'a> {
                 })
                 .collect();
             let e = &references.by_pair[i];
-            out.push_str(&format!(
-                "| {i} | {} | {:.3} | {:.3} | {:.3} |\n",
-                cells.join(" | "),
-                e.least_squares,
-                e.bayes_ridge,
-                e.mean
-            ));
+            table.push_row(std::iter::once(i.to_string()).chain(cells).chain([
+                format!("{:.3}", e.least_squares),
+                format!("{:.3}", e.bayes_ridge),
+                format!("{:.3}", e.mean),
+            ]));
         }
-        out
+        format!(
+            "\nDynamic-y error by number of shown pairs (mean over seeds) next to the references:\n\n{}",
+            table.to_markdown()
+        )
     }
 }

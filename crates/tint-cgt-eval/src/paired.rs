@@ -8,6 +8,7 @@
 //! include the seed-to-seed spread that the pairing cancels.
 
 use tint_cgt::presets::{DataPreset, Variant};
+use tint_lab::table::Table;
 
 use super::conventions::freeze_points;
 use super::variant_result::VariantResult;
@@ -163,25 +164,21 @@ pub fn paired_table(data: &DataPreset, results: &[VariantResult]) -> String {
     if comparisons.is_empty() {
         return String::new();
     }
-    let mut out = String::from("| paired difference |");
-    for (a, b) in &comparisons {
-        out.push_str(&format!(" {} − {} |", b.title(), a.title()));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(comparisons.len()));
-    out.push('\n');
+    let mut table = Table::new(
+        std::iter::once("paired difference".to_string()).chain(
+            comparisons
+                .iter()
+                .map(|(a, b)| format!("{} − {}", b.title(), a.title())),
+        ),
+    );
     for m in metrics(data) {
-        out.push_str(&format!("| {} |", m.name));
-        for &(a, b) in &comparisons {
+        let cells = comparisons.iter().map(|&(a, b)| {
             let differences = paired_differences(results, a, b, &*m.value);
-            out.push_str(&format!(
-                " {} |",
-                cell(&differences, m.scale, m.digits, m.suffix)
-            ));
-        }
-        out.push('\n');
+            cell(&differences, m.scale, m.digits, m.suffix)
+        });
+        table.push_row(std::iter::once(m.name.to_string()).chain(cells));
     }
-    out
+    table.to_markdown()
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 use tint_cgt::plot::{line_chart_svg, ChartText, Series};
 use tint_cgt::presets::Variant;
 use tint_lab::seed_interval::cell;
+use tint_lab::table::Table;
 
 use super::charts::{colour, smooth};
 use super::error::CgtRunError;
@@ -111,13 +112,10 @@ pub fn position_table(results: &[VariantResult]) -> String {
     let Some(length) = columns.first().and_then(|c| c.curves.first()).map(Vec::len) else {
         return String::new();
     };
-    let mut out = String::from("| bytes of the continuation |");
-    for column in &columns {
-        out.push_str(&format!(" {} |", column.title));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(columns.len()));
-    out.push('\n');
+    let mut table = Table::new(
+        std::iter::once("bytes of the continuation".to_string())
+            .chain(columns.iter().map(|c| c.title.clone())),
+    );
     let ranges = POSITION_RANGES
         .iter()
         .copied()
@@ -130,18 +128,17 @@ pub fn position_table(results: &[VariantResult]) -> String {
         } else {
             format!("{from}–{}", to - 1)
         };
-        out.push_str(&format!("| {label} |"));
-        for column in &columns {
+        let cells = columns.iter().map(|column| {
             let means: Vec<f64> = column
                 .curves
                 .iter()
                 .filter_map(|c| range_mean(c, (from, to)))
                 .collect();
-            out.push_str(&format!(" {} |", cell(&means, 1.0, 3, "")));
-        }
-        out.push('\n');
+            cell(&means, 1.0, 3, "")
+        });
+        table.push_row(std::iter::once(label).chain(cells));
     }
-    out
+    table.to_markdown()
 }
 
 /// Whether the position chart draws `variant`: the variants trained with the auxiliary loss, the

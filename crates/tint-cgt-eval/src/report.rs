@@ -3,6 +3,7 @@
 //! the by-pair table of the regression presets, and links to the charts.
 
 use std::path::Path;
+use tint_lab::table::Table;
 
 use tint_cgt::metrics::{IclEvaluation, RegressionReferences};
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
@@ -72,38 +73,34 @@ fn character_table(results: &[VariantResult]) -> String {
     else {
         return String::new();
     };
-    let mut out = String::from("| answer character |");
-    for v in &variants {
-        out.push_str(&format!(
-            " {0}: last two examples | {0}: no example |",
-            v.title()
-        ));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|---|".repeat(variants.len()));
-    out.push('\n');
+    let mut table = Table::new(std::iter::once("answer character".to_string()).chain(
+        variants.iter().flat_map(|v| {
+            [
+                format!("{}: last two examples", v.title()),
+                format!("{}: no example", v.title()),
+            ]
+        }),
+    ));
     for k in 0..characters {
         let name = if k == 0 {
             "sign".to_string()
         } else {
             format!("digit {k}")
         };
-        out.push_str(&format!("| {name} |"));
-        for &v in &variants {
+        let cells = variants.iter().flat_map(|&v| {
             let pick = |by: fn(&IclEvaluation) -> &Vec<f64>| {
                 per_seed(results, v, &|r| {
                     r.icl.as_ref().and_then(|e| by(e).get(k).copied())
                 })
             };
-            out.push_str(&format!(
-                " {} | {} |",
+            [
                 cell(&pick(|e| &e.dynamic_by_character), 100.0, 1, " %"),
-                cell(&pick(|e| &e.no_example_by_character), 100.0, 1, " %")
-            ));
-        }
-        out.push('\n');
+                cell(&pick(|e| &e.no_example_by_character), 100.0, 1, " %"),
+            ]
+        });
+        table.push_row(std::iter::once(name).chain(cells));
     }
-    out
+    table.to_markdown()
 }
 
 /// The report section of a preset's runs (`plots_link`: the charts' directory as the section
@@ -123,9 +120,7 @@ pub fn render_section(
     out.push_str(&provenance_paragraphs(results, summary));
     let references = summary.references.as_ref();
     let table = MetricTable::new(results, references.is_some());
-    out.push_str(&table.header());
-    out.push_str(&table.data_rows(&preset.data, references));
-    out.push_str(&table.common_rows());
+    out.push_str(&table.markdown(&preset.data, references));
     let paired = paired_table(&preset.data, results);
     if !paired.is_empty() {
         out.push_str(&format!(

@@ -9,6 +9,7 @@
 //! | [`paired`] | paired differences from a baseline with bootstrap intervals (per unit, or per cluster: a query with its seeds) |
 //! | [`event`] | [`RunEvent`] and [`Reporter`]: what every run reports while it works, and what receives it |
 //! | [`progress`] | progress of a long run on the terminal: a bar, or lines with the ETA when piped |
+//! | [`table`] | [`Table`]: the one markdown table type of the reports |
 //! | [`seed_interval`] | the mean over seeds and the half-width of its 95 % Student-t interval |
 //! | [`json_nan`] | non-finite numbers through JSON (`null` read back as NaN) |
 //! | [`repeats`] | the first value a list of settings repeats (a seed or a variant named twice) |
@@ -21,6 +22,8 @@ pub mod progress;
 pub mod repeats;
 pub mod rng;
 pub mod seed_interval;
+pub mod table;
 
 pub use event::{OnEvent, Reporter, RunEvent};
 pub use repeats::first_repeat;
+pub use table::{Align, Table};
