@@ -6,6 +6,8 @@ use tint_sim::flops::{llama_dyn_eval_flops, LlamaStepFlops, StepFlops};
 use tint_sim::llama::param_count::LlamaSizes;
 use tint_sim::Execution;
 
+use tint_lab::table::Table;
+
 use super::checkpoint::checkpoint_dir;
 use super::config::{
     smollm2_sim_config, smollm2_step_config, BenchConfig, INNER_LR, SMOLLM2_SEQ_LENGTH,
@@ -75,32 +77,47 @@ fn smollm2_intro(layers: usize, repeat: usize, ctx: &ReportContext) -> String {
     out
 }
 
+/// The columns of a measurement table (the configuration's and SmolLM2's).
+const MEASUREMENT_COLUMNS: [&str; 9] = [
+    "measurement",
+    "B",
+    "min s",
+    "median s",
+    "cpu s",
+    "tokens/s",
+    "GFLOP",
+    "GFLOP/s",
+    "peak RSS MB",
+];
+
+/// The peak RSS cell of `m` in MB, with the GPU's memory where it was read.
+fn memory_cell(m: &Measurement) -> String {
+    let gpu_memory = m
+        .gpu_memory_mb
+        .map(|mb| format!(" (GPU {mb} MiB)"))
+        .unwrap_or_default();
+    format!("{:.0}{gpu_memory}", m.peak_rss_kb as f64 / 1024.0)
+}
+
 /// The measurement table: one row per mode and batch size.
 fn smollm2_table(measurements: &[Measurement], layers: usize) -> String {
-    let mut out = String::new();
-    out.push_str("| measurement | B | min s | median s | cpu s | tokens/s | GFLOP | GFLOP/s | peak RSS MB |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    let mut table = Table::new(MEASUREMENT_COLUMNS);
     for m in measurements {
         let best = min(&m.seconds);
         let flops = smollm2_mode_flops(&m.mode, m.batch_size, layers);
-        let gpu_memory = m
-            .gpu_memory_mb
-            .map(|mb| format!(" (GPU {mb} MiB)"))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "| {} | {} | {:.3} | {:.3} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0}{gpu_memory} |\n",
-            smollm2_label(&m.mode),
-            m.batch_size,
-            best,
-            median(&m.seconds),
-            min(&m.cpu_seconds),
-            (m.batch_size * SMOLLM2_SEQ_LENGTH) as f64 / best,
-            flops / 1e9,
-            flops / best / 1e9,
-            m.peak_rss_kb as f64 / 1024.0,
-        ));
+        table.push_row([
+            smollm2_label(&m.mode).to_string(),
+            m.batch_size.to_string(),
+            format!("{best:.3}"),
+            format!("{:.3}", median(&m.seconds)),
+            format!("{:.2}", min(&m.cpu_seconds)),
+            format!("{:.0}", (m.batch_size * SMOLLM2_SEQ_LENGTH) as f64 / best),
+            format!("{:.2}", flops / 1e9),
+            format!("{:.2}", flops / best / 1e9),
+            memory_cell(m),
+        ]);
     }
-    out
+    table.to_markdown()
 }
 
 /// The ratios of the simulator's executions to the reference, dynamic evaluation and a plain
@@ -344,8 +361,7 @@ pub fn render_report(
          `median` wall seconds, the smallest user+system CPU seconds of a run, and the child's peak \
          RSS (`VmHWM`, including loading and construction).\n\n"
     ));
-    out.push_str("| measurement | B | min s | median s | cpu s | tokens/s | GFLOP | GFLOP/s | peak RSS MB |\n");
-    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    let mut table = Table::new(MEASUREMENT_COLUMNS);
     for m in measurements {
         let best = min(&m.seconds);
         let flops = mode_flops(config, &m.mode, m.batch_size, ctx.sgemm_size);
@@ -354,23 +370,19 @@ pub fn render_report(
         } else {
             format!("{:.0}", (m.batch_size * config.seq_length) as f64 / best)
         };
-        let gpu_memory = m
-            .gpu_memory_mb
-            .map(|mb| format!(" (GPU {mb} MiB)"))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "| {} | {} | {:.4} | {:.4} | {:.2} | {} | {:.3} | {:.2} | {:.0}{gpu_memory} |\n",
+        table.push_row([
             mode_label(&m.mode, ctx.sgemm_size),
-            m.batch_size,
-            best,
-            median(&m.seconds),
-            min(&m.cpu_seconds),
+            m.batch_size.to_string(),
+            format!("{best:.4}"),
+            format!("{:.4}", median(&m.seconds)),
+            format!("{:.2}", min(&m.cpu_seconds)),
             tokens,
-            flops / 1e9,
-            flops / best / 1e9,
-            m.peak_rss_kb as f64 / 1024.0,
-        ));
+            format!("{:.3}", flops / 1e9),
+            format!("{:.2}", flops / best / 1e9),
+            memory_cell(m),
+        ]);
     }
+    out.push_str(&table.to_markdown());
     out.push_str("\n### Ratios\n\n");
     out.push_str(&render_ratios(
         config,
@@ -448,13 +460,13 @@ pub fn render_scaling(
             modes.push(&m.mode);
         }
     }
-    out.push_str("| B | T | layers |");
-    for mode in &modes {
-        out.push_str(&format!(" {} |", mode_label(mode, ctx.sgemm_size)));
-    }
-    out.push_str(" tokens/s (first column) |\n|---|---|---|");
-    out.push_str(&"---|".repeat(modes.len() + 1));
-    out.push('\n');
+    let mut table = Table::new(
+        ["B", "T", "layers"]
+            .map(String::from)
+            .into_iter()
+            .chain(modes.iter().map(|mode| mode_label(mode, ctx.sgemm_size)))
+            .chain(["tokens/s (first column)".to_string()]),
+    );
     let mut points: Vec<(usize, usize, Option<usize>)> = Vec::new();
     for m in rows {
         let point = (m.batch_size, m.seq_length, m.sim_layers);
@@ -465,7 +477,7 @@ pub fn render_scaling(
     for (b, t, layers) in points {
         let layers_label =
             layers.map_or_else(|| format!("all ({})", config.n_layers), |n| n.to_string());
-        out.push_str(&format!("| {b} | {t} | {layers_label} |"));
+        let mut row = vec![b.to_string(), t.to_string(), layers_label];
         let mut first = None;
         for (column, mode) in modes.iter().enumerate() {
             match rows.iter().find(|m| {
@@ -476,20 +488,19 @@ pub fn render_scaling(
                     if column == 0 {
                         first = Some(best);
                     }
-                    out.push_str(&format!(
-                        " {best:.3} / {:.2} ({:.0}) |",
+                    row.push(format!(
+                        "{best:.3} / {:.2} ({:.0})",
                         min(&m.cpu_seconds),
                         m.peak_rss_kb as f64 / 1024.0
                     ));
                 }
-                None => out.push_str(" – |"),
+                None => row.push("–".into()),
             }
         }
-        match first {
-            Some(best) => out.push_str(&format!(" {:.0} |\n", (b * t) as f64 / best)),
-            None => out.push_str(" – |\n"),
-        }
+        row.push(first.map_or("–".into(), |best| format!("{:.0}", (b * t) as f64 / best)));
+        table.push_row(row);
     }
+    out.push_str(&table.to_markdown());
     out.push_str(
         "\nReproduce: `cargo xtask bench --scaling` (also rewrites the config's main section).\n",
     );

@@ -3,6 +3,7 @@
 //! (rows = methods, columns = train fractions).
 
 use std::path::Path;
+use tint_lab::table::Table;
 
 use serde::{Deserialize, Serialize};
 
@@ -222,24 +223,16 @@ impl LmReport {
             };
             out += &format!(
                 "\n*Paired difference from {from}* (Δ nats per evaluated token, mean over \
-                 blocks [{level:.0} % paired bootstrap interval], wins/blocks)\n\n| method |"
+                 blocks [{level:.0} % paired bootstrap interval], wins/blocks)\n\n"
             );
-            for f in &fractions {
-                out += &format!(" {:.0}% |", f * 100.0);
-            }
-            out += "\n|---|";
-            out += &"---|".repeat(fractions.len());
-            out += "\n";
+            let mut table = Table::new(fraction_header(&fractions));
             for m in rows {
-                out += &format!("| {m} |");
-                for &f in &fractions {
-                    match find(m, f) {
-                        Some(d) => out += &format!(" {} |", d.cell(3)),
-                        None => out += " – |",
-                    }
-                }
-                out += "\n";
+                let cells = fractions
+                    .iter()
+                    .map(|&f| find(m, f).map_or("–".to_string(), |d| d.cell(3)));
+                table.push_row(std::iter::once(m.to_string()).chain(cells));
             }
+            out += &table.to_markdown();
         }
         out
     }
@@ -275,31 +268,28 @@ impl LmReport {
     /// Markdown table: one row per method, one column per train fraction, cells `ppl [low, high]`.
     pub fn markdown_table(&self) -> String {
         let (fractions, methods) = self.axes();
-        let mut out = String::from("| method |");
-        for f in &fractions {
-            out += &format!(" {:.0}% |", f * 100.0);
-        }
-        out += "\n|---|";
-        out += &"---|".repeat(fractions.len());
-        out += "\n";
+        let mut table = Table::new(fraction_header(&fractions));
         for m in methods {
-            out += &format!("| {m} |");
-            for f in &fractions {
-                let cell = self
-                    .results
+            let cells = fractions.iter().map(|f| {
+                self.results
                     .iter()
                     .find(|r| r.method == m && (r.train_fraction - f).abs() < 1e-12)
-                    .map(|r| {
+                    .map_or("–".to_string(), |r| {
                         let p = &r.perplexity;
-                        format!(" {:.2} [{:.2}, {:.2}] |", p.value, p.ci_low, p.ci_high)
+                        format!("{:.2} [{:.2}, {:.2}]", p.value, p.ci_low, p.ci_high)
                     })
-                    .unwrap_or_else(|| " – |".into());
-                out += &cell;
-            }
-            out += "\n";
+            });
+            table.push_row(std::iter::once(m.to_string()).chain(cells));
         }
-        out
+        table.to_markdown()
     }
+}
+
+/// The header of a table with a row per method and a column per train fraction.
+fn fraction_header(fractions: &[f64]) -> Vec<String> {
+    std::iter::once("method".to_string())
+        .chain(fractions.iter().map(|f| format!("{:.0}%", f * 100.0)))
+        .collect()
 }
 
 #[cfg(test)]

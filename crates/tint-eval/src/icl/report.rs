@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use tint_lab::table::{Align, Table};
 
 use serde::{Deserialize, Serialize};
 
@@ -226,7 +227,7 @@ impl IclReport {
                     "\n*Paired difference from {baseline}, {}* (Δ accuracy points, mean over \
                      (seed, example) pairs [95 % paired bootstrap interval that resamples test \
                      queries, each keeping its seeds together], wins/pairs; seeds: lowest..highest \
-                     Δ of a single seed{})\n\n| Method | Shots |",
+                     Δ of a single seed{})\n\n",
                     if calibrated {
                         "with calibration"
                     } else {
@@ -242,12 +243,15 @@ impl IclReport {
                         )
                     }
                 );
-                for task in &tasks {
-                    out += &format!(" {} |", task.display_name());
-                }
-                out += "\n|---|---:|";
-                out += &"---|".repeat(tasks.len());
-                out += "\n";
+                let mut table = Table::new(
+                    ["Method", "Shots"]
+                        .map(String::from)
+                        .into_iter()
+                        .chain(tasks.iter().map(|task| task.display_name().to_string())),
+                );
+                table = table
+                    .aligned_from(1, Align::Right)
+                    .aligned_from(2, Align::Left);
                 let mut rows: Vec<(String, usize)> = Vec::new();
                 for e in &entries {
                     let row = (e.diff.method.clone(), e.k);
@@ -257,29 +261,26 @@ impl IclReport {
                 }
                 rows.sort_by_key(|r| r.1);
                 for (label, k) in rows {
-                    out += &format!("| {label} | {k} |");
-                    for &task in &tasks {
-                        match entries
+                    let cells = tasks.iter().map(|&task| {
+                        entries
                             .iter()
                             .find(|e| e.task == task && e.k == k && e.diff.method == label)
-                        {
-                            Some(e) => {
+                            .map_or("–".to_string(), |e| {
                                 let d = &e.diff;
-                                out += &format!(
-                                    " {:+.1} [{:+.1}, {:+.1}], {}/{}{} |",
+                                format!(
+                                    "{:+.1} [{:+.1}, {:+.1}], {}/{}{}",
                                     100.0 * d.mean,
                                     100.0 * d.ci_low,
                                     100.0 * d.ci_high,
                                     d.wins,
                                     d.n,
                                     seed_range(&e.per_seed)
-                                );
-                            }
-                            None => out += " – |",
-                        }
-                    }
-                    out += "\n";
+                                )
+                            })
+                    });
+                    table.push_row([label.clone(), k.to_string()].into_iter().chain(cells));
                 }
+                out += &table.to_markdown();
             }
         }
         out
@@ -375,15 +376,16 @@ impl IclReport {
             } else {
                 "\n*Without Calibration*\n\n"
             });
-            out.push_str("| Method | Shots |");
-            for task in &tasks {
-                out.push_str(&format!(" {} |", task.display_name()));
-            }
-            out.push_str(" Avg. |\n|---|---:|");
-            out.push_str(&"---:|".repeat(tasks.len() + 1));
-            out.push('\n');
+            let mut table = Table::new(
+                ["Method", "Shots"]
+                    .map(String::from)
+                    .into_iter()
+                    .chain(tasks.iter().map(|task| task.display_name().to_string()))
+                    .chain(["Avg.".to_string()]),
+            )
+            .aligned_from(1, Align::Right);
             for row in self.rows() {
-                out.push_str(&format!("| {} | {} |", row.0, row.1));
+                let mut cells = vec![row.0.to_string(), row.1.to_string()];
                 let mut means = Vec::new();
                 for &task in &tasks {
                     match self.lookup(&row, task) {
@@ -394,19 +396,21 @@ impl IclReport {
                                 (cell.accuracy_mean, cell.accuracy_std)
                             };
                             means.push(mean);
-                            out.push_str(&format!(" {} |", percent(mean, std, row.1 > 0)));
+                            cells.push(percent(mean, std, row.1 > 0));
                         }
-                        None => out.push_str(" – |"),
+                        None => cells.push("–".into()),
                     }
                 }
-                match means.len() < tasks.len() || means.is_empty() {
-                    true => out.push_str(" – |\n"),
+                cells.push(match means.len() < tasks.len() || means.is_empty() {
+                    true => "–".into(),
                     false => {
                         let avg = means.iter().sum::<f64>() / means.len() as f64;
-                        out.push_str(&format!(" {:.1} |\n", 100.0 * avg));
+                        format!("{:.1}", 100.0 * avg)
                     }
-                }
+                });
+                table.push_row(cells);
             }
+            out.push_str(&table.to_markdown());
         }
         out.push_str(&self.paired_markdown());
         if !self.tuning.is_empty() {
