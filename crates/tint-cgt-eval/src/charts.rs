@@ -1,10 +1,10 @@
 //! The SVG charts of a CGT report: the training loss of every variant (one seed) and, for the
 //! regression presets, the held-out error by number of shown pairs with the reference predictors.
-//! Drawn with plotters through [`tint_cgt::plot`].
+//! Drawn with plotters through [`tint_lab::chart`].
 
 use tint_cgt::metrics::{ReferenceErrors, RegressionEvaluation, RegressionReferences};
-use tint_cgt::plot::{line_chart_svg, ChartText, Series};
 use tint_cgt::presets::Variant;
+use tint_lab::chart::{line_chart_svg, ChartText, Series};
 
 use super::error::CgtRunError;
 use super::variant_result::{variants_of, VariantResult};
@@ -65,7 +65,7 @@ pub fn loss_chart(
         },
         true,
     )
-    .map_err(CgtRunError::cgt("drawing the loss chart"))
+    .map_err(CgtRunError::chart("the loss chart"))
 }
 
 /// The per-pair error chart of a regression run (mean over seeds) with the reference predictors.
@@ -126,7 +126,7 @@ pub fn regression_chart(
         },
         true,
     )
-    .map_err(CgtRunError::cgt("drawing the by-pair chart"))
+    .map_err(CgtRunError::chart("the by-pair chart"))
 }
 
 #[cfg(test)]

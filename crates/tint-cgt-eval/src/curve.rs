@@ -2,7 +2,7 @@
 //! the held-out accuracies during training and their table, from each run's points
 //! ([`crate::curve_file`]).
 
-use tint_cgt::plot::{line_chart_svg, ChartText, Series};
+use tint_lab::chart::{line_chart_svg, ChartText, Series};
 use tint_lab::table::Table;
 
 use super::charts::colour;
@@ -100,7 +100,7 @@ pub fn curve_chart(results: &[VariantResult], preset: &str) -> Result<Option<Str
         false,
     )
     .map(Some)
-    .map_err(CgtRunError::cgt("drawing the learning-curve chart"))
+    .map_err(CgtRunError::chart("the learning-curve chart"))
 }
 
 /// The learning-curve table: one row per evaluated step, per variant the dynamic accuracy and the

@@ -55,6 +55,15 @@ pub enum CgtRunError {
         /// What the parser said.
         message: String,
     },
+    /// A chart could not be drawn.
+    #[error("drawing {what}: {source}")]
+    Chart {
+        /// Which chart.
+        what: String,
+        /// What the chart module said.
+        #[source]
+        source: tint_lab::chart::ChartError,
+    },
     /// Writing a chart failed.
     #[error(transparent)]
     Write(#[from] AtomicWriteError),
@@ -68,6 +77,12 @@ pub enum CgtRunError {
 }
 
 impl CgtRunError {
+    /// Wraps a chart error with which chart it was.
+    pub fn chart(what: impl Into<String>) -> impl FnOnce(tint_lab::chart::ChartError) -> Self {
+        let what = what.into();
+        move |source| Self::Chart { what, source }
+    }
+
     /// Wraps a CGT error with what was being done.
     pub fn cgt(what: impl Into<String>) -> impl FnOnce(tint_cgt::CgtError) -> Self {
         let what = what.into();

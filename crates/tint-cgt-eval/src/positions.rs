@@ -4,8 +4,8 @@
 //! specialised model minus the baseline, as a table of position ranges (mean ± 95 % Student-t
 //! half-width over seeds) and a chart (means over seeds).
 
-use tint_cgt::plot::{line_chart_svg, ChartText, Series};
 use tint_cgt::presets::Variant;
+use tint_lab::chart::{line_chart_svg, ChartText, Series};
 use tint_lab::seed_interval::cell;
 use tint_lab::table::Table;
 
@@ -212,7 +212,7 @@ pub fn position_chart(
         false,
     )
     .map(Some)
-    .map_err(CgtRunError::cgt("drawing the position chart"))
+    .map_err(CgtRunError::chart("the position chart"))
 }
 
 #[cfg(test)]

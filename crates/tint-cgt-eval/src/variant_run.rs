@@ -18,13 +18,13 @@ use tint_cgt::metrics::{
 };
 use tint_cgt::nodes::NodeSetup;
 use tint_cgt::objective::{joint_loss, ObjectiveConfig};
-use tint_cgt::plot::heat_map_svg;
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 use tint_cgt::train::{
     checkpoint_step, train_probed, training_seconds, Probe, RunFiles, StepReport, TrainOutcome,
 };
 use tint_cgt::CgtModel;
 use tint_cgt::{train_data_parallel, train_data_parallel_on_nodes};
+use tint_lab::chart::heat_map_svg;
 
 use super::conventions::{
     freeze_points, icl_eval_data, regression_eval_data, EvalStream, MODEL_SEED_BASE,
@@ -294,7 +294,7 @@ fn evaluate_variant<B: Backend>(
             if let (Some(map), Some(plots)) = (&evaluation.dot_products, job.heat_map_dir) {
                 let title = format!("{} {}: mean n_s . n_t", preset.name, variant.title());
                 let svg = heat_map_svg(map, evaluation.seq_length, &title)
-                    .map_err(CgtRunError::cgt("drawing the y.y map"))?;
+                    .map_err(CgtRunError::chart("the y.y map"))?;
                 let file = format!("{}-{}-yy.svg", job.stem, variant.slug());
                 write_atomic(plots.join(file), svg.as_bytes())?;
             }

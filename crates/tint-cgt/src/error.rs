@@ -79,9 +79,6 @@ pub enum CgtError {
     /// Safetensors serialisation failed.
     #[error("safetensors error: {0}")]
     Safetensors(String),
-    /// Drawing a chart failed.
-    #[error("plot error: {0}")]
-    Plot(String),
     /// A JSON (de)serialisation failed.
     #[error("json error: {0}")]
     Json(#[from] serde_json::Error),

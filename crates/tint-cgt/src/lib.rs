@@ -17,8 +17,8 @@
 //! - [`train`]: Adam + warm-up/cosine schedule + clipping, checkpoints, JSONL log;
 //!   [`data_parallel`]: the same training over several devices (burn-collective all-reduce), with the
 //!   step's random draws split by rows ([`draws`]), also across several nodes ([`nodes`]).
-//! - [`metrics`]: answer accuracy (dynamic / specialised), representation variation, linear fit, y·y map;
-//!   [`plot`]: SVG heat maps and curves (plotters).
+//! - [`metrics`]: answer accuracy (dynamic / specialised), representation variation, linear fit, y·y map
+//!   (drawn by the experiments with `tint_lab::chart`).
 //!
 //! The crate is generic over `B: Backend` (`AutodiffBackend` for training) and never picks a backend.
 
@@ -38,7 +38,6 @@ pub mod model;
 pub mod nodes;
 pub mod objective;
 pub mod objective_config;
-pub mod plot;
 pub mod presets;
 pub mod regularisers;
 pub mod specialise;

@@ -65,8 +65,8 @@ pub enum EvalError {
     #[error(transparent)]
     Sim(#[from] tint_sim::SimError),
     /// A chart could not be drawn.
-    #[error("cannot draw the chart: {0}")]
-    Plot(String),
+    #[error(transparent)]
+    Plot(#[from] tint_lab::chart::ChartError),
     /// A stored report cannot be read or does not belong to this run (`--resume`).
     #[error("{path}: {reason}")]
     Report {

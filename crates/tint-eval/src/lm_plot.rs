@@ -1,13 +1,11 @@
 //! Perplexity against train fraction, one line per method with its bootstrap interval as error bars
-//! (the paper's Table 2 as a chart), drawn with `plotters` into a standalone SVG document.
+//! (the paper's Table 2 as a chart), and the paired differences from a baseline, drawn by
+//! `tint_lab::chart::interval_chart_svg`.
 
-use plotters::prelude::*;
+use tint_lab::chart::{interval_chart_svg, palette, IntervalAxes, IntervalSeries};
 
 use crate::report::LmReport;
 use crate::EvalError;
-
-const WIDTH: u32 = 860;
-const HEIGHT: u32 = 480;
 
 /// One method's points `(train fraction, perplexity, ci low, ci high)`, sorted by fraction.
 type Curve = (String, Vec<(f64, f64, f64, f64)>);
@@ -30,10 +28,6 @@ fn curves(report: &LmReport) -> Vec<Curve> {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     curves
-}
-
-fn plot_error(e: impl std::fmt::Display) -> EvalError {
-    EvalError::Plot(e.to_string())
 }
 
 /// The chart as an SVG document: x = train fraction, y = perplexity of the evaluated part, one
@@ -70,104 +64,29 @@ pub fn difference_svg(report: &LmReport, baseline: &str, title: &str) -> Result<
     )
 }
 
-fn draw(curves: &[Curve], title: &str, y_desc: &str, zero_line: bool) -> Result<String, EvalError> {
-    let values = curves
+/// The curves, a colour each in order, on an interval chart against the train fraction.
+fn draw(
+    curves: &[Curve],
+    title: &str,
+    y_label: &str,
+    zero_line: bool,
+) -> Result<String, EvalError> {
+    let series: Vec<IntervalSeries> = curves
         .iter()
-        .flat_map(|(_, p)| p.iter().flat_map(|&(_, v, lo, hi)| [v, lo, hi]));
-    let (mut y_min, mut y_max) = if zero_line {
-        (0.0, 0.0)
-    } else {
-        (f64::INFINITY, f64::NEG_INFINITY)
+        .enumerate()
+        .map(|(i, (method, points))| IntervalSeries {
+            name: method.clone(),
+            colour: palette(i),
+            points: points.clone(),
+        })
+        .collect();
+    let axes = IntervalAxes {
+        title,
+        x_label: "fraction of each block used for training",
+        y_label,
+        zero_line,
     };
-    for v in values {
-        if !v.is_finite() {
-            return Err(plot_error(format!("non-finite value {v}")));
-        }
-        y_min = y_min.min(v);
-        y_max = y_max.max(v);
-    }
-    if curves.is_empty() {
-        return Err(plot_error("the report has no results"));
-    }
-    let pad = ((y_max - y_min) * 0.08).max(y_max.abs() * 1e-3).max(1e-6);
-    let (y_lo, y_hi) = (y_min - pad, y_max + pad);
-    let (x_min, x_max) = curves
-        .iter()
-        .flat_map(|(_, p)| p.iter().map(|q| q.0))
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-            (a.min(x), b.max(x))
-        });
-    let (x_lo, x_hi) = (x_min - 0.05, x_max + 0.05);
-    let digits = if zero_line { 3 } else { 2 };
-
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_error)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x_lo..x_hi, y_lo..y_hi)
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_desc("fraction of each block used for training")
-            .y_desc(y_desc)
-            .x_label_formatter(&|x| format!("{:.0} %", x * 100.0))
-            .y_label_formatter(&|y| format!("{y:.digits$}"))
-            .draw()
-            .map_err(plot_error)?;
-        if zero_line {
-            chart
-                .draw_series(LineSeries::new(
-                    [(x_lo, 0.0), (x_hi, 0.0)],
-                    BLACK.stroke_width(1),
-                ))
-                .map_err(plot_error)?;
-        }
-        for (i, (method, points)) in curves.iter().enumerate() {
-            let colour = Palette99::pick(i).to_rgba();
-            // Methods at the same fraction are shifted apart so their bars do not hide each other.
-            let shift = if zero_line {
-                0.008 * (i as f64 - (curves.len() as f64 - 1.0) / 2.0)
-            } else {
-                0.0
-            };
-            chart
-                .draw_series(LineSeries::new(
-                    points.iter().map(|&(x, v, _, _)| (x + shift, v)),
-                    colour.stroke_width(2),
-                ))
-                .map_err(plot_error)?
-                .label(method.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
-            chart
-                .draw_series(points.iter().map(|&(x, v, lo, hi)| {
-                    ErrorBar::new_vertical(x + shift, lo, v, hi, colour.filled(), 8)
-                }))
-                .map_err(plot_error)?;
-            chart
-                .draw_series(
-                    points
-                        .iter()
-                        .map(|&(x, v, _, _)| Circle::new((x + shift, v), 3, colour.filled())),
-                )
-                .map_err(plot_error)?;
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(plot_error)?;
-        root.present().map_err(plot_error)?;
-    }
-    Ok(svg)
+    Ok(interval_chart_svg(&series, &axes)?)
 }
 
 #[cfg(test)]

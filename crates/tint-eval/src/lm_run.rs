@@ -996,7 +996,7 @@ mod tests {
         let hinted = non_finite_hint::<EvalError>(RECORD_HINT)(non_finite);
         assert_eq!(hinted.to_string(), RECORD_HINT);
         assert!(hinted.is_non_finite());
-        let other = EvalError::Plot("x".into());
+        let other = EvalError::Plot(tint_lab::chart::ChartError("x".into()));
         assert_eq!(
             non_finite_hint::<EvalError>(RECORD_HINT)(other).to_string(),
             "cannot draw the chart: x"

@@ -5,6 +5,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`rng`] | the one seeded generator (SplitMix64) and the draws the experiments make from it |
+//! | [`chart`] | the one chart module: line, interval, grouped-bar and heat-map SVGs, one error type |
 //! | [`bootstrap`] | the percentile bootstrap of every resampled interval (perplexity, paired differences) |
 //! | [`paired`] | paired differences from a baseline with bootstrap intervals (per unit, or per cluster: a query with its seeds) |
 //! | [`event`] | [`RunEvent`] and [`Reporter`]: what every run reports while it works, and what receives it |
@@ -15,6 +16,7 @@
 //! | [`repeats`] | the first value a list of settings repeats (a seed or a variant named twice) |
 
 pub mod bootstrap;
+pub mod chart;
 pub mod event;
 pub mod json_nan;
 pub mod paired;

@@ -1,143 +1,9 @@
-//! SVG charts drawn with `plotters`: line charts of curves (loss, error by pair) and heat maps of the
-//! `n_s . n_t` map of the context summary.
+//! Heat maps of a square matrix with values in `[-1, 1]` (a CGT model's `n_s . n_t` map of the
+//! context summary), on a diverging colour map, drawn as block means when wide.
 
 use plotters::prelude::*;
 
-use crate::error::{CgtError, Result};
-
-/// One named curve of a line chart.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Series {
-    /// Legend label.
-    pub name: String,
-    /// `(x, y)` points in x order.
-    pub points: Vec<(f64, f64)>,
-    /// RGB colour.
-    pub colour: [u8; 3],
-    /// Drawn thin (reference curves) instead of thick (models).
-    pub thin: bool,
-}
-
-/// Axes and title of a line chart.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChartText<'a> {
-    /// Caption.
-    pub title: &'a str,
-    /// x-axis label.
-    pub x_label: &'a str,
-    /// y-axis label.
-    pub y_label: &'a str,
-}
-
-const WIDTH: u32 = 760;
-const HEIGHT: u32 = 440;
-
-fn plot_error(e: impl std::fmt::Display) -> CgtError {
-    CgtError::Plot(e.to_string())
-}
-
-/// Draws every series' `usable` points as a line (thick for models, thin for references) and the
-/// legend, on a chart of either y scale.
-fn draw_lines_with_legend<'a, DB, X, Y>(
-    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
-    series: &[Series],
-    usable: &dyn Fn(&(f64, f64)) -> bool,
-) -> Result<()>
-where
-    DB: DrawingBackend + 'a,
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
-    for s in series {
-        let [r, g, b] = s.colour;
-        let colour = RGBColor(r, g, b).stroke_width(if s.thin { 1 } else { 2 });
-        chart
-            .draw_series(LineSeries::new(
-                s.points.iter().copied().filter(|p| usable(p)),
-                colour,
-            ))
-            .map_err(plot_error)?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour));
-    }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_error)?;
-    Ok(())
-}
-
-/// A line chart as a standalone SVG document, with a legend; `log_y` draws the y axis on a log scale
-/// (non-positive values are then left out).
-///
-/// Errors: [`CgtError::Plot`] when no series has a finite (and, with `log_y`, positive) point.
-pub fn line_chart_svg(series: &[Series], text: &ChartText<'_>, log_y: bool) -> Result<String> {
-    let usable = |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!log_y || y > 0.0);
-    let points = || {
-        series
-            .iter()
-            .flat_map(|s| s.points.iter().copied().filter(usable))
-    };
-    let (mut x_lo, mut x_hi, mut y_lo, mut y_hi) = (
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-    );
-    for (x, y) in points() {
-        x_lo = x_lo.min(x);
-        x_hi = x_hi.max(x);
-        y_lo = y_lo.min(y);
-        y_hi = y_hi.max(y);
-    }
-    if !x_lo.is_finite() {
-        return Err(plot_error("line chart without a drawable point"));
-    }
-    if x_hi <= x_lo {
-        x_hi = x_lo + 1.0;
-    }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_error)?;
-        let mut builder = ChartBuilder::on(&root);
-        builder
-            .caption(text.title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(64);
-        if log_y {
-            let (lo, hi) = (y_lo * 0.8, (y_hi * 1.25).max(y_lo * 1.01));
-            let mut chart = builder
-                .build_cartesian_2d(x_lo..x_hi, (lo..hi).log_scale())
-                .map_err(plot_error)?;
-            chart
-                .configure_mesh()
-                .x_desc(text.x_label)
-                .y_desc(text.y_label)
-                .y_label_formatter(&|y| format!("{y:.3}"))
-                .draw()
-                .map_err(plot_error)?;
-            draw_lines_with_legend(&mut chart, series, &usable)?;
-        } else {
-            let pad = ((y_hi - y_lo) * 0.05).max(1e-6);
-            let mut chart = builder
-                .build_cartesian_2d(x_lo..x_hi, (y_lo - pad)..(y_hi + pad))
-                .map_err(plot_error)?;
-            chart
-                .configure_mesh()
-                .x_desc(text.x_label)
-                .y_desc(text.y_label)
-                .draw()
-                .map_err(plot_error)?;
-            draw_lines_with_legend(&mut chart, series, &usable)?;
-        }
-        root.present().map_err(plot_error)?;
-    }
-    Ok(svg)
-}
+use super::{chart_error, ChartError};
 
 /// Diverging colour map: -1 blue, 0 white, +1 red (values clamped).
 pub fn diverging(value: f32) -> [u8; 3] {
@@ -160,8 +26,8 @@ pub const HEAT_MAP_MAX_CELLS: usize = 96;
 /// document, coloured by [`diverging`]. For `n > HEAT_MAP_MAX_CELLS`, each cell is the mean of a
 /// `k x k` block, and the title says so.
 ///
-/// Errors: [`CgtError::Shape`] when `matrix` is not `n x n` or `n = 0`.
-pub fn heat_map_svg(matrix: &[f32], n: usize, title: &str) -> Result<String> {
+/// Errors: a [`ChartError`] when `matrix` is not `n x n` or `n = 0`.
+pub fn heat_map_svg(matrix: &[f32], n: usize, title: &str) -> Result<String, ChartError> {
     heat_map_svg_with_cells(matrix, n, title, HEAT_MAP_MAX_CELLS)
 }
 
@@ -171,10 +37,10 @@ fn heat_map_svg_with_cells(
     n: usize,
     title: &str,
     max_cells: usize,
-) -> Result<String> {
+) -> Result<String, ChartError> {
     if matrix.len() != n * n || n == 0 {
-        return Err(CgtError::Shape(format!(
-            "heat map needs an {n}x{n} matrix, got {} values",
+        return Err(chart_error(format!(
+            "a heat map needs an {n}x{n} matrix, got {} values",
             matrix.len()
         )));
     }
@@ -188,21 +54,21 @@ fn heat_map_svg_with_cells(
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (520, 540)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_error)?;
+        root.fill(&WHITE).map_err(chart_error)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 16))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(40)
             .build_cartesian_2d(0..n, n..0)
-            .map_err(plot_error)?;
+            .map_err(chart_error)?;
         chart
             .configure_mesh()
             .disable_mesh()
             .x_desc("position t")
             .y_desc("position s")
             .draw()
-            .map_err(plot_error)?;
+            .map_err(chart_error)?;
         let edge = |i: usize| (i * block).min(n);
         chart
             .draw_series((0..side).flat_map(|row| {
@@ -215,8 +81,8 @@ fn heat_map_svg_with_cells(
                     )
                 })
             }))
-            .map_err(plot_error)?;
-        root.present().map_err(plot_error)?;
+            .map_err(chart_error)?;
+        root.present().map_err(chart_error)?;
     }
     Ok(svg)
 }
@@ -305,41 +171,5 @@ mod tests {
         let svg = heat_map_svg(&matrix, n, "paper").unwrap();
         assert_eq!(cell_rects(&svg), 80 * 80);
         assert!(svg.len() < 700_000, "{} bytes", svg.len());
-    }
-
-    #[test]
-    fn line_chart_has_one_legend_entry_per_series() {
-        let series = vec![
-            Series {
-                name: "model".into(),
-                points: vec![(0.0, 1.0), (1.0, 0.5)],
-                colour: [0, 0, 255],
-                thin: false,
-            },
-            Series {
-                name: "reference".into(),
-                points: vec![(0.0, 2.0), (1.0, 0.0)],
-                colour: [0, 0, 0],
-                thin: true,
-            },
-        ];
-        let text = ChartText {
-            title: "t",
-            x_label: "x",
-            y_label: "y",
-        };
-        let svg = line_chart_svg(&series, &text, true).unwrap();
-        // plotters writes each text on its own line.
-        assert!(
-            svg.contains("\nmodel\n") && svg.contains("\nreference\n"),
-            "{svg}"
-        );
-        assert!(line_chart_svg(&[], &text, false).is_err());
-        // A log axis with only non-positive values has nothing to draw.
-        let zero = vec![Series {
-            points: vec![(0.0, 0.0)],
-            ..series[1].clone()
-        }];
-        assert!(line_chart_svg(&zero, &text, true).is_err());
     }
 }
