@@ -22,12 +22,14 @@
 //! | [`curve_file`] | a learning curve's points (`--eval-every`), `curve.jsonl` |
 //! | [`curve`] | the learning curves' chart and table over the runs |
 //! | [`paired`] | paired differences between the variants, per seed |
+//! | [`baseline_chart`] | the text presets' Fig. 5 comparison: each variant's cross-entropy minus the Baseline's, as bars with intervals |
 //! | [`positions`] | the text presets' cross-entropy by position, specialised against dynamic (Fig. 6) |
 //! | `metric_table` | the section's table of metrics per variant (and the regression's error by pair) |
 //! | [`report`] | the markdown section |
 //! | [`error`] | [`CgtRunError`] |
 
 pub mod args;
+pub mod baseline_chart;
 pub mod charts;
 pub mod conventions;
 pub mod curve;

@@ -189,24 +189,13 @@ mod tests {
 
     fn run(variant: Variant, seed: u64, accuracy: f64, specialised: Option<f64>) -> VariantResult {
         VariantResult {
-            variant,
-            seed,
-            losses: Vec::new(),
-            train_seconds: 0.0,
-            wall_seconds: 0.0,
-            resumed_at: 0,
             icl: Some(IclEvaluation {
                 dynamic_accuracy: accuracy,
                 no_example_accuracy: 0.4,
                 specialised_accuracy: specialised,
                 ..Default::default()
             }),
-            regression: None,
-            text_loss: None,
-            text_positions: None,
-            fold_error: None,
-            curve: Vec::new(),
-            recorded_final_loss: None,
+            ..VariantResult::empty(variant, seed)
         }
     }
 
@@ -271,24 +260,13 @@ mod tests {
         let k = freeze_points(n)[2];
         // Dynamic error `dynamic` on every pair, frozen error `frozen` after k pairs.
         let run = |variant, seed, dynamic: f64, frozen: f64| VariantResult {
-            variant,
-            seed,
-            losses: Vec::new(),
-            train_seconds: 0.0,
-            wall_seconds: 0.0,
-            resumed_at: 0,
-            icl: None,
             regression: Some(tint_cgt::metrics::RegressionEvaluation {
                 dynamic_by_pair: vec![dynamic; n],
                 specialised: freeze_points(n).iter().map(|&p| (p, 0.0, frozen)).collect(),
                 representation_variation: None,
                 linear_fit_error: None,
             }),
-            text_loss: None,
-            text_positions: None,
-            fold_error: None,
-            curve: Vec::new(),
-            recorded_final_loss: None,
+            ..VariantResult::empty(variant, seed)
         };
         let results = [
             run(Variant::Cgt, 1, 1.0, 4.0),

@@ -222,15 +222,6 @@ mod tests {
 
     fn run(variant: Variant, seed: u64, dynamic: f64, specialised: Option<f64>) -> VariantResult {
         VariantResult {
-            variant,
-            seed,
-            losses: Vec::new(),
-            train_seconds: 0.0,
-            wall_seconds: 0.0,
-            resumed_at: 0,
-            icl: None,
-            regression: None,
-            text_loss: None,
             text_positions: Some(PositionLoss {
                 prefix: 4,
                 samples: 2,
@@ -238,9 +229,7 @@ mod tests {
                 dynamic: (0..16).map(|t| dynamic + t as f64 / 8.0).collect(),
                 specialised: specialised.map(|s| vec![s; 16]),
             }),
-            fold_error: None,
-            curve: Vec::new(),
-            recorded_final_loss: None,
+            ..VariantResult::empty(variant, seed)
         }
     }
 

@@ -8,6 +8,7 @@ use tint_lab::table::Table;
 use tint_cgt::metrics::{IclEvaluation, RegressionReferences};
 use tint_cgt::presets::{DataPreset, ExperimentPreset, Variant};
 
+use super::baseline_chart::differences_from_baseline;
 use super::conventions::EvalStream;
 use super::curve::curve_table;
 use super::metric_table::MetricTable;
@@ -122,17 +123,27 @@ pub fn render_section(
     let table = MetricTable::new(results, references.is_some());
     out.push_str(&table.markdown(&preset.data, references));
     let paired = paired_table(&preset.data, results);
+    let text = matches!(preset.data, DataPreset::TextMixture { .. });
     if !paired.is_empty() {
         out.push_str(&format!(
             "\nPaired differences (each variant minus the one it adds a training term to{}, per seed: \
              the two runs of a seed share the training stream, the initialisation seed and the \
              evaluation sequences; mean ± 95 % Student-t half-width over the seeds with both \
              runs):\n\n{paired}",
-            if matches!(preset.data, DataPreset::TextMixture { .. }) {
+            if text {
                 "; then Fig. 5's comparisons of the full CGT and the widened baseline"
             } else {
                 ""
             }
+        ));
+    }
+    if text && !differences_from_baseline(results).is_empty() {
+        out.push_str(&format!(
+            "\nEach variant's held-out cross-entropy minus the Baseline's (paper Fig. 5's comparison), \
+             paired by seed, mean ± 95 % Student-t half-width:\n\n![vs Baseline]({})\n",
+            plots_link
+                .join(format!("{}-vs-baseline.svg", summary.stem(preset)))
+                .display()
         ));
     }
     if let (DataPreset::LinearRegression(data), Some(references)) = (&preset.data, references) {

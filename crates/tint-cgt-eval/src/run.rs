@@ -10,6 +10,7 @@ use tint_cgt::presets::Variant;
 use tint_cgt::presets::{DataPreset, ExperimentPreset};
 use tint_cgt::train::{checkpoint_has_weights, checkpoint_is_final};
 
+use super::baseline_chart::baseline_chart;
 use super::charts::{loss_chart, regression_chart};
 use super::conventions::{
     freeze_points, preset_for_seed, regression_eval_data, text_eval_seed, text_train_seed,
@@ -154,6 +155,15 @@ fn write_charts(
         let title = format!("{}: held-out error by shown pairs", preset.name);
         let chart = regression_chart(results, summary.references.as_ref(), &title)?;
         let path = plots.join(format!("{stem}-by-pair.svg"));
+        write_atomic(&path, chart.as_bytes())?;
+        charts.push(path);
+    }
+    let title = format!(
+        "{}: held-out cross-entropy − Baseline's, mean over seeds ± 95 % interval",
+        preset.name
+    );
+    if let Some(chart) = baseline_chart(results, &title)? {
+        let path = plots.join(format!("{stem}-vs-baseline.svg"));
         write_atomic(&path, chart.as_bytes())?;
         charts.push(path);
     }

@@ -99,19 +99,8 @@ mod tests {
 
     fn bare(variant: Variant) -> VariantResult {
         VariantResult {
-            variant,
-            seed: 0,
-            losses: Vec::new(),
             train_seconds: 6.0,
-            wall_seconds: 0.0,
-            resumed_at: 0,
-            icl: None,
-            regression: None,
-            text_loss: None,
-            text_positions: None,
-            fold_error: None,
-            curve: Vec::new(),
-            recorded_final_loss: None,
+            ..VariantResult::empty(variant, 0)
         }
     }
 

@@ -54,6 +54,27 @@ impl VariantResult {
         }
         Some(tail.iter().map(|p| p.1).sum::<f64>() / tail.len() as f64)
     }
+
+    /// A run of `variant` and `seed` with nothing measured (no losses, evaluations or times): what
+    /// the tests fill in with the fields they need.
+    #[cfg(test)]
+    pub(crate) fn empty(variant: Variant, seed: u64) -> Self {
+        Self {
+            variant,
+            seed,
+            losses: Vec::new(),
+            train_seconds: 0.0,
+            wall_seconds: 0.0,
+            resumed_at: 0,
+            icl: None,
+            regression: None,
+            text_loss: None,
+            text_positions: None,
+            fold_error: None,
+            curve: Vec::new(),
+            recorded_final_loss: None,
+        }
+    }
 }
 
 /// The variants present in `results`, in table order.

@@ -42,6 +42,7 @@ pub fn accuracy_bars_svg(report: &IclReport, calibrated: bool) -> Result<String,
         title: &title,
         y_label: "accuracy (%)",
         y_range: (0.0, 100.0),
+        y_digits: 0,
         groups: tasks.iter().map(|t| t.display_name().to_string()).collect(),
         legend: rows
             .iter()

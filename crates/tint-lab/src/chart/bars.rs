@@ -31,8 +31,10 @@ pub struct GroupedBars<'a> {
     pub title: &'a str,
     /// y-axis label.
     pub y_label: &'a str,
-    /// The y range (bars and error bars are clamped to it).
+    /// The y range (bars and error bars are clamped to it; bars start at 0).
     pub y_range: (f64, f64),
+    /// Decimals of the y tick labels.
+    pub y_digits: usize,
     /// Group names, under their groups.
     pub groups: Vec<String>,
     /// Legend rows, one colour each.
@@ -78,7 +80,7 @@ pub fn grouped_bars_svg(chart: &GroupedBars<'_>) -> Result<String, ChartError> {
             .disable_x_mesh()
             .x_labels(0)
             .y_desc(chart.y_label)
-            .y_label_formatter(&|y| format!("{y:.0}"))
+            .y_label_formatter(&|y| format!("{y:.digits$}", digits = chart.y_digits))
             .draw()
             .map_err(chart_error)?;
         for bar in &chart.bars {
@@ -104,9 +106,10 @@ pub fn grouped_bars_svg(chart: &GroupedBars<'_>) -> Result<String, ChartError> {
             }
         }
         let style = ("sans-serif", 13).into_font();
-        // Group names under the centre of their group (backend pixel coordinates of the root).
+        // Group names under the centre of their group, below the x axis (backend pixel
+        // coordinates of the root).
         for (g, name) in chart.groups.iter().enumerate() {
-            let (x, y) = plot.backend_coord(&(g as f64 + 0.5, 0.0));
+            let (x, y) = plot.backend_coord(&(g as f64 + 0.5, y_min));
             root.draw(&Text::new(
                 name.clone(),
                 (x - 4 * name.len() as i32, y + 10),
@@ -142,6 +145,7 @@ mod tests {
             title: "t",
             y_label: "accuracy (%)",
             y_range: (0.0, 100.0),
+            y_digits: 0,
             groups: vec!["SST-2".into(), "MR".into()],
             legend: vec!["icl (k=0)".into(), "tint (k=32)".into()],
             bars: vec![
