@@ -6,22 +6,12 @@
 # "N passed, 0 failed" or exits non-zero at the first failed check. Run from the repository root (CI
 # does, from .ci/run).
 set -euo pipefail
+# shellcheck source=scripts/lib/check.sh
+source "$(dirname "$0")/lib/check.sh"
 SCRIPT=$(pwd)/scripts/cgt_text.sh
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
-passed=0
-check() { # description command...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-  else
-    echo "FAILED: $what" >&2
-    echo "$passed passed, 1 failed"
-    exit 1
-  fi
-}
 
 cat >fake-xtask <<EOF
 #!/usr/bin/env bash
@@ -48,4 +38,4 @@ check "one training call per seed" \
 check "then one assembly of all seeds, last" \
   bash -c "tail -1 calls | grep -q -- 'eval cgt --preset text-small --seeds 1,2 --only-finished --run-dir $runs'"
 check "each worker's log is in the run directory" test -e "$runs/seed1.log" -a -e "$runs/seed2.log"
-echo "$passed passed, 0 failed"
+checks_passed

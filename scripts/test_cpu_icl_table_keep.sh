@@ -5,24 +5,14 @@
 # alone. Prints "N passed, 0 failed" or exits non-zero at the first failed check. Run from the
 # repository root (CI does, from .ci/run).
 set -euo pipefail
+# shellcheck source=scripts/lib/check.sh
+source "$(dirname "$0")/lib/check.sh"
 SCRIPT=$(pwd)/scripts/cpu_icl_table.sh
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
 RUNS=target/cgt-runs/icl-small-7000steps-batch64
 KEPT=runs/icl-small-7000steps-batch64
-passed=0
-check() { # description command...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-  else
-    echo "FAILED: $what" >&2
-    echo "$passed passed, 1 failed"
-    exit 1
-  fi
-}
 checkpoint() { # run-dir step
   mkdir -p "$1/checkpoint"
   echo "{\"next_step\":$2,\"steps\":7000,\"batch_size\":64}" >"$1/checkpoint/state.json"
@@ -77,4 +67,4 @@ check "and says why" grep -q "optimizer-400.mpk are not there" <<<"$note"
 check "and restores the others" same "$KEPT/seed1/cgt-aux/evaluation.json" "$RUNS/seed1/cgt-aux/evaluation.json"
 check "an unknown argument is refused" bash -c "! bash '$SCRIPT' kepp 2>/dev/null"
 
-echo "$passed passed, 0 failed"
+checks_passed

@@ -5,22 +5,12 @@
 # names the file and the values, leaving no file behind. Prints "N passed, 0 failed" or exits
 # non-zero at the first failed check. Run from the repository root (CI does, from .ci/run).
 set -euo pipefail
+# shellcheck source=scripts/lib/check.sh
+source "$(dirname "$0")/lib/check.sh"
 SCRIPT=$(pwd)/scripts/restore_runs.sh
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
-passed=0
-check() { # description command...
-  local what=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-  else
-    echo "FAILED: $what" >&2
-    echo "$passed passed, 1 failed"
-    exit 1
-  fi
-}
 fails_saying() { # text command...: the command fails and its stderr contains text
   local text=$1 err
   shift
@@ -73,4 +63,4 @@ printf 'commit %s\nnot-a-digest 3 runs/x\n' "$commit" >runs/other.sha256
 check "a malformed line is refused with its number" \
   fails_saying "runs/other.sha256 line 2: expected '<sha256> <bytes> <path>'" env MANIFEST=runs/other.sha256 bash scripts/restore_runs.sh
 
-echo "$passed passed, 0 failed"
+checks_passed

@@ -33,38 +33,28 @@ pub trait LmMethod {
     }
 }
 
-impl<M: LmMethod + ?Sized> LmMethod for &mut M {
-    fn name(&self) -> String {
-        (**self).name()
-    }
-    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        (**self).block_nll(block, train_len)
-    }
-    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
-        (**self).non_finite_origin(block, train_len)
-    }
-    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        (**self).fork()
-    }
-    fn settings(&self) -> String {
-        (**self).settings()
-    }
+/// `LmMethod` for a pointer to one (`&mut M`, `Box<M>`): every call goes to the method it points
+/// at (written once for both pointers).
+macro_rules! forward_lm_method {
+    ($($pointer:ty),+) => {$(
+        impl<M: LmMethod + ?Sized> LmMethod for $pointer {
+            fn name(&self) -> String {
+                (**self).name()
+            }
+            fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+                (**self).block_nll(block, train_len)
+            }
+            fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+                (**self).non_finite_origin(block, train_len)
+            }
+            fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
+                (**self).fork()
+            }
+            fn settings(&self) -> String {
+                (**self).settings()
+            }
+        }
+    )+};
 }
 
-impl<M: LmMethod + ?Sized> LmMethod for Box<M> {
-    fn name(&self) -> String {
-        (**self).name()
-    }
-    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        (**self).block_nll(block, train_len)
-    }
-    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
-        (**self).non_finite_origin(block, train_len)
-    }
-    fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
-        (**self).fork()
-    }
-    fn settings(&self) -> String {
-        (**self).settings()
-    }
-}
+forward_lm_method!(&mut M, Box<M>);
