@@ -48,6 +48,9 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
 
 /// The hidden child form: one measurement in this process, printed as one JSON line.
 fn run_child(args: &BenchArgs, config: BenchConfig, spec: &str) -> Result<()> {
+    let config = args
+        .positions
+        .map_or(config, |positions| config.with_positions(positions));
     let dir = args
         .model_dir
         .as_deref()
@@ -113,6 +116,19 @@ impl BenchHost for ChildProcesses {
     }
 
     fn section(&mut self, section: &ReportSection) -> Result<(), BenchError> {
+        // The charts go into `bench/` beside the report, where the section links them.
+        let chart_dir = self
+            .out
+            .parent()
+            .unwrap_or(std::path::Path::new(""))
+            .join("bench");
+        if !section.charts.is_empty() {
+            std::fs::create_dir_all(&chart_dir).map_err(|e| BenchError::Host(e.into()))?;
+        }
+        for (file, svg) in &section.charts {
+            tint_assets::write_atomic(chart_dir.join(file), svg.as_bytes())
+                .map_err(|e| BenchError::Host(e.into()))?;
+        }
         write_marked_section(&self.out, &section.key, &section.markdown, REPORT_HEADER)
             .map_err(|e| BenchError::Host(e.into()))
     }

@@ -95,6 +95,9 @@ pub struct BenchArgs {
     /// Internal: the child's number of simulated top layers (default: all).
     #[cfg_attr(feature = "clap", arg(long, hide = true))]
     pub sim_layers: Option<usize>,
+    /// Internal: the positions of the child's checkpoint (default: the config's `T`).
+    #[cfg_attr(feature = "clap", arg(long, hide = true))]
+    pub positions: Option<usize>,
 }
 
 impl BenchArgs {

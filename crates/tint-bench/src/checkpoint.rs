@@ -12,7 +12,12 @@ use tint_lab::rng;
 
 /// Where the bench writes its checkpoint and ids file.
 pub fn checkpoint_dir(config: &BenchConfig) -> PathBuf {
-    std::env::temp_dir().join(format!("tint-bench-gpt2-{}", config.name))
+    let name = if config.seq_length == config.base().seq_length {
+        format!("tint-bench-gpt2-{}", config.name)
+    } else {
+        format!("tint-bench-gpt2-{}-t{}", config.name, config.seq_length)
+    };
+    std::env::temp_dir().join(name)
 }
 
 /// `batch_size` deterministic sequences of `seq_length` token ids below `vocab_size`, row-major.

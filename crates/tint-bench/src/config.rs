@@ -2,6 +2,7 @@
 //! step settings it times, and the shapes (B, T, simulated layers) of the scaling table.
 
 use serde::Serialize;
+use tint_sim::config::MAX_POSITION_EMBEDDINGS;
 use tint_sim::llama::{LlamaSimulatorConfig, LlamaTintConfig};
 use tint_sim::StepConfig;
 use tint_sim::{AuxDims, Execution, TintConfig};
@@ -71,6 +72,23 @@ impl BenchConfig {
         }
     }
 
+    /// The named configuration itself ([`Self::TINY`] or [`Self::MICRO`]), whatever its positions.
+    pub fn base(&self) -> Self {
+        Self::for_quick(self.name == Self::MICRO.name)
+    }
+
+    /// The same model with `n_positions` positions (`T` = `n_positions`, the first half training):
+    /// the checkpoint of the scaling table's `T` sweep ([`LONG_CONTEXT_FACTOR`] × the config's `T`).
+    /// Only the position table grows; the construction's `Tmax` is the model's, so its position
+    /// terms grow with it.
+    pub fn with_positions(&self, n_positions: usize) -> Self {
+        Self {
+            seq_length: n_positions,
+            train_length: n_positions / 2,
+            ..*self
+        }
+    }
+
     /// The auxiliary model's sizes (GPT-2: MLP inner size `4 D`).
     pub fn aux_dims(&self) -> AuxDims {
         AuxDims {
@@ -132,33 +150,69 @@ pub struct ChildShape {
     pub sim_layers: Option<usize>,
 }
 
-/// The points of the scaling table: `(B, shape)` for B = 1, 2, 4 at the config's T with every
-/// layer; T = T/4, T/2 at B = 1; and 1, 2 simulated top layers at B = 1 (duplicates dropped).
-pub fn scaling_points(config: &BenchConfig) -> Vec<(usize, ChildShape)> {
-    let full = ChildShape {
-        seq_length: config.seq_length,
-        sim_layers: None,
-    };
-    let mut points: Vec<(usize, ChildShape)> = [1, 2, 4].map(|b| (b, full)).to_vec();
-    for t in [config.seq_length / 4, config.seq_length / 2] {
-        points.push((
-            1,
-            ChildShape {
-                seq_length: t,
-                sim_layers: None,
+/// How many times the config's `T` the checkpoint of the scaling table's `T` sweep has positions
+/// (tiny: 2048).
+pub const LONG_CONTEXT_FACTOR: usize = 8;
+
+/// Batch sizes of the scaling table's `B` sweep.
+pub const SCALING_BATCH_SIZES: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// One point of the scaling table: a batch size, a shape, and the positions of the checkpoint it
+/// runs on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScalingPoint {
+    /// Sequences per call.
+    pub batch_size: usize,
+    /// Sequence length and simulated layers.
+    pub shape: ChildShape,
+    /// The checkpoint's `n_positions` (the construction's `Tmax`).
+    pub positions: usize,
+}
+
+impl ScalingPoint {
+    /// `batch_size` sequences of `seq_length` tokens, `sim_layers` simulated top layers (`None`:
+    /// all), on a checkpoint of `positions` positions.
+    pub fn new(
+        batch_size: usize,
+        seq_length: usize,
+        sim_layers: Option<usize>,
+        positions: usize,
+    ) -> Self {
+        Self {
+            batch_size,
+            shape: ChildShape {
+                seq_length,
+                sim_layers,
             },
-        ));
+            positions,
+        }
     }
+}
+
+/// The positions of the checkpoint of the scaling table's `T` sweep: [`LONG_CONTEXT_FACTOR`] × T,
+/// cut to the construction's limit `P + Tmax ≤` [`MAX_POSITION_EMBEDDINGS`] (tiny: 2016, micro 512).
+pub fn long_context_positions(config: &BenchConfig) -> usize {
+    (LONG_CONTEXT_FACTOR * config.seq_length).min(MAX_POSITION_EMBEDDINGS - config.n_prefixes)
+}
+
+/// The points of the scaling table: B = 1, 2, 4, 8, 16 at the config's `T` with every layer, and 1,
+/// 2 simulated top layers at B = 1, on the config's checkpoint; `T` = T/2, T, 2T, 4T and the longest
+/// at B = 1 on the checkpoint of [`long_context_positions`].
+pub fn scaling_points(config: &BenchConfig) -> Vec<ScalingPoint> {
+    let t = config.seq_length;
+    let point = ScalingPoint::new;
+    let mut points: Vec<ScalingPoint> = SCALING_BATCH_SIZES
+        .iter()
+        .map(|&b| point(b, t, None, t))
+        .collect();
     for layers in [1, 2] {
         if layers < config.n_layers {
-            points.push((
-                1,
-                ChildShape {
-                    seq_length: config.seq_length,
-                    sim_layers: Some(layers),
-                },
-            ));
+            points.push(point(1, t, Some(layers), t));
         }
+    }
+    let long = long_context_positions(config);
+    for length in [t / 2, t, 2 * t, 4 * t, long] {
+        points.push(point(1, length, None, long));
     }
     points
 }
@@ -170,33 +224,22 @@ mod tests {
     #[test]
     fn scaling_points_cover_batch_length_and_layers() {
         let points = scaling_points(&BenchConfig::TINY);
-        let full = |b| {
-            (
-                b,
-                ChildShape {
-                    seq_length: 256,
-                    sim_layers: None,
-                },
-            )
-        };
-        assert_eq!(&points[..3], &[full(1), full(2), full(4)]);
-        assert!(points.contains(&(
-            1,
-            ChildShape {
-                seq_length: 64,
-                sim_layers: None
-            }
-        )));
-        assert!(points.contains(&(
-            1,
-            ChildShape {
-                seq_length: 256,
-                sim_layers: Some(2)
-            }
-        )));
-        assert_eq!(points.len(), 7);
+        let point = ScalingPoint::new;
+        assert_eq!(
+            &points[..5],
+            &[1, 2, 4, 8, 16].map(|b| point(b, 256, None, 256))
+        );
+        assert!(points.contains(&point(1, 256, Some(2), 256)));
+        // The T sweep runs on the 2016-position checkpoint (P + Tmax ≤ 2048), T = 256 included.
+        for t in [128, 256, 512, 1024, 2016] {
+            assert!(points.contains(&point(1, t, None, 2016)), "T = {t}");
+        }
+        assert_eq!(points.len(), 12);
         // The micro config has 2 layers: "2 simulated layers" is the full row, not repeated.
-        assert_eq!(scaling_points(&BenchConfig::MICRO).len(), 6);
+        assert_eq!(scaling_points(&BenchConfig::MICRO).len(), 11);
+        let long = BenchConfig::TINY.with_positions(2048);
+        assert_eq!((long.seq_length, long.train_length), (2048, 1024));
+        assert_eq!(long.base(), BenchConfig::TINY);
     }
 
     #[test]

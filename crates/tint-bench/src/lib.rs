@@ -20,6 +20,7 @@
 //! | [`goals`] | issue 65's goals a bench run checks, and where the ratios to the authors' code come from |
 //! | [`machine`] | [`ReportContext`]: machine, GPU, build, date |
 //! | [`report`] | the markdown sections |
+//! | [`scaling`] | the scaling section: time and memory against T and B, fitted exponents, log-log charts |
 //! | [`run`] | [`BenchSettings`], [`run_bench`], [`BenchHost`] |
 //! | [`error`] | [`BenchError`] |
 
@@ -33,6 +34,7 @@ pub mod measure;
 pub mod mode;
 pub mod report;
 pub mod run;
+pub mod scaling;
 
 pub use checkpoint::{checkpoint_dir, write_checkpoint};
 pub use config::{BenchConfig, ChildShape};

@@ -41,6 +41,10 @@ pub struct Measurement {
     /// Simulated top layers of a step (`None`: all).
     #[serde(default)]
     pub sim_layers: Option<usize>,
+    /// Positions of the checkpoint (`n_positions`, the construction's `Tmax`; 0 where it does not
+    /// apply: sgemm, SmolLM2, and measurements written before it was recorded).
+    #[serde(default)]
+    pub positions: usize,
     /// Wall seconds of each timed run.
     pub seconds: Vec<f64>,
     /// User + system CPU seconds of each timed run.
@@ -137,10 +141,11 @@ impl ChildRequest {
 
     /// The arguments after the executable that run this request as a child:
     /// `bench [--quick] --repeat R --smollm2-layers L --child MODE:B --seq-length T
-    /// [--sim-layers N] --model-dir DIR`.
+    /// [--sim-layers N] [--positions P] --model-dir DIR` (`--positions`: a checkpoint of other
+    /// positions than the config's, [`BenchConfig::with_positions`]).
     pub fn child_args(&self, model_dir: &Path) -> Vec<OsString> {
         let mut args: Vec<OsString> = vec!["bench".into()];
-        if self.config == BenchConfig::MICRO {
+        if self.config.base() == BenchConfig::MICRO {
             args.push("--quick".into());
         }
         for (flag, value) in [
@@ -154,6 +159,12 @@ impl ChildRequest {
         if let Some(n) = self.shape.sim_layers {
             args.extend(["--sim-layers".into(), n.to_string().into()]);
         }
+        if self.config.seq_length != self.config.base().seq_length {
+            args.extend([
+                "--positions".into(),
+                self.config.seq_length.to_string().into(),
+            ]);
+        }
         args.extend(["--model-dir".into(), model_dir.as_os_str().to_owned()]);
         args
     }
@@ -163,14 +174,19 @@ impl ChildRequest {
         match self.mode.strip_prefix("smollm2-") {
             Some(mode) => format!("bench smollm2: {mode} B={}", self.batch_size),
             None => format!(
-                "bench {}: {} B={} T={} layers={}",
+                "bench {}: {} B={} T={} layers={}{}",
                 self.config.name,
                 self.mode,
                 self.batch_size,
                 self.shape.seq_length,
                 self.shape
                     .sim_layers
-                    .map_or_else(|| "all".to_string(), |n| n.to_string())
+                    .map_or_else(|| "all".to_string(), |n| n.to_string()),
+                if self.config.seq_length == self.config.base().seq_length {
+                    String::new()
+                } else {
+                    format!(" Tmax={}", self.config.seq_length)
+                }
             ),
         }
     }
@@ -251,6 +267,11 @@ pub fn run_measurement<B: Backend>(
         batch_size,
         seq_length: if mode == "sgemm" { 0 } else { seq_length },
         sim_layers: request.shape.sim_layers,
+        positions: if mode == "sgemm" || mode.starts_with("smollm2-") {
+            0
+        } else {
+            config.seq_length
+        },
         seconds,
         cpu_seconds: cpu,
         peak_rss_kb: peak_rss_kb(),

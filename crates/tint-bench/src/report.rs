@@ -428,85 +428,6 @@ pub fn render_report(
     out
 }
 
-/// The scaling section: step seconds of each execution and the reference against B, T and the
-/// number of simulated top layers.
-pub fn render_scaling(
-    config: &BenchConfig,
-    rows: &[Measurement],
-    repeat: usize,
-    ctx: &ReportContext,
-) -> String {
-    let backend = &ctx.backend;
-    let mut out = format!(
-        "## `{}` config, `{backend}` backend: scaling with B, T and simulated layers \
-         (measured {})\n\n",
-        config.name, ctx.date
-    );
-    out.push_str(&format!(
-        "The `{}` model and TinT sizes of the section above; the first half of each sequence \
-         trains; `layers` = simulated top layers (the layers below run their plain forward once). \
-         Each cell: the smallest wall seconds / the smallest user+system CPU seconds of \
-         {repeat} timed runs after one warm-up, in a fresh child process; in brackets the child's \
-         peak RSS in MB.\n\n",
-        config.name
-    ));
-    out.push_str(&format!(
-        "* Machine: {}.\n* Build: {}.\n\n",
-        ctx.machine, ctx.build
-    ));
-    let mut modes: Vec<&str> = Vec::new();
-    for m in rows {
-        if !modes.contains(&m.mode.as_str()) {
-            modes.push(&m.mode);
-        }
-    }
-    let mut table = Table::new(
-        ["B", "T", "layers"]
-            .map(String::from)
-            .into_iter()
-            .chain(modes.iter().map(|mode| mode_label(mode, ctx.sgemm_size)))
-            .chain(["tokens/s (first column)".to_string()]),
-    );
-    let mut points: Vec<(usize, usize, Option<usize>)> = Vec::new();
-    for m in rows {
-        let point = (m.batch_size, m.seq_length, m.sim_layers);
-        if !points.contains(&point) {
-            points.push(point);
-        }
-    }
-    for (b, t, layers) in points {
-        let layers_label =
-            layers.map_or_else(|| format!("all ({})", config.n_layers), |n| n.to_string());
-        let mut row = vec![b.to_string(), t.to_string(), layers_label];
-        let mut first = None;
-        for (column, mode) in modes.iter().enumerate() {
-            match rows.iter().find(|m| {
-                m.mode == *mode && (m.batch_size, m.seq_length, m.sim_layers) == (b, t, layers)
-            }) {
-                Some(m) => {
-                    let best = min(&m.seconds);
-                    if column == 0 {
-                        first = Some(best);
-                    }
-                    row.push(format!(
-                        "{best:.3} / {:.2} ({:.0})",
-                        min(&m.cpu_seconds),
-                        m.peak_rss_kb as f64 / 1024.0
-                    ));
-                }
-                None => row.push("–".into()),
-            }
-        }
-        row.push(first.map_or("–".into(), |best| format!("{:.0}", (b * t) as f64 / best)));
-        table.push_row(row);
-    }
-    out.push_str(&table.to_markdown());
-    out.push_str(
-        "\nReproduce: `cargo xtask bench --scaling` (also rewrites the config's main section).\n",
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -528,6 +449,7 @@ mod tests {
             batch_size: b,
             seq_length: 256,
             sim_layers: None,
+            positions: 256,
             seconds: vec![s * 1.1, s, s * 1.2],
             cpu_seconds: vec![s],
             peak_rss_kb: 512 * 1024,
@@ -594,39 +516,6 @@ mod tests {
         );
         let micro = render_ratios(&BenchConfig::MICRO, &gpu_run, 1024, false);
         assert!(!micro.contains("0.05 s"), "{micro}");
-    }
-
-    #[test]
-    fn scaling_has_one_row_per_point_and_a_column_per_mode() {
-        // Tokens/s from the first column.
-        let mut short = measurement("structured", 1, 0.05);
-        short.seq_length = 64;
-        let mut top = measurement("ref", 1, 0.2);
-        top.sim_layers = Some(1);
-        let scaling = render_scaling(
-            &BenchConfig::TINY,
-            &[
-                measurement("structured", 1, 0.1),
-                measurement("ref", 1, 0.25),
-                short,
-                top,
-            ],
-            3,
-            &context("flex"),
-        );
-        assert!(
-            scaling
-                .contains("| 1 | 256 | all (4) | 0.100 / 0.10 (512) | 0.250 / 0.25 (512) | 2560 |"),
-            "{scaling}"
-        );
-        assert!(
-            scaling.contains("| 1 | 64 | all (4) | 0.050 / 0.05 (512) | – | 1280 |"),
-            "{scaling}"
-        );
-        assert!(
-            scaling.contains("| 1 | 256 | 1 | – | 0.200 / 0.20 (512) | – |"),
-            "{scaling}"
-        );
     }
 
     #[test]

@@ -13,7 +13,8 @@ use super::error::BenchError;
 use super::machine::ReportContext;
 use super::measure::{min, ChildRequest, Measurement};
 use super::mode::{mode_flops, SCALING_MODES, SMOLLM2_MODES, TINY_MODES};
-use super::report::{render_report, render_scaling, render_smollm2};
+use super::report::{render_report, render_smollm2};
+use super::scaling::{render_scaling, SectionChart};
 
 /// What `cargo xtask bench` measures (its flags, without the output file).
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +54,9 @@ pub struct ReportSection {
     pub key: String,
     /// The markdown between the markers.
     pub markdown: String,
+    /// Its charts (file name, SVG), which the host writes into a folder `bench/` beside the
+    /// report: the markdown links them there.
+    pub charts: Vec<SectionChart>,
 }
 
 /// The caller's side of a benchmark run: it receives the run's progress ([`Reporter`]: a stage,
@@ -77,10 +81,10 @@ pub trait BenchHost: Reporter {
     fn section(&mut self, section: &ReportSection) -> Result<(), BenchError>;
 }
 
-/// The measurements of a run in order, counted for its progress.
+/// The measurements of a run in order, counted for its progress; each runs on the checkpoint of
+/// its request's configuration ([`checkpoint_dir`]).
 struct Measurements<'h> {
     host: &'h mut dyn BenchHost,
-    model_dir: &'h Path,
     done: usize,
     total: usize,
 }
@@ -96,7 +100,9 @@ impl Measurements<'_> {
                 total: self.total,
                 message: what.clone(),
             });
-            let measurement = self.host.measure(request, self.model_dir)?;
+            let measurement = self
+                .host
+                .measure(request, &checkpoint_dir(&request.config))?;
             self.done += 1;
             self.host.event(RunEvent::Note(format!(
                 "{what}: min {:.4} s (cpu {:.2} s), peak RSS {:.0} MB",
@@ -216,9 +222,12 @@ impl BenchSettings {
         }
         let mut scaling = Vec::new();
         if self.scaling && !self.smollm2_only {
-            for (batch_size, shape) in scaling_points(&config) {
+            for point in scaling_points(&config) {
                 for mode in &self.scaling_modes {
-                    scaling.push(self.request(mode, batch_size, shape));
+                    scaling.push(ChildRequest {
+                        config: config.with_positions(point.positions),
+                        ..self.request(mode, point.batch_size, point.shape)
+                    });
                 }
             }
         }
@@ -260,39 +269,50 @@ impl BenchSettings {
 pub fn run_bench(settings: &BenchSettings, host: &mut dyn BenchHost) -> Result<(), BenchError> {
     settings.validate()?;
     let config = settings.config();
-    let dir = checkpoint_dir(&config);
-    write_checkpoint(&config, &dir)?;
     let (tiny, scaling, smollm2) = settings.requests();
+    // Every checkpoint a request runs on (the config's, and the scaling table's long one).
+    let mut configs = vec![config];
+    for request in tiny.iter().chain(&scaling) {
+        if !configs.contains(&request.config) {
+            configs.push(request.config);
+        }
+    }
+    for checkpoint in &configs {
+        write_checkpoint(checkpoint, &checkpoint_dir(checkpoint))?;
+    }
     host.event(RunEvent::Stage(format!("bench {}", config.name)));
     let context = || ReportContext::probe(&settings.backend, settings.sgemm_size);
     let mut run = Measurements {
         total: tiny.len() + scaling.len() + smollm2.len(),
         host,
-        model_dir: &dir,
         done: 0,
     };
     let measurements = run.run(&tiny)?;
+    let sgemm_gflops = measurements
+        .iter()
+        .find(|m| m.mode == "sgemm")
+        .map(|m| mode_flops(&config, "sgemm", 1, settings.sgemm_size) / min(&m.seconds) / 1e9);
     if !settings.smollm2_only {
         let ctx = context();
         run.host.section(&ReportSection {
             key: ctx.section_key(config.name),
             markdown: render_report(&config, &measurements, settings.repeat, &ctx),
+            charts: Vec::new(),
         })?;
         if settings.scaling {
             let rows = run.run(&scaling)?;
             let ctx = context();
+            let (markdown, charts) =
+                render_scaling(&config, &rows, settings.repeat, &ctx, sgemm_gflops);
             run.host.section(&ReportSection {
                 key: format!("{}-scaling", ctx.section_key(config.name)),
-                markdown: render_scaling(&config, &rows, settings.repeat, &ctx),
+                markdown,
+                charts,
             })?;
         }
     }
     if settings.measures_smollm2() {
         let smollm2 = run.run(&smollm2)?;
-        let sgemm_gflops = measurements
-            .iter()
-            .find(|m| m.mode == "sgemm")
-            .map(|m| mode_flops(&config, "sgemm", 1, settings.sgemm_size) / min(&m.seconds) / 1e9);
         let ctx = context();
         run.host.section(&ReportSection {
             key: ctx.section_key("smollm2"),
@@ -303,6 +323,7 @@ pub fn run_bench(settings: &BenchSettings, host: &mut dyn BenchHost) -> Result<(
                 sgemm_gflops,
                 &ctx,
             ),
+            charts: Vec::new(),
         })?;
     }
     Ok(())
@@ -356,6 +377,7 @@ mod tests {
                 batch_size: request.batch_size,
                 seq_length: request.shape.seq_length,
                 sim_layers: request.shape.sim_layers,
+                positions: request.config.seq_length,
                 seconds: vec![0.5],
                 cpu_seconds: vec![0.5],
                 peak_rss_kb: 1024,
@@ -404,17 +426,27 @@ mod tests {
             host.sections,
             ["bench-micro", "bench-micro-scaling", "bench-smollm2"]
         );
-        // ref at B = 1, 2; sgemm once; 6 scaling points of the micro config; SmolLM2 sim at B = 1.
-        assert_eq!(host.requests.len(), 2 + 1 + 6 + 1, "{:?}", host.requests);
+        // ref at B = 1, 2; sgemm once; 11 scaling points of the micro config (B = 1..16, one
+        // layer, and T = 32..512 on the 512-position checkpoint); SmolLM2 sim at B = 1.
+        assert_eq!(host.requests.len(), 2 + 1 + 11 + 1, "{:?}", host.requests);
         assert_eq!(host.requests[0], "bench micro: ref B=1 T=64 layers=all");
-        assert_eq!(host.requests[9], "bench smollm2: sim B=1");
-        // Progress counts the ten measurements of the whole run, with the measured time after each.
+        assert_eq!(
+            host.requests[13],
+            "bench micro: structured B=1 T=512 layers=all Tmax=512"
+        );
+        assert_eq!(host.requests[14], "bench smollm2: sim B=1");
+        // Both checkpoints were written.
+        for positions in [64, 512] {
+            let config = BenchConfig::MICRO.with_positions(positions);
+            assert!(checkpoint_dir(&config).join("model.safetensors").exists());
+        }
+        // Progress counts the 15 measurements of the whole run, with the measured time after each.
         assert_eq!(host.events[0], RunEvent::Stage("bench micro".into()));
         assert_eq!(
             host.events[1],
             RunEvent::Progress {
                 done: 0,
-                total: 10,
+                total: 15,
                 message: "bench micro: ref B=1 T=64 layers=all".into()
             }
         );
@@ -428,8 +460,8 @@ mod tests {
         assert_eq!(
             host.events.last(),
             Some(&RunEvent::Progress {
-                done: 10,
-                total: 10,
+                done: 15,
+                total: 15,
                 message: "measured".into()
             })
         );

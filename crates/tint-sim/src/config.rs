@@ -1,6 +1,9 @@
 //! The TinT hyper-parameters ([`TintConfig`]) and their validation against an auxiliary model.
 
 use serde::{Deserialize, Serialize};
+/// The largest `P + T` a construction takes (docs/construction.md §1.2 rule 6: the official code's
+/// causal-mask buffer).
+pub use tint_ops::dims::MAX_POSITION_EMBEDDINGS;
 pub use tint_ops::{Execution, GateMode};
 
 use crate::error::SimError;
