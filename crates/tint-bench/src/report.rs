@@ -40,7 +40,7 @@ fn smollm2_intro(layers: usize, repeat: usize, ctx: &ReportContext) -> String {
     let sim = smollm2_sim_config(sizes.d_model, sizes.n_heads, smollm2_step_config(layers));
     let train = SMOLLM2_SEQ_LENGTH / 2;
     let mut out = format!(
-        "## SmolLM2-135M, `{backend}` backend (measured {})\n\n\
+        "## SmolLM2-135M-Instruct, `{backend}` backend (measured {})\n\n\
          LLaMA (D = {}, {} layers, {} query / {} KV heads of {}, SwiGLU Di = {}, vocabulary {}, tied \
          head), Q4_1 GGUF dequantised to f32; T = {SMOLLM2_SEQ_LENGTH} ({train} training tokens), \
          deterministic token ids; the top {layers} layers updated, one step. Rows: the LLaMA simulator \

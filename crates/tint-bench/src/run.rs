@@ -280,7 +280,12 @@ pub fn run_bench(settings: &BenchSettings, host: &mut dyn BenchHost) -> Result<(
     for checkpoint in &configs {
         write_checkpoint(checkpoint, &checkpoint_dir(checkpoint))?;
     }
-    host.event(RunEvent::Stage(format!("bench {}", config.name)));
+    let stage = if settings.smollm2_only {
+        "smollm2"
+    } else {
+        config.name
+    };
+    host.event(RunEvent::Stage(format!("bench {stage}")));
     let context = || ReportContext::probe(&settings.backend, settings.sgemm_size);
     let mut run = Measurements {
         total: tiny.len() + scaling.len() + smollm2.len(),
