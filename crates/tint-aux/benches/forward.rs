@@ -43,13 +43,13 @@ fn tiny_gpt2() -> AuxModel<B> {
     let blocks = (0..LAYERS)
         .map(|_| DecoderBlock {
             ln1: layer_norm(),
-            attn: CausalSelfAttention {
-                query: lin(D, D),
-                key: lin(D, D),
-                value: lin(D, D),
-                output: lin(D, D),
-                n_heads: HEADS,
-            },
+            attn: CausalSelfAttention::multi_head(
+                lin(D, D),
+                lin(D, D),
+                lin(D, D),
+                lin(D, D),
+                HEADS,
+            ),
             ln2: layer_norm(),
             fc: lin(D, 4 * D),
             proj: lin(4 * D, D),

@@ -52,7 +52,7 @@ impl<B: Backend> DecoderBlock<B> {
         match placement {
             NormPlacement::PreLn => {
                 let ln1_output = self.ln1.forward(input.clone());
-                let attn = self.attn.forward_traced(ln1_output.clone());
+                let attn = self.attn.forward_traced(ln1_output.clone(), None);
                 let h_mid = input.clone() + attn.output.clone();
                 let ln2_output = self.ln2.forward(h_mid.clone());
                 let (mlp_pre_activation, mlp_activation, mlp_output) =
@@ -73,7 +73,7 @@ impl<B: Backend> DecoderBlock<B> {
                 }
             }
             NormPlacement::PostLn => {
-                let attn = self.attn.forward_traced(input.clone());
+                let attn = self.attn.forward_traced(input.clone(), None);
                 let h_mid = self.ln1.forward(input.clone() + attn.output.clone());
                 let (mlp_pre_activation, mlp_activation, mlp_output) =
                     self.mlp(h_mid.clone(), activation);
@@ -193,6 +193,8 @@ impl<B: Backend> DecoderBlock<B> {
                     mapper,
                 ),
                 n_heads: attn.n_heads,
+                n_kv_heads: attn.n_kv_heads,
+                head_dim: attn.head_dim,
             },
             ln2: map_layer_norm(self.ln2, &format!("{p}.ln2"), l, mapper),
             fc: map_linear(self.fc, &format!("{p}.fc"), l, ParamGroup::Mlp, mapper),

@@ -4,7 +4,7 @@
 use burn::module::Module;
 use burn::tensor::{backend::Backend, Tensor};
 
-use crate::llama::KeyValues;
+use crate::attention::KeyValues;
 use crate::model::sequence_ids;
 use crate::{AuxError, AuxModel};
 

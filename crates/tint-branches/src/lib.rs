@@ -11,7 +11,7 @@
 //! the better form and the branches run in order.
 //!
 //! Its own crate because both `tint-ops` (the simulator's modules; re-exported there as
-//! `tint_ops::branches`) and `tint-aux` (the auxiliary models) use it, and neither sees the other.
+//! `tint_ops::branches`) and `tint-aux` (the auxiliary models) use it, and tint-ops does not see tint-aux.
 
 use burn::tensor::backend::Backend;
 use rayon::prelude::*;

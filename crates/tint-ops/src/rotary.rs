@@ -1,16 +1,21 @@
-//! Rotary position embeddings (RoPE, Su et al. 2021) as a TinT token-wise module (paper appendix
-//! J.2): the queries and keys computed by the attention forward module are rotated before they
-//! are scored and stored, in HF's `rotate_half` convention.
+//! Rotary position embeddings (RoPE, Su et al. 2021), the one rotary of the workspace, in HF's
+//! `rotate_half` convention: the plain form the auxiliary LLaMA forward and the functional reference
+//! use ([`rotary_tables`], [`apply_rotary`]), and the TinT token-wise module of the constructed
+//! network (paper appendix J.2, [`RotaryEmbedding`]): the queries and keys computed by the
+//! attention forward module are rotated before they are scored and stored.
 //!
 //! For an auxiliary head vector `x = [x₁, x₂]` (halves of `h_a / 2`) at token position `t`,
 //! `RoPE(x) = x ⊙ cos(t θ) + [−x₂, x₁] ⊙ sin(t θ)`, `θ_i = base^(−2i / h_a)` repeated for both halves.
 //! Every `h_a`-wide block of a `D`-wide q or k is one head. The constructed weights are the `cos` /
 //! `sin` tables (one row per one-hot token position, like the position terms of docs/construction.md §3.1)
 //! and `rotate_half` as a split-wise op over blocks of `h_a` (a signed permutation).
+//!
+//! llama.cpp pairs adjacent elements instead; its GGUF converter permutes the rows of `W_q`/`W_k`
+//! so that the two conventions agree, and tint-aux's GGUF loader undoes that permutation.
 
 use burn::{
     module::{Module, Param},
-    tensor::{backend::Backend, DType, Int, Tensor},
+    tensor::{backend::Backend, DType, Int, Tensor, TensorData},
 };
 
 use crate::{
@@ -35,6 +40,70 @@ pub fn rotary_angles(n_positions: usize, head_dim: usize, theta: f64) -> (Vec<f6
         }
     }
     (cos, sin)
+}
+
+/// `cos` and `sin` tables of shape `[seq_length, head_dim]` for positions `0..seq_length`, in the
+/// device's default float type (see [`rotary_tables_dtype`] for another). Angles are computed in
+/// f64 and rounded once.
+pub fn rotary_tables<B: Backend>(
+    seq_length: usize,
+    head_dim: usize,
+    theta: f64,
+    device: &B::Device,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let (cos, sin) = rotary_angles(seq_length, head_dim, theta);
+    let shape = [seq_length, head_dim];
+    (
+        Tensor::from_data(TensorData::new(cos, shape), device),
+        Tensor::from_data(TensorData::new(sin, shape), device),
+    )
+}
+
+/// [`rotary_tables`] in float type `dtype` (the model's, e.g. `DType::F64` for a float64 model).
+pub fn rotary_tables_dtype<B: Backend>(
+    seq_length: usize,
+    head_dim: usize,
+    theta: f64,
+    device: &B::Device,
+    dtype: DType,
+) -> (Tensor<B, 2>, Tensor<B, 2>) {
+    let (cos, sin) = rotary_angles(seq_length, head_dim, theta);
+    let shape = [seq_length, head_dim];
+    (
+        tensor_from_f64(cos, shape, dtype, device),
+        tensor_from_f64(sin, shape, dtype, device),
+    )
+}
+
+/// `[−x₂, x₁]` over the last dimension.
+fn rotate_half<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
+    let [b, h, s, d] = x.dims();
+    let x1 = x.clone().slice([0..b, 0..h, 0..s, 0..d / 2]);
+    let x2 = x.slice([0..b, 0..h, 0..s, d / 2..d]);
+    Tensor::cat(vec![x2.neg(), x1], 3)
+}
+
+/// Applies RoPE to queries or keys split into heads (the plain form of [`RotaryEmbedding`]).
+///
+/// # Shapes
+/// - x: `[batch_size, n_heads, seq_length, head_dim]`
+/// - cos, sin: `[seq_length, head_dim]`
+/// - output: `[batch_size, n_heads, seq_length, head_dim]`
+pub fn apply_rotary<B: Backend>(
+    x: Tensor<B, 4>,
+    cos: Tensor<B, 2>,
+    sin: Tensor<B, 2>,
+) -> Tensor<B, 4> {
+    // Each (batch, head) slice is one `T · head_dim` row and the tables one row shared by all:
+    // the same products and sums as broadcasting `[1, 1, T, head_dim]` tables, but in the
+    // shared-row layout the flex backend runs vectorised (it walks a table broadcast over the
+    // heads element by element).
+    let dims = x.dims();
+    let [batch_size, n_heads, seq_length, head_dim] = dims;
+    let rows = [batch_size * n_heads, seq_length * head_dim];
+    let table = |t: Tensor<B, 2>| t.reshape([1, seq_length * head_dim]);
+    let rotated = rotate_half(x.clone()).reshape(rows);
+    (x.reshape(rows) * table(cos) + rotated * table(sin)).reshape(dims)
 }
 
 /// RoPE on `D`-wide token vectors made of `D / h_a` heads.
@@ -181,5 +250,45 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_plain_form_rotates_each_pair_by_its_angle_and_preserves_norms() {
+        let device = Default::default();
+        let (s, d, theta) = (5, 8, 100.0);
+        let x = random([1, 2, s, d], 1.0).cast(DType::F32);
+        let (cos, sin) = rotary_tables::<TestBackend>(s, d, theta, &device);
+        let y = apply_rotary(x.clone(), cos, sin);
+        let xs = x.to_data().to_vec::<f32>().unwrap();
+        let mut expected = vec![0f32; xs.len()];
+        for head in 0..2 {
+            for p in 0..s {
+                let base = (head * s + p) * d;
+                for i in 0..d / 2 {
+                    // The pair (x_i, x_{i+d/2}) is rotated by p·θ^(−2i/d).
+                    let angle = p as f64 * theta.powf(-(2.0 * i as f64) / d as f64);
+                    let (a, b) = (xs[base + i] as f64, xs[base + i + d / 2] as f64);
+                    expected[base + i] = (a * angle.cos() - b * angle.sin()) as f32;
+                    expected[base + i + d / 2] = (b * angle.cos() + a * angle.sin()) as f32;
+                }
+            }
+        }
+        // One f32 multiply-add per element on values of order 1.
+        const ROPE_TOL: f32 = 1e-5;
+        y.to_data().assert_approx_eq::<f32>(
+            &TensorData::new(expected, [1, 2, s, d]),
+            burn::tensor::Tolerance::absolute(ROPE_TOL),
+        );
+    }
+
+    #[test]
+    fn tables_follow_the_requested_dtype() {
+        let device = Default::default();
+        let (cos, sin) = rotary_tables_dtype::<TestBackend>(3, 4, 10.0, &device, DType::F64);
+        assert_eq!((cos.dtype(), sin.dtype()), (DType::F64, DType::F64));
+        // Position 2, pair 1 of 2: angle 2·10^(−1/2); f64 keeps it to ~1e-16.
+        let angle = 2.0 * 10f64.powf(-0.5);
+        let value = cos.slice([2..3, 1..2]).into_data().to_vec::<f64>().unwrap()[0];
+        assert!((value - angle.cos()).abs() < 1e-12, "{value}");
     }
 }

@@ -73,19 +73,19 @@ pub(crate) fn load_gpt2_from<B: Backend>(
         };
         blocks.push(DecoderBlock {
             ln1: checkpoint.layer_norm(&format!("{p}.ln_1"), d_model, eps, true, device)?,
-            attn: CausalSelfAttention {
-                query: part(0),
-                key: part(1),
-                value: part(2),
-                output: checkpoint.linear_in_out(
+            attn: CausalSelfAttention::multi_head(
+                part(0),
+                part(1),
+                part(2),
+                checkpoint.linear_in_out(
                     &format!("{p}.attn.c_proj"),
                     d_model,
                     d_model,
                     true,
                     device,
                 )?,
-                n_heads: config.n_head,
-            },
+                config.n_head,
+            ),
             ln2: checkpoint.layer_norm(&format!("{p}.ln_2"), d_model, eps, true, device)?,
             fc: checkpoint.linear_in_out(&format!("{p}.mlp.c_fc"), d_model, d_ff, true, device)?,
             proj: checkpoint.linear_in_out(

@@ -3,9 +3,9 @@
 use burn::module::Module;
 use burn::tensor::{backend::Backend, Tensor};
 
-use super::attention::{AttentionTrace, GroupedQueryAttention, KeyValues};
 use super::mlp::{SwiGluMlp, SwiGluTrace};
 use super::rms_norm::RmsNorm;
+use crate::attention::{AttentionTrace, CausalSelfAttention, KeyValues};
 
 /// A pre-norm decoder block (HF `LlamaDecoderLayer`).
 #[derive(Module, Debug)]
@@ -13,7 +13,7 @@ pub struct LlamaBlock<B: Backend> {
     /// Norm before attention (HF `input_layernorm`, GGUF `attn_norm`).
     pub attn_norm: RmsNorm<B>,
     /// Self-attention.
-    pub attention: GroupedQueryAttention<B>,
+    pub attention: CausalSelfAttention<B>,
     /// Norm before the MLP (HF `post_attention_layernorm`, GGUF `ffn_norm`).
     pub mlp_norm: RmsNorm<B>,
     /// SwiGLU MLP.
@@ -55,7 +55,7 @@ impl<B: Backend> LlamaBlock<B> {
         let attn_norm_output = self.attn_norm.forward(h.clone());
         let attention = self
             .attention
-            .forward_trace(attn_norm_output.clone(), cos, sin);
+            .forward_traced(attn_norm_output.clone(), Some((cos, sin)));
         let h_mid = h.clone() + attention.output.clone();
         let mlp_norm_output = self.mlp_norm.forward(h_mid.clone());
         let mlp = self.mlp.forward_trace(mlp_norm_output.clone());
@@ -78,12 +78,15 @@ impl<B: Backend> LlamaBlock<B> {
     /// - cos, sin: `[seq_length, head_dim]`
     /// - output: `[batch_size, seq_length, d_model]`
     pub fn forward(&self, h: Tensor<B, 3>, cos: Tensor<B, 2>, sin: Tensor<B, 2>) -> Tensor<B, 3> {
-        let h = h.clone() + self.attention.forward(self.attn_norm.forward(h), cos, sin);
+        let h = h.clone()
+            + self
+                .attention
+                .forward(self.attn_norm.forward(h), Some((cos, sin)));
         h.clone() + self.mlp.forward(self.mlp_norm.forward(h))
     }
 
     /// The block on new positions after `past` ones (see
-    /// [`GroupedQueryAttention::forward_after`]), with the keys and values of every position.
+    /// [`CausalSelfAttention::forward_after`]), with the keys and values of every position.
     ///
     /// # Shapes
     /// - h: `[batch_size, n_new, d_model]`
@@ -98,7 +101,7 @@ impl<B: Backend> LlamaBlock<B> {
     ) -> (Tensor<B, 3>, KeyValues<B>) {
         let (attended, key_values) =
             self.attention
-                .forward_after(self.attn_norm.forward(h.clone()), cos, sin, past);
+                .forward_after(self.attn_norm.forward(h.clone()), Some((cos, sin)), past);
         let h = h + attended;
         (
             h.clone() + self.mlp.forward(self.mlp_norm.forward(h)),

@@ -27,12 +27,12 @@ use burn::module::Param;
 use burn::nn::{Embedding, Linear};
 use burn::tensor::{backend::Backend, Distribution, Tensor, TensorData};
 
-use super::attention::GroupedQueryAttention;
 use super::block::LlamaBlock;
 use super::config::{HfLlamaConfig, LlamaConfig};
 use super::mlp::SwiGluMlp;
 use super::model::LlamaModel;
 use super::rms_norm::RmsNorm;
+use crate::attention::CausalSelfAttention;
 use crate::checkpoint::{
     check_parameter_budget, linear, read_checkpoint_bytes, row_major_transpose, unused_error,
     Checkpoint,
@@ -282,7 +282,7 @@ fn assemble_unchecked<B: Backend, W: WeightSource>(
         };
         blocks.push(LlamaBlock {
             attn_norm: norm(&format!("{p}.input_layernorm.weight"))?,
-            attention: GroupedQueryAttention {
+            attention: CausalSelfAttention {
                 query: lin("self_attn.q_proj", d, config.n_heads * hd)?,
                 key: lin("self_attn.k_proj", d, config.n_kv_heads * hd)?,
                 value: lin("self_attn.v_proj", d, config.n_kv_heads * hd)?,

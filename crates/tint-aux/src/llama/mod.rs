@@ -5,7 +5,6 @@
 //! Load with [`load_llama_hf`] (HF `LlamaForCausalLM` directory) or [`load_llama_gguf`] (a `.gguf` file, which
 //! also gives the tokenizer), or build random weights with [`LlamaConfig::init`].
 
-mod attention;
 mod aux_impl;
 mod block;
 mod blockwise_backward;
@@ -14,9 +13,7 @@ mod loader;
 mod mlp;
 mod model;
 mod rms_norm;
-mod rotary;
 
-pub use attention::{AttentionTrace, GroupedQueryAttention, KeyValues};
 pub use aux_impl::{gguf_tokenizer, load_gguf_model, try_load_llama};
 pub use block::{LlamaBlock, LlamaLayerTrace};
 pub(crate) use blockwise_backward::blockwise_loss_and_gradients;
@@ -29,4 +26,3 @@ pub use loader::{
 pub use mlp::{SwiGluMlp, SwiGluTrace};
 pub use model::{LlamaModel, LlamaTrace};
 pub use rms_norm::RmsNorm;
-pub use rotary::{apply_rotary, rotary_tables, rotary_tables_dtype};

@@ -4,12 +4,12 @@ use burn::module::Module;
 use burn::nn::{Embedding, Linear};
 use burn::tensor::{backend::Backend, Int, Tensor};
 
-use super::attention::KeyValues;
 use super::block::{LlamaBlock, LlamaLayerTrace};
 use super::rms_norm::RmsNorm;
-use super::rotary::rotary_tables_dtype;
+use crate::attention::KeyValues;
 use crate::weight_file::WeightFile;
 use crate::AuxError;
+use tint_ops::rotary::rotary_tables_dtype;
 
 /// A LLaMA-architecture decoder (SmolLM2, TinyLlama, …), all weights `[d_input, d_output]`.
 #[derive(Module, Debug)]

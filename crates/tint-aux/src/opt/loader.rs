@@ -109,13 +109,13 @@ pub(crate) fn load_opt_from<B: Backend>(
                 affine,
                 device,
             )?,
-            attn: CausalSelfAttention {
-                query: attn_linear("q_proj")?,
-                key: attn_linear("k_proj")?,
-                value: attn_linear("v_proj")?,
-                output: attn_linear("out_proj")?,
-                n_heads: config.num_attention_heads,
-            },
+            attn: CausalSelfAttention::multi_head(
+                attn_linear("q_proj")?,
+                attn_linear("k_proj")?,
+                attn_linear("v_proj")?,
+                attn_linear("out_proj")?,
+                config.num_attention_heads,
+            ),
             ln2: checkpoint.layer_norm(
                 &format!("{p}.final_layer_norm"),
                 d_model,

@@ -9,8 +9,8 @@
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Int, Tensor, TensorData};
-use tint_aux::llama::{apply_rotary, rotary_tables_dtype};
 use tint_aux::AuxModel;
+use tint_ops::rotary::{apply_rotary, rotary_tables_dtype};
 
 use super::config::LlamaTintConfig;
 use super::math::{rms_gain_gradient, rms_norm, rms_norm_backward, swiglu, swiglu_backward};

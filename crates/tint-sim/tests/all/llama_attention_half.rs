@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use burn::backend::Flex;
 use burn::tensor::activation::softmax;
 use burn::tensor::{DType, Distribution, Tensor, TensorData};
-use tint_aux::llama::{apply_rotary, rotary_tables_dtype};
+use tint_ops::rotary::{apply_rotary, rotary_tables_dtype};
 use tint_ops::{AttentionVariant, Derivative, SimContext, TintDims, TintOptions};
 use tint_sim::config::DerivativeMode;
 use tint_sim::llama::attention_half::{AttentionWeights, SimulatedAttentionHalf};
