@@ -32,7 +32,9 @@
 # `cargo build -p xtask`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=experiments/table2-paper
+# TABLE_OUT: where the pieces read and write their JSON (default: the committed folder; a timing
+# rerun, scripts/protocol.sh, points it at a scratch folder).
+OUT=${TABLE_OUT:-experiments/table2-paper}
 mkdir -p "$OUT"
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 if [[ -z "${XTASK:-}" ]]; then
