@@ -51,6 +51,7 @@ run)
     for piece in "$@"; do
         known "$piece" || { echo "run: unknown piece '$piece' (see: $0 list)" >&2; exit 2; }
     done
+    [[ -x /usr/bin/time ]] || { echo "run: /usr/bin/time (GNU time, Debian package 'time') is needed to measure each piece" >&2; exit 2; }
     if [[ -z "${XTASK:-}" ]]; then
         XTASK=$(mktemp /tmp/xtask-protocol.XXXXXX)
         cp target/debug/xtask "$XTASK"
