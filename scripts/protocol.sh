@@ -112,7 +112,7 @@ timed = {}
 for piece in pieces:
     runs = [r for r in lines if r['piece'] == piece]
     # The latest finished run, with the unfinished runs just before it (a resumed piece).
-    total, parts = 0.0, []
+    parts = []
     for r in runs:
         parts.append(r)
         if r['exit_status'] == 0:

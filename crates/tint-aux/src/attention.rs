@@ -45,7 +45,7 @@ pub struct CausalSelfAttention<B: Backend> {
 }
 
 /// The rotary tables' rows of the positions an attention call sees, `[n_new, head_dim]` each
-/// ([`tint_ops::rotary::rotary_tables`]); `None` for families with learned positions.
+/// ([`tint_ops::rotary::rotary_tables_dtype`]); `None` for families with learned positions.
 pub type Rotary<B> = Option<(Tensor<B, 2>, Tensor<B, 2>)>;
 
 /// Everything one attention call computes.
@@ -110,7 +110,8 @@ fn causal_mask<B: Backend>(n_past: usize, n_new: usize, device: &B::Device) -> T
 
 impl<B: Backend> CausalSelfAttention<B> {
     /// Multi-head attention (`n_kv_heads = n_heads`, `head_dim = d_model / n_heads`) from its four
-    /// projections, as GPT-2 and OPT have it.
+    /// projections, as GPT-2 and OPT have it; `n_heads` is positive and divides `d_model` (the
+    /// config checks both before any loader builds one).
     pub fn multi_head(
         query: Linear<B>,
         key: Linear<B>,
@@ -126,7 +127,7 @@ impl<B: Backend> CausalSelfAttention<B> {
             output,
             n_heads,
             n_kv_heads: n_heads,
-            head_dim: d_model / n_heads.max(1),
+            head_dim: d_model / n_heads,
         }
     }
 

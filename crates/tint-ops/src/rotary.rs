@@ -1,6 +1,6 @@
 //! Rotary position embeddings (RoPE, Su et al. 2021), the one rotary of the workspace, in HF's
 //! `rotate_half` convention: the plain form the auxiliary LLaMA forward and the functional reference
-//! use ([`rotary_tables`], [`apply_rotary`]), and the TinT token-wise module of the constructed
+//! use ([`rotary_tables_dtype`], [`apply_rotary`]), and the TinT token-wise module of the constructed
 //! network (paper appendix J.2, [`RotaryEmbedding`]): the queries and keys computed by the
 //! attention forward module are rotated before they are scored and stored.
 //!
@@ -15,7 +15,7 @@
 
 use burn::{
     module::{Module, Param},
-    tensor::{backend::Backend, DType, Int, Tensor, TensorData},
+    tensor::{backend::Backend, DType, Int, Tensor},
 };
 
 use crate::{
@@ -42,24 +42,9 @@ pub fn rotary_angles(n_positions: usize, head_dim: usize, theta: f64) -> (Vec<f6
     (cos, sin)
 }
 
-/// `cos` and `sin` tables of shape `[seq_length, head_dim]` for positions `0..seq_length`, in the
-/// device's default float type (see [`rotary_tables_dtype`] for another). Angles are computed in
+/// `cos` and `sin` tables of shape `[seq_length, head_dim]` for positions `0..seq_length`, in
+/// float type `dtype` (the model's, e.g. `DType::F64` for a float64 model). Angles are computed in
 /// f64 and rounded once.
-pub fn rotary_tables<B: Backend>(
-    seq_length: usize,
-    head_dim: usize,
-    theta: f64,
-    device: &B::Device,
-) -> (Tensor<B, 2>, Tensor<B, 2>) {
-    let (cos, sin) = rotary_angles(seq_length, head_dim, theta);
-    let shape = [seq_length, head_dim];
-    (
-        Tensor::from_data(TensorData::new(cos, shape), device),
-        Tensor::from_data(TensorData::new(sin, shape), device),
-    )
-}
-
-/// [`rotary_tables`] in float type `dtype` (the model's, e.g. `DType::F64` for a float64 model).
 pub fn rotary_tables_dtype<B: Backend>(
     seq_length: usize,
     head_dim: usize,
@@ -157,11 +142,10 @@ impl<B: Backend> RotaryEmbedding<B> {
                 rotate.set(block, j + half, j, 1.0);
             }
         }
-        let (cos, sin) = rotary_angles(max_seq_length, head_dim, theta);
-        let shape = [max_seq_length, head_dim];
+        let (cos, sin) = rotary_tables_dtype(max_seq_length, head_dim, theta, device, dtype);
         Ok(Self {
-            cos: Param::from_tensor(tensor_from_f64(cos, shape, dtype, device)),
-            sin: Param::from_tensor(tensor_from_f64(sin, shape, dtype, device)),
+            cos: Param::from_tensor(cos),
+            sin: Param::from_tensor(sin),
             rotate_half: rotate.build(dtype, device),
             n_heads,
         })
@@ -257,7 +241,7 @@ mod tests {
         let device = Default::default();
         let (s, d, theta) = (5, 8, 100.0);
         let x = random([1, 2, s, d], 1.0).cast(DType::F32);
-        let (cos, sin) = rotary_tables::<TestBackend>(s, d, theta, &device);
+        let (cos, sin) = rotary_tables_dtype::<TestBackend>(s, d, theta, &device, DType::F32);
         let y = apply_rotary(x.clone(), cos, sin);
         let xs = x.to_data().to_vec::<f32>().unwrap();
         let mut expected = vec![0f32; xs.len()];
