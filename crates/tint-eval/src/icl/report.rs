@@ -299,6 +299,25 @@ impl IclReport {
         }
     }
 
+    /// Puts the cells with `keys` in that order, where the first of them stands (every other
+    /// cell keeps its place; a key without a cell is passed over): a run that computes cells
+    /// in another order than its report lists them.
+    pub fn order_cells(&mut self, keys: &[CellKey]) {
+        let rank = |c: &CellResult| keys.iter().position(|k| *k == c.key);
+        let Some(first) = self.cells.iter().position(|c| rank(c).is_some()) else {
+            return;
+        };
+        let (mut listed, others): (Vec<CellResult>, Vec<CellResult>) =
+            std::mem::take(&mut self.cells)
+                .into_iter()
+                .partition(|c| rank(c).is_some());
+        listed.sort_by_key(|c| rank(c));
+        let mut others = others.into_iter();
+        self.cells.extend(others.by_ref().take(first));
+        self.cells.extend(listed);
+        self.cells.extend(others);
+    }
+
     /// Reads a report written by [`IclReport::write_json`].
     ///
     /// # Errors
@@ -533,6 +552,32 @@ mod tests {
             calibrated_std: std,
             inputs_sha256: String::new(),
         }
+    }
+
+    #[test]
+    fn cells_computed_in_another_order_are_listed_in_the_given_one() {
+        let names = |r: &IclReport| {
+            r.cells
+                .iter()
+                .map(|c| c.key.method.clone())
+                .collect::<Vec<_>>()
+        };
+        let mut r = report(
+            ["icl", "b", "c", "a", "other"]
+                .iter()
+                .map(|m| cell(m, &[0], 2, |_, _| true))
+                .collect(),
+        );
+        let key = |m: &str| cell(m, &[0], 2, |_, _| true).key;
+        // "a", "b", "c" in that order where "b" (the first of them) stood; a missing key is
+        // passed over; the others keep their places.
+        r.order_cells(&[key("a"), key("missing"), key("b"), key("c")]);
+        assert_eq!(names(&r), ["icl", "a", "b", "c", "other"]);
+        // Listed cells apart from each other come together where the first stood.
+        r.order_cells(&[key("other"), key("icl")]);
+        assert_eq!(names(&r), ["other", "icl", "a", "b", "c"]);
+        r.order_cells(&[]);
+        assert_eq!(names(&r), ["other", "icl", "a", "b", "c"]);
     }
 
     fn report(cells: Vec<CellResult>) -> IclReport {

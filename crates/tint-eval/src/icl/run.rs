@@ -17,9 +17,9 @@ use super::loaders::{load_offline_task, load_task_dir};
 use super::merge::fingerprint_differences;
 use super::run_settings::IclRunSettings;
 use super::{
-    accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, DemoFormat, DynEvalIcl,
-    IclMethod, IclReport, IclSettings, PerSeedStep, PlainIcl, PromptEncoder, StepReuse, TaskData,
-    TaskKind, Template, TintIcl, TrainLoss,
+    accuracy_bars_svg, calibration_prior, cell_key, run_icl_cell, tune_icl, CellKey, DemoFormat,
+    DynEvalIcl, IclMethod, IclReport, IclSettings, PerSeedStep, PlainIcl, PromptEncoder, StepReuse,
+    TaskData, TaskKind, Template, TintIcl, TrainLoss,
 };
 use crate::documents::sha256_files;
 use crate::lm_run::{non_finite_hint, RECORD_HINT, TUNING_HINT};
@@ -330,9 +330,10 @@ struct Models<'a, AB: AutodiffBackend> {
     model: &'a AuxModel<AB>,
     inference: &'a AuxModel<AB::InnerBackend>,
     device: &'a AB::Device,
-    /// Dynamic evaluation's last one-step gradient, shared across a grid's learning rates.
+    /// Dynamic evaluation's last one-step gradients, shared across a grid's learning rates and
+    /// with the cells that train on the same demonstrations.
     dyn_eval_steps: StepReuse<SgdGradient<AB>>,
-    /// TinT's last descent direction, shared across a grid's step sizes.
+    /// TinT's last descent directions, shared likewise.
     tint_steps: StepReuse<dyn StepDirection<AB::InnerBackend>>,
     /// Bytes a training step may need by its estimate ([`RunEnv::memory_limit`]).
     memory_limit: u64,
@@ -344,13 +345,14 @@ impl<'a, AB: AutodiffBackend> Models<'a, AB> {
         inference: &'a AuxModel<AB::InnerBackend>,
         device: &'a AB::Device,
         memory_limit: u64,
+        kept_steps: usize,
     ) -> Self {
         Self {
             model,
             inference,
             device,
-            dyn_eval_steps: StepReuse::default(),
-            tint_steps: StepReuse::default(),
+            dyn_eval_steps: StepReuse::with_capacity(kept_steps),
+            tint_steps: StepReuse::with_capacity(kept_steps),
             memory_limit,
         }
     }
@@ -543,7 +545,6 @@ pub fn run_icl<AB: AutodiffBackend>(
     let tokenizer = args.model.tokenizer(env.assets)?;
     let model: AuxModel<AB> = args.model.load(env.assets, &env.device)?;
     let inference = model.valid();
-    let models = Models::new(&model, &inference, &env.device, env.memory_limit);
 
     // Load every task first: the fingerprint covers their examples.
     let loaded = load_tasks(&tasks, args, env)?;
@@ -557,6 +558,16 @@ pub fn run_icl<AB: AutodiffBackend>(
     } else {
         vec![vec![args.seeds.first().copied().unwrap_or(0)]]
     };
+    // A step tuned for a seed's demonstrations at the largest k is kept until that seed's cell
+    // trains on the same demonstrations (`TaskData::carve_dev` leaves one pool to both): one
+    // gradient per tuned seed set.
+    let models = Models::new(
+        &model,
+        &inference,
+        &env.device,
+        env.memory_limit,
+        tune_seed_sets.len(),
+    );
     // The formats and losses each method trains in at the largest k (a probe built at its first
     // step answers): each gets its own step (a summed loss over a full context wants a smaller
     // step than over the label words alone); a cell without training uses the first's.
@@ -633,8 +644,21 @@ pub fn run_icl<AB: AutodiffBackend>(
                     .tuning
                     .push(TuneRecord::given(&label, spec.parameter(), *v, flag));
             }
-            let steps = run.variant_steps(spec, &label, trained_variants, &mut state)?;
-            run.run_cells(spec, trained_variants, &steps, &mut state)?;
+            // Each variant's tuning, then its trained cells, so the cells find the tuning's
+            // gradients still kept; the zero-shot cell (which trains on each query) last. The
+            // report lists the cells in the order of `--shots` and the variants.
+            let mut steps = Vec::with_capacity(trained_variants.len());
+            let mut cells = Vec::new();
+            for variant in trained_variants {
+                let one = std::slice::from_ref(variant);
+                steps.extend(run.variant_steps(spec, &label, trained_variants, one, &mut state)?);
+                cells.extend(run.run_cells(spec, one, &steps, Shots::Trained, &mut state)?);
+            }
+            cells.extend(run.run_cells(spec, trained_variants, &steps, Shots::Zero, &mut state)?);
+            cells.sort_by_key(|(order, _)| *order);
+            let keys: Vec<CellKey> = cells.into_iter().map(|(_, key)| key).collect();
+            state.report.order_cells(&keys);
+            write_outputs(&state.report, &args.out)?;
         }
     }
     let mut report = state.report;
@@ -648,6 +672,17 @@ pub fn run_icl<AB: AutodiffBackend>(
     write_outputs(&report, &args.out)?;
     Ok(report)
 }
+
+/// Which cells of a method [`TaskRun::run_cells`] runs: those with demonstrations (k > 0) or the
+/// zero-shot one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shots {
+    Trained,
+    Zero,
+}
+
+/// A cell's place in the report: the position of its k in `--shots`, then of its variant.
+type CellOrder = (usize, usize);
 
 /// A loaded task: its kind, its evaluation set and the dev set carved from its pool.
 type LoadedTask = (TaskKind, TaskData, TaskData);
@@ -771,20 +806,22 @@ struct TaskRun<'r, AB: AutodiffBackend> {
 }
 
 impl<AB: AutodiffBackend> TaskRun<'_, AB> {
-    /// The step of each variant (format, loss) a method trains in: its given or probe value, or
-    /// tuned on the dev set at the largest k (reused from a resumed report's records when they
-    /// check), once for every seed or (`--tune-per-seed`) once for each.
+    /// The step of each variant (format, loss) of `tuned` (some of the method's
+    /// `trained_variants`): its given or probe value, or tuned on the dev set at the largest k
+    /// (reused from a resumed report's records when they check), once for every seed or
+    /// (`--tune-per-seed`) once for each.
     fn variant_steps(
         &self,
         spec: &MethodSpec,
         label: &str,
         trained_variants: &[(DemoFormat, TrainLoss)],
+        tuned: &[(DemoFormat, TrainLoss)],
         state: &mut RunState<'_>,
     ) -> Result<Vec<VariantSteps>, EvalError> {
         let probe_value = probe_value(spec);
         // Per variant: one value for every seed, or (`--tune-per-seed`) one for each seed.
         let mut steps: Vec<VariantSteps> = Vec::new();
-        for &(format, loss) in trained_variants {
+        for &(format, loss) in tuned {
             let Some(Step::Tune(grid)) = &spec.step else {
                 steps.push(((format, loss), vec![probe_value]));
                 continue;
@@ -871,25 +908,35 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
         Ok(steps)
     }
 
-    /// Every cell of a method on this task (each k, and each variant it trains in at k > 0): a
-    /// stored cell of a resumed report whose settings and inputs match is reused, the others run
-    /// and are written as they finish.
+    /// The cells of a method on this task among `shots` (each k, and each of `variants` at
+    /// k > 0): a stored cell of a resumed report whose settings and inputs match is reused, the
+    /// others run and are written as they finish. Returns each cell's key with its place in the
+    /// report (the position of its k in `--shots`, then of its variant in `variants`' order).
     fn run_cells(
         &self,
         spec: &MethodSpec,
-        trained_variants: &[(DemoFormat, TrainLoss)],
+        variants: &[(DemoFormat, TrainLoss)],
         steps: &[VariantSteps],
+        shots: Shots,
         state: &mut RunState<'_>,
-    ) -> Result<(), EvalError> {
+    ) -> Result<Vec<(CellOrder, CellKey)>, EvalError> {
         let (task, eval) = (self.task, self.eval);
-        for &k in &self.args.shots {
+        let mut keys = Vec::new();
+        for (k_index, &k) in self.args.shots.iter().enumerate() {
+            if (k == 0) != (shots == Shots::Zero) {
+                continue;
+            }
             // Zero-shot cells do not train on demonstrations (format and loss do not apply).
             let cell_variants: Vec<(DemoFormat, TrainLoss)> = if k > 0 {
-                trained_variants.to_vec()
+                variants.to_vec()
             } else {
                 vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
             };
             for (format, loss) in cell_variants {
+                let variant_index = steps
+                    .iter()
+                    .position(|(v, _)| *v == (format, loss))
+                    .unwrap_or(0);
                 let values = steps
                     .iter()
                     .find(|(v, _)| *v == (format, loss))
@@ -916,6 +963,7 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                     allow_non_finite: self.args.allow_non_finite,
                 };
                 let key = cell_key(task, method.as_ref(), &settings);
+                keys.push(((k_index, variant_index), key.clone()));
                 let cell_units = if k == 0 { 1 } else { self.args.seeds.len() } * eval.test.len();
                 if let Some(stored) = state.report.cell(&key) {
                     let same = (k == 0 || stored.settings.seeds == settings.seeds)
@@ -975,7 +1023,7 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                 write_outputs(&state.report, &self.args.out)?;
             }
         }
-        Ok(())
+        Ok(keys)
     }
 }
 
@@ -1123,7 +1171,7 @@ mod tests {
     fn recorded_settings_name_the_execution_that_runs() {
         let (model, device) = micro_model();
         let inference = model.valid();
-        let models = Models::new(&model, &inference, &device, u64::MAX);
+        let models = Models::new(&model, &inference, &device, u64::MAX, 1);
         let args = IclRunSettings::default();
         for (method, execution) in [
             (Engine::CONSTRUCTED, "execution: Constructed"),
@@ -1145,7 +1193,7 @@ mod tests {
     fn per_seed_rows_name_the_step_per_seed_and_record_every_seed_s_settings() {
         let (model, device) = micro_model();
         let inference = model.valid();
-        let models = Models::new(&model, &inference, &device, u64::MAX);
+        let models = Models::new(&model, &inference, &device, u64::MAX, 1);
         let args = IclRunSettings {
             seeds: vec![4, 7],
             tune_per_seed: true,

@@ -1,12 +1,15 @@
-//! One backward pass per training set across a grid of step sizes: tuning a step size scores the
-//! same demonstrations at every value of its grid, and the update of one step is `W − η G` with
-//! `G` independent of `η` ([`tint_aux::SgdGradient`] for dynamic evaluation,
-//! [`tint_sim::StepDirection`] for TinT's functional reference). A [`StepReuse`] keeps the last
-//! training set's `G`, keyed by what it was computed from; methods built for different step sizes
-//! share it, and each applies its own step size with the step's own operations (the updated
-//! weights equal, to the bit, those of a step computed afresh: the tests in tint-aux and tint-sim).
+//! One backward pass per training set across a grid of step sizes and the cells that follow:
+//! tuning a step size scores the same demonstrations at every value of its grid, and the update
+//! of one step is `W − η G` with `G` independent of `η` ([`tint_aux::SgdGradient`] for dynamic
+//! evaluation, [`tint_sim::StepDirection`] for TinT's functional reference). A [`StepReuse`] keeps
+//! the last few training sets' `G` (its capacity; one per tuned seed in `eval icl`, whose tuning
+//! at the largest k draws the same demonstrations from the same pool as the evaluation cell of
+//! that seed), keyed by what each was computed from; methods built for different step sizes share
+//! them, and each applies its own step size with the step's own operations (the updated weights
+//! equal, to the bit, those of a step computed afresh: the tests in tint-aux and tint-sim).
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 
 /// What a kept gradient was computed from: everything that enters it but the step size.
@@ -21,52 +24,66 @@ pub struct StepKey {
     pub targets: Vec<Vec<bool>>,
 }
 
-/// The kept gradient and what it was computed from.
-type Kept<T> = Option<(StepKey, Rc<T>)>;
+/// The kept gradients, oldest first, and what each was computed from.
+type Kept<T> = VecDeque<(StepKey, Rc<T>)>;
 
-/// The last gradient computed, shared by the methods built for the values of one grid (a cheap
-/// handle: clones share the slot).
+/// The last gradients computed (at most `capacity`), shared by the methods built for the values
+/// of one grid and by the cells that train on the same sets (a cheap handle: clones share the
+/// slots).
 pub struct StepReuse<T: ?Sized> {
-    slot: Rc<RefCell<Kept<T>>>,
+    slots: Rc<RefCell<Kept<T>>>,
+    capacity: usize,
     reused: Rc<RefCell<usize>>,
 }
 
 impl<T: ?Sized> Clone for StepReuse<T> {
     fn clone(&self) -> Self {
         Self {
-            slot: Rc::clone(&self.slot),
+            slots: Rc::clone(&self.slots),
+            capacity: self.capacity,
             reused: Rc::clone(&self.reused),
         }
     }
 }
 
 impl<T: ?Sized> Default for StepReuse<T> {
+    /// Keeps one gradient: the last.
     fn default() -> Self {
-        Self {
-            slot: Rc::new(RefCell::new(None)),
-            reused: Rc::new(RefCell::new(0)),
-        }
+        Self::with_capacity(1)
     }
 }
 
 impl<T: ?Sized> StepReuse<T> {
-    /// The gradient of `key`: the kept one when it was computed from the same key, else
-    /// `compute()`'s, which replaces it (the old one is dropped first: memory); an error when
-    /// `compute` fails, which keeps nothing.
+    /// Keeps the last `capacity` gradients (at least one): each takes the memory of the
+    /// parameters it updates (e.g. 0.54 GB for every parameter of SmolLM2-135M in float32).
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            slots: Rc::new(RefCell::new(VecDeque::new())),
+            capacity: capacity.max(1),
+            reused: Rc::new(RefCell::new(0)),
+        }
+    }
+
+    /// The gradient of `key`: a kept one computed from the same key, else `compute()`'s, which
+    /// is kept in place of the oldest when all slots are full (that one is dropped before
+    /// `compute` runs: memory); an error when `compute` fails, which keeps nothing new.
     pub fn get_or_compute<E>(
         &self,
         key: StepKey,
         compute: impl FnOnce() -> Result<Rc<T>, E>,
     ) -> Result<Rc<T>, E> {
-        if let Some((kept, value)) = self.slot.borrow().as_ref() {
-            if *kept == key {
-                *self.reused.borrow_mut() += 1;
-                return Ok(Rc::clone(value));
+        if let Some((_, value)) = self.slots.borrow().iter().find(|(kept, _)| *kept == key) {
+            *self.reused.borrow_mut() += 1;
+            return Ok(Rc::clone(value));
+        }
+        {
+            let mut slots = self.slots.borrow_mut();
+            while slots.len() >= self.capacity {
+                slots.pop_front();
             }
         }
-        self.slot.borrow_mut().take();
         let value = compute()?;
-        *self.slot.borrow_mut() = Some((key, Rc::clone(&value)));
+        self.slots.borrow_mut().push_back((key, Rc::clone(&value)));
         Ok(value)
     }
 
@@ -115,5 +132,42 @@ mod tests {
         ));
         assert_eq!(get(key("b", 3), 4.0), 4.0);
         assert_eq!(computed.get(), 4);
+    }
+
+    #[test]
+    fn a_capacity_keeps_the_last_gradients_and_drops_the_oldest() {
+        let reuse = StepReuse::<f64>::with_capacity(2);
+        let computed = std::cell::Cell::new(0);
+        let get = |k: StepKey, v: f64| {
+            *reuse
+                .get_or_compute::<()>(k, || {
+                    computed.set(computed.get() + 1);
+                    Ok(Rc::new(v))
+                })
+                .unwrap()
+        };
+        // Two training sets (the tuning of two seeds), then the cells of both: no new gradient.
+        assert_eq!(get(key("a", 1), 1.0), 1.0);
+        assert_eq!(get(key("a", 2), 2.0), 2.0);
+        assert_eq!(get(key("a", 1), 9.0), 1.0);
+        assert_eq!(get(key("a", 2), 9.0), 2.0);
+        assert_eq!(computed.get(), 2);
+        // A third set drops the oldest (set 1); set 2 is still kept.
+        assert_eq!(get(key("a", 3), 3.0), 3.0);
+        assert_eq!(get(key("a", 2), 9.0), 2.0);
+        assert_eq!(get(key("a", 1), 4.0), 4.0);
+        assert_eq!(computed.get(), 4);
+        assert_eq!(reuse.reused(), 3);
+        // A capacity of 0 keeps one.
+        let one = StepReuse::<f64>::with_capacity(0);
+        let v = one
+            .get_or_compute::<()>(key("a", 1), || Ok(Rc::new(5.0)))
+            .unwrap();
+        assert_eq!(*v, 5.0);
+        assert_eq!(
+            *one.get_or_compute::<()>(key("a", 1), || Ok(Rc::new(6.0)))
+                .unwrap(),
+            5.0
+        );
     }
 }
