@@ -1,0 +1,133 @@
+//! The block-by-block step on a sparse loss mask against the whole graph's, on a real model:
+//! padded rows of different lengths, one label target per row (as `eval icl`'s Single format,
+//! label-only loss), one SGD step at `LR` with each, then the two updated models' log-softmax on a
+//! probe sequence, and how far the step moved it (docs/performance.md, "Table 1's training
+//! steps").
+//!
+//! ```sh
+//! cargo build -p tint-aux --example sparse_mask_step
+//! target/debug/examples/sparse_mask_step MODEL LR labels|every   # LENGTHS=equal: rows of one length
+//! ```
+#![allow(clippy::print_stdout)] // the example reports on the terminal
+
+use std::path::PathBuf;
+
+use burn::backend::{Autodiff, Flex};
+use burn::module::AutodiffModule;
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Int, Tensor, TensorData};
+use tint_aux::{load_model, sgd_update, AuxModel, DynEvalConfig, GradientMemory, LossMask};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    run::<Flex>()
+}
+
+/// The comparison on backend `B`.
+fn run<B: burn::tensor::backend::Backend>() -> Result<(), Box<dyn std::error::Error>> {
+    let usage = "usage: sparse_mask_step MODEL LR labels|every";
+    let mut args = std::env::args().skip(1);
+    let model_path = PathBuf::from(args.next().ok_or(usage)?);
+    let lr: f64 = args.next().ok_or(usage)?.parse()?;
+    // `every`: every position of every row counted (the path that runs the batch as it is), for
+    // the float32 agreement of the two backwards without pieces.
+    let every = match args.next().as_deref() {
+        Some("labels") => false,
+        Some("every") => true,
+        other => return Err(format!("{usage}; got {other:?}").into()),
+    };
+    let device = Default::default();
+    let model: AuxModel<Autodiff<B>> = load_model(&model_path, &device)?;
+    let vocab = model.vocab_size() as i64;
+    // Four rows of 40 positions: real lengths 40, 23, 31, 12, one target at each row's end.
+    let (rows, width) = (4usize, 40usize);
+    let lengths: [usize; 4] = match std::env::var("LENGTHS").as_deref() {
+        Ok("equal") => [40, 40, 40, 40],
+        _ => [40, 23, 31, 12],
+    };
+    let ids: Vec<i64> = (0..(rows * width) as i64)
+        .map(|i| (i * 7919 + 13) % vocab)
+        .collect();
+    let input =
+        Tensor::<Autodiff<B>, 2, Int>::from_data(TensorData::new(ids, [rows, width]), &device);
+    let targets: Vec<Vec<bool>> = lengths
+        .iter()
+        .map(|&l| {
+            (0..width)
+                .map(|t| if every { t > 0 } else { t == l - 1 })
+                .collect()
+        })
+        .collect();
+    let probe_ids: Vec<i64> = (0..32).map(|i| (i * 104_729 + 7) % vocab).collect();
+    let probe = Tensor::<B, 2, Int>::from_data(TensorData::new(probe_ids, [1, 32]), &device);
+    let log_probs = |m: &AuxModel<B>| -> Result<Vec<f32>, Box<dyn std::error::Error>> {
+        let logits = m.forward(probe.clone())?;
+        Ok(log_softmax(logits, 2)
+            .into_data()
+            .convert::<f32>()
+            .to_vec::<f32>()
+            .map_err(|e| format!("{e:?}"))?)
+    };
+    let before = log_probs(&model.valid())?;
+    if std::env::var("FORWARD_CHECK").is_ok() {
+        // Each row's logits inside the batch against the row cut to its length and run alone.
+        let plain = model.valid();
+        let batch = plain.forward(input.clone().inner())?;
+        let ids_host = input
+            .clone()
+            .inner()
+            .into_data()
+            .convert::<i64>()
+            .to_vec::<i64>()
+            .map_err(|e| format!("{e:?}"))?;
+        for (r, &l) in lengths.iter().enumerate() {
+            let row = Tensor::<B, 2, Int>::from_data(
+                TensorData::new(ids_host[r * width..r * width + l].to_vec(), [1, l]),
+                &device,
+            );
+            let alone = plain
+                .forward(row)?
+                .into_data()
+                .convert::<f32>()
+                .to_vec::<f32>()
+                .map_err(|e| format!("{e:?}"))?;
+            let inside = batch
+                .clone()
+                .slice([r..r + 1, 0..l])
+                .into_data()
+                .convert::<f32>()
+                .to_vec::<f32>()
+                .map_err(|e| format!("{e:?}"))?;
+            let d = alone
+                .iter()
+                .zip(&inside)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            let big = inside.iter().fold(0f32, |m, a| m.max(a.abs()));
+            println!("row {r} ({l} tokens): logits alone vs in the batch differ by up to {d:.3e} (largest logit {big:.1})");
+        }
+    }
+    let mut out = Vec::new();
+    for memory in [GradientMemory::WholeGraph, GradientMemory::Least] {
+        let config = DynEvalConfig {
+            lr,
+            loss_mask: LossMask::Targets(targets.clone()),
+            memory,
+            ..Default::default()
+        };
+        let update = sgd_update(&model, input.clone(), &config)?;
+        println!("{memory:?}: loss {:.7}", update.losses[0]);
+        out.push(log_probs(&update.model.valid())?);
+    }
+    let moved = out[0]
+        .iter()
+        .zip(&before)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let differ = out[0]
+        .iter()
+        .zip(&out[1])
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    println!(
+        "lr {lr:e}: the step moved the probe's log-probabilities by up to {moved:.4}; whole graph \
+         vs block by block in pieces differ by up to {differ:.3e}"
+    );
+    Ok(())
+}
