@@ -14,9 +14,27 @@ use std::path::PathBuf;
 
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
+use burn::module::Param;
 use burn::tensor::activation::log_softmax;
+use burn::tensor::DType;
 use burn::tensor::{Int, Tensor, TensorData};
-use tint_aux::{load_model, sgd_update, AuxModel, DynEvalConfig, GradientMemory, LossMask};
+use tint_aux::{
+    load_model, sgd_update, AuxModel, DynEvalConfig, GradientMemory, LossMask, ParamInfo,
+    ParamMapper,
+};
+
+/// Casts every parameter to float64 (the ground truth both float32 backwards are held to).
+struct CastF64;
+
+impl<B: burn::tensor::backend::Backend> ParamMapper<B> for CastF64 {
+    fn map<const D: usize>(
+        &mut self,
+        _: &ParamInfo,
+        param: Param<Tensor<B, D>>,
+    ) -> Param<Tensor<B, D>> {
+        param.map(|t| t.detach().cast(DType::F64).detach().require_grad())
+    }
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     run::<Flex>()
@@ -106,6 +124,30 @@ fn run<B: burn::tensor::backend::Backend>() -> Result<(), Box<dyn std::error::Er
         }
     }
     let mut out = Vec::new();
+    let model64 = model.clone().map_named_params(&mut CastF64);
+    let config64 = DynEvalConfig {
+        lr,
+        loss_mask: LossMask::Targets(targets.clone()),
+        memory: GradientMemory::WholeGraph,
+        ..Default::default()
+    };
+    let truth = sgd_update(&model64, input.clone(), &config64)?;
+    println!("float64 whole graph: loss {:.7}", truth.losses[0]);
+    let truth = log_probs(&truth.model.valid())?;
+    let least64 = sgd_update(
+        &model64,
+        input.clone(),
+        &DynEvalConfig {
+            memory: GradientMemory::Least,
+            ..config64.clone()
+        },
+    )?;
+    let least64 = log_probs(&least64.model.valid())?;
+    let d64 = least64
+        .iter()
+        .zip(&truth)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    println!("float64 block by block vs float64 whole graph: up to {d64:.3e}");
     for memory in [GradientMemory::WholeGraph, GradientMemory::Least] {
         let config = DynEvalConfig {
             lr,
@@ -125,6 +167,13 @@ fn run<B: burn::tensor::backend::Backend>() -> Result<(), Box<dyn std::error::Er
         .iter()
         .zip(&out[1])
         .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    for (name, o) in ["whole graph", "block by block"].iter().zip(&out) {
+        let d = o
+            .iter()
+            .zip(&truth)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        println!("float32 {name} vs float64: up to {d:.3e}");
+    }
     println!(
         "lr {lr:e}: the step moved the probe's log-probabilities by up to {moved:.4}; whole graph \
          vs block by block in pieces differ by up to {differ:.3e}"
