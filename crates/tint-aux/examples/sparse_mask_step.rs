@@ -6,8 +6,12 @@
 //!
 //! ```sh
 //! cargo build -p tint-aux --example sparse_mask_step
-//! target/debug/examples/sparse_mask_step MODEL LR labels|every   # LENGTHS=equal: rows of one length
+//! target/debug/examples/sparse_mask_step MODEL LR labels|every
 //! ```
+//!
+//! `LENGTHS=equal`: every row 40 tokens long (one piece). `FORWARD_CHECK=1`: also each row's
+//! logits run alone against its logits inside the batch. Every run also steps in float64 (every
+//! parameter cast) as the ground truth of both float32 backwards.
 #![allow(clippy::print_stdout)] // the example reports on the terminal
 
 use std::path::PathBuf;
