@@ -9,7 +9,8 @@
 //! target/debug/examples/sparse_mask_step MODEL LR labels|every
 //! ```
 //!
-//! `LENGTHS=equal`: every row 40 tokens long (one piece). `FORWARD_CHECK=1`: also each row's
+//! `LENGTHS=equal`: every row 40 tokens long (one piece); `pairs`: 40, 40, 12, 12; `one-short`:
+//! 40, 40, 40, 12. `FORWARD_CHECK=1`: also each row's
 //! logits run alone against its logits inside the batch. Every run also steps in float64 (every
 //! parameter cast) as the ground truth of both float32 backwards.
 #![allow(clippy::print_stdout)] // the example reports on the terminal
@@ -64,6 +65,8 @@ fn run<B: burn::tensor::backend::Backend>() -> Result<(), Box<dyn std::error::Er
     let (rows, width) = (4usize, 40usize);
     let lengths: [usize; 4] = match std::env::var("LENGTHS").as_deref() {
         Ok("equal") => [40, 40, 40, 40],
+        Ok("pairs") => [40, 40, 12, 12],
+        Ok("one-short") => [40, 40, 40, 12],
         _ => [40, 23, 31, 12],
     };
     let ids: Vec<i64> = (0..(rows * width) as i64)
