@@ -41,6 +41,11 @@ impl<B: burn::tensor::backend::Backend> ParamMapper<B> for CastF64 {
     }
 }
 
+/// The largest `|a[i] − b[i]|`.
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     run::<Flex>()
 }
@@ -122,10 +127,7 @@ fn run<B: burn::tensor::backend::Backend>() -> Result<(), Box<dyn std::error::Er
                 .convert::<f32>()
                 .to_vec::<f32>()
                 .map_err(|e| format!("{e:?}"))?;
-            let d = alone
-                .iter()
-                .zip(&inside)
-                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            let d = max_abs_diff(&alone, &inside);
             let big = inside.iter().fold(0f32, |m, a| m.max(a.abs()));
             println!("row {r} ({l} tokens): logits alone vs in the batch differ by up to {d:.3e} (largest logit {big:.1})");
         }
@@ -150,10 +152,7 @@ fn run<B: burn::tensor::backend::Backend>() -> Result<(), Box<dyn std::error::Er
         },
     )?;
     let least64 = log_probs(&least64.model.valid())?;
-    let d64 = least64
-        .iter()
-        .zip(&truth)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let d64 = max_abs_diff(&least64, &truth);
     println!("float64 block by block vs float64 whole graph: up to {d64:.3e}");
     for memory in [GradientMemory::WholeGraph, GradientMemory::Least] {
         let config = DynEvalConfig {
@@ -166,19 +165,10 @@ fn run<B: burn::tensor::backend::Backend>() -> Result<(), Box<dyn std::error::Er
         println!("{memory:?}: loss {:.7}", update.losses[0]);
         out.push(log_probs(&update.model.valid())?);
     }
-    let moved = out[0]
-        .iter()
-        .zip(&before)
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-    let differ = out[0]
-        .iter()
-        .zip(&out[1])
-        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    let moved = max_abs_diff(&out[0], &before);
+    let differ = max_abs_diff(&out[0], &out[1]);
     for (name, o) in ["whole graph", "block by block"].iter().zip(&out) {
-        let d = o
-            .iter()
-            .zip(&truth)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        let d = max_abs_diff(o, &truth);
         println!("float32 {name} vs float64: up to {d:.3e}");
     }
     println!(

@@ -88,20 +88,18 @@ pub(crate) fn blockwise_loss_and_gradients<B: AutodiffBackend>(
             Tensor::<B, 3>::from_inner(states.pop().expect("n_layers + 1 states")).require_grad()
         })
         .collect();
-    let mut loss: Option<Tensor<B, 1>> = None;
-    for (piece, top) in pieces.iter().zip(&tops) {
-        let part = match &piece.picked {
+    let parts = pieces
+        .iter()
+        .zip(&tops)
+        .map(|(piece, top)| match &piece.picked {
             None => {
                 let logits = model.head(model.final_norm.forward(top.clone()));
-                masked_loss_of_logits(logits, piece.ids.clone(), mask, reduction)?
+                masked_loss_of_logits(logits, piece.ids.clone(), mask, reduction)
             }
-            Some(picked) => picked.nll_sum(model, top.clone()),
-        };
-        loss = Some(match loss {
-            None => part,
-            Some(sum) => sum + part,
-        });
-    }
+            Some(picked) => Ok(picked.nll_sum(model, top.clone())),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let loss = parts.into_iter().reduce(|sum, part| sum + part);
     let mut loss = loss.expect("a mask that selects a target leaves at least one piece");
     if pieces.iter().any(|p| p.picked.is_some()) && reduction == LossReduction::Mean {
         loss = loss / count as f64;
@@ -132,7 +130,7 @@ pub(crate) fn blockwise_loss_and_gradients<B: AutodiffBackend>(
             break;
         }
         let mut inputs = Vec::with_capacity(pieces.len());
-        let mut surrogate: Option<Tensor<B, 1>> = None;
+        let mut parts = Vec::with_capacity(pieces.len());
         for ((states, gradient), (cos, sin)) in hidden.iter_mut().zip(&mut upstream).zip(&ropes) {
             let input = states.pop().expect("one stored input per block");
             let Some(gradient) = gradient.take() else {
@@ -141,14 +139,12 @@ pub(crate) fn blockwise_loss_and_gradients<B: AutodiffBackend>(
             };
             let input = Tensor::<B, 3>::from_inner(input).require_grad();
             let output = block.forward(input.clone(), cos.clone(), sin.clone());
-            let part = (output * Tensor::from_inner(gradient)).sum();
-            surrogate = Some(match surrogate {
-                None => part,
-                Some(sum) => sum + part,
-            });
+            parts.push((output * Tensor::from_inner(gradient)).sum());
             inputs.push(Some(input));
         }
-        let Some(surrogate) = surrogate else { break };
+        let Some(surrogate) = parts.into_iter().reduce(|sum, part| sum + part) else {
+            break;
+        };
         let mut grads = surrogate.backward();
         upstream = inputs
             .iter()
@@ -159,16 +155,15 @@ pub(crate) fn blockwise_loss_and_gradients<B: AutodiffBackend>(
 
     // The embedding, when it trains.
     if embedding_trains {
-        let mut surrogate: Option<Tensor<B, 1>> = None;
-        for (piece, gradient) in pieces.iter().zip(upstream) {
-            let Some(gradient) = gradient else { continue };
-            let embedded = model.embedding.forward(piece.ids.clone());
-            let part = (embedded * Tensor::from_inner(gradient)).sum();
-            surrogate = Some(match surrogate {
-                None => part,
-                Some(sum) => sum + part,
-            });
-        }
+        let surrogate = pieces
+            .iter()
+            .zip(upstream)
+            .filter_map(|(piece, gradient)| {
+                let gradient = gradient?;
+                let embedded = model.embedding.forward(piece.ids.clone());
+                Some((embedded * Tensor::from_inner(gradient)).sum())
+            })
+            .reduce(|sum, part| sum + part);
         if let Some(surrogate) = surrogate {
             passes.push(surrogate.backward());
         }

@@ -933,14 +933,11 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                 vec![(DemoFormat::Single, TrainLoss::LabelOnly)]
             };
             for (format, loss) in cell_variants {
-                let variant_index = steps
+                let (variant_index, values) = steps
                     .iter()
-                    .position(|(v, _)| *v == (format, loss))
-                    .unwrap_or(0);
-                let values = steps
-                    .iter()
-                    .find(|(v, _)| *v == (format, loss))
-                    .map_or(&steps[0].1, |(_, values)| values);
+                    .enumerate()
+                    .find(|(_, (v, _))| *v == (format, loss))
+                    .map_or((0, &steps[0].1), |(i, (_, values))| (i, values));
                 // A step tuned per seed makes a per-seed row even with one seed, so that
                 // seed pieces of one protocol (`--seeds 0`, `--seeds 1`, …) name the row
                 // alike and `icl-merge` joins their seed runs.

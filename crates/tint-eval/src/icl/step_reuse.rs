@@ -105,19 +105,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_gradient_is_reused_only_for_the_same_key() {
-        let reuse = StepReuse::<f64>::default();
-        let shared = reuse.clone();
-        let computed = std::cell::Cell::new(0);
-        let get = |k: StepKey, v: f64| {
-            *shared
+    /// `get(key, v)`: the value of `key` from `reuse`, computing `v` (and counting it in
+    /// `computed`) when nothing is kept for it.
+    fn counting_get<'a>(
+        reuse: &'a StepReuse<f64>,
+        computed: &'a std::cell::Cell<usize>,
+    ) -> impl Fn(StepKey, f64) -> f64 + 'a {
+        move |k, v| {
+            *reuse
                 .get_or_compute::<()>(k, || {
                     computed.set(computed.get() + 1);
                     Ok(Rc::new(v))
                 })
                 .unwrap()
-        };
+        }
+    }
+
+    #[test]
+    fn a_gradient_is_reused_only_for_the_same_key() {
+        let reuse = StepReuse::<f64>::default();
+        let shared = reuse.clone();
+        let computed = std::cell::Cell::new(0);
+        let get = counting_get(&shared, &computed);
         assert_eq!(get(key("a", 2), 1.0), 1.0);
         assert_eq!(get(key("a", 2), 9.0), 1.0);
         // Another training set, then other settings: computed again.
@@ -138,14 +147,7 @@ mod tests {
     fn a_capacity_keeps_the_last_gradients_and_drops_the_oldest() {
         let reuse = StepReuse::<f64>::with_capacity(2);
         let computed = std::cell::Cell::new(0);
-        let get = |k: StepKey, v: f64| {
-            *reuse
-                .get_or_compute::<()>(k, || {
-                    computed.set(computed.get() + 1);
-                    Ok(Rc::new(v))
-                })
-                .unwrap()
-        };
+        let get = counting_get(&reuse, &computed);
         // Two training sets (the tuning of two seeds), then the cells of both: no new gradient.
         assert_eq!(get(key("a", 1), 1.0), 1.0);
         assert_eq!(get(key("a", 2), 2.0), 2.0);
