@@ -382,6 +382,27 @@ pub fn dynamic_eval<B: AutodiffBackend>(
     train_length: usize,
     config: &DynEvalConfig,
 ) -> Result<DynEvalOutcome, AuxError> {
+    dynamic_eval_with(model, input_ids, train_length, |train_ids| {
+        sgd_update(model, train_ids, config)
+    })
+}
+
+/// [`dynamic_eval`] with the update made by `update` from the training part's ids (e.g. one step
+/// of an [`SgdGradient`] kept across learning rates): the same checks, the same scoring.
+///
+/// # Shapes
+///
+/// - input_ids: `[batch_size, seq_length]`; `update` is given `[batch_size, train_length]`
+///
+/// # Errors
+///
+/// `train_length` outside `2..seq_length`, invalid input ids, and the errors of `update`.
+pub fn dynamic_eval_with<B: AutodiffBackend>(
+    model: &AuxModel<B>,
+    input_ids: Tensor<B, 2, Int>,
+    train_length: usize,
+    update: impl FnOnce(Tensor<B, 2, Int>) -> Result<DynEvalUpdate<B>, AuxError>,
+) -> Result<DynEvalOutcome, AuxError> {
     let [batch_size, seq_length] = input_ids.dims();
     if train_length < 2 || train_length >= seq_length {
         return Err(AuxError::InvalidOption {
@@ -390,7 +411,7 @@ pub fn dynamic_eval<B: AutodiffBackend>(
     }
     model.validate_input_ids(&input_ids)?;
     let train_ids = input_ids.clone().slice([0..batch_size, 0..train_length]);
-    let update = sgd_update(model, train_ids, config)?;
+    let update = update(train_ids)?;
     let eval_model = update.model.valid();
     let eval_nll = continuation_nll(&eval_model, input_ids.inner(), train_length)?;
     Ok(DynEvalOutcome {

@@ -33,6 +33,7 @@ pub mod results_doc;
 pub mod resume;
 pub mod run_env;
 pub mod run_settings;
+pub mod step_reuse;
 pub mod suite;
 pub mod tune_record;
 

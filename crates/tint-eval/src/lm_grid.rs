@@ -4,7 +4,7 @@
 //! `tint-ref` (the functional reference).
 
 use serde::{Deserialize, Serialize};
-use tint_aux::AuxModel;
+use tint_aux::{AuxModel, SgdGradient};
 use tint_sim::{Engine, TintConfig};
 
 use burn::tensor::backend::AutodiffBackend;
@@ -13,6 +13,7 @@ use crate::by_fraction::ByTrainLen;
 use crate::lm::LmMethod;
 use crate::method::Method;
 use crate::methods::{DynEval, Labelled, Tint, UnadaptedNlls, Vanilla};
+use crate::step_reuse::StepReuse;
 use crate::EvalError;
 
 /// A compute budget of the adaptive methods: the top `layers` blocks (`None` = all) for `steps`
@@ -92,14 +93,7 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
             Some(cache) => Box::new(Vanilla::with_cache(inference, cache.clone())),
             None => Box::new(Vanilla::new(inference)),
         },
-        Method::DynEval | Method::DynEvalMatched => Box::new(DynEval {
-            model,
-            lr: spec.lr,
-            inner_lr: spec.eta,
-            steps: spec.budget.steps,
-            top_layers: spec.budget.layers,
-            tint_params_only: spec.method == Method::DynEvalMatched,
-        }),
+        Method::DynEval | Method::DynEvalMatched => Box::new(dyn_eval_of(spec, model)),
         Method::Tint(method) => {
             let mut config = tint.clone();
             config.step.inner_lr = spec.eta;
@@ -117,6 +111,51 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
     Ok(Box::new(Labelled {
         label: spec.label.clone(),
         method,
+    }))
+}
+
+/// The dynamic evaluation of a `dyn-eval` or `dyn-eval-matched` spec.
+fn dyn_eval_of<'a, AB: AutodiffBackend>(
+    spec: &LmMethodSpec,
+    model: &'a AuxModel<AB>,
+) -> DynEval<'a, AB> {
+    DynEval {
+        model,
+        lr: spec.lr,
+        inner_lr: spec.eta,
+        steps: spec.budget.steps,
+        top_layers: spec.budget.layers,
+        tint_params_only: spec.method == Method::DynEvalMatched,
+    }
+}
+
+/// Whether the methods [`build_tuning_method`] builds for the step sizes of one grid share each
+/// block's gradient (dynamic evaluation with one step), so that tuning scores the grid block by
+/// block ([`crate::lm_tune::tune_lm`]).
+pub fn shares_gradients(spec: &LmMethodSpec) -> bool {
+    matches!(spec.method, Method::DynEval | Method::DynEvalMatched) && spec.budget.steps == 1
+}
+
+/// [`build_lm_method`] for a value of a tuning grid: where [`shares_gradients`], dynamic
+/// evaluation that keeps each block's gradient in `gradients` for the grid's other values
+/// ([`DynEval::sharing_gradients`]; the same NLLs); otherwise the method itself.
+///
+/// # Errors
+///
+/// Those of [`build_lm_method`].
+pub fn build_tuning_method<'a, AB: AutodiffBackend>(
+    spec: &LmMethodSpec,
+    model: &'a AuxModel<AB>,
+    inference: &'a AuxModel<AB::InnerBackend>,
+    tint: &TintConfig,
+    gradients: &StepReuse<SgdGradient<AB>>,
+) -> Result<Box<dyn LmMethod + 'a>, EvalError> {
+    if !shares_gradients(spec) {
+        return build_lm_method(spec, model, inference, tint, None);
+    }
+    Ok(Box::new(Labelled {
+        label: spec.label.clone(),
+        method: dyn_eval_of(spec, model).sharing_gradients(gradients.clone()),
     }))
 }
 

@@ -13,7 +13,7 @@ use tint_aux::{AuxModel, BackwardMemory, GradientMemory};
 use tint_sim::{Engine, TintConfig};
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
-use crate::lm_grid::{build_lm_method, RowPlan};
+use crate::lm_grid::{build_tuning_method, shares_gradients, RowPlan};
 use crate::lm_rows::{pending_rows, PendingRow, StepSource};
 use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
@@ -24,6 +24,7 @@ use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
 use crate::run_settings::check_out_extension;
+use crate::step_reuse::StepReuse;
 use crate::tune_record::TuneRecord;
 use crate::{run_lm_eval, EvalError, LmEvalConfig, LmReport, MethodResult};
 use tint_lab::event::{OnEvent, RunEvent};
@@ -659,6 +660,8 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                             let before = *done;
                             let planned = grid.len() * self.tune_tokens.len();
                             let extra_before = *extra_units;
+                            // The last tuning block's gradient, shared by the grid's values.
+                            let gradients = StepReuse::default();
                             let record = tune_lm(
                                 &spec.label,
                                 parameter,
@@ -667,6 +670,7 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                                 self.tune_tokens,
                                 tf,
                                 self.tune_split,
+                                shares_gradients(&spec),
                                 &mut |value| {
                                     let mut s = spec.clone();
                                     if parameter == "lr" {
@@ -674,7 +678,13 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                                     } else {
                                         s.eta = value;
                                     }
-                                    build_lm_method(&s, model, inference, tint_config, None)
+                                    build_tuning_method(
+                                        &s,
+                                        model,
+                                        inference,
+                                        tint_config,
+                                        &gradients,
+                                    )
                                 },
                                 &mut |d, t, message| {
                                     *done = before + d;

@@ -74,13 +74,35 @@ pub fn bracket(
     max_extensions: usize,
     score: &mut dyn FnMut(f64) -> Result<f64, EvalError>,
 ) -> Result<Bracketed, EvalError> {
+    bracket_grid(method, parameter, grid, max_extensions, &mut |values| {
+        values.iter().map(|&v| score(v)).collect()
+    })
+}
+
+/// Scores of several step sizes at once, in their order ([`bracket_grid`]).
+pub type ScoreValues<'s> = dyn FnMut(&[f64]) -> Result<Vec<f64>, EvalError> + 's;
+
+/// [`bracket`] with `score` given several values at once (the whole grid first, then each
+/// extension alone) and returning their scores in order, so that values can share work: e.g. the
+/// grid scored block by block, each block's gradient computed once for every value.
+///
+/// # Errors
+///
+/// As [`bracket`].
+pub fn bracket_grid(
+    method: &str,
+    parameter: &str,
+    grid: &[f64],
+    max_extensions: usize,
+    score: &mut ScoreValues<'_>,
+) -> Result<Bracketed, EvalError> {
     check_grid(grid)?;
     let mut values = grid.to_vec();
-    let mut scores = Vec::with_capacity(values.len());
-    for &v in &values {
-        let s = score(v)?;
-        scores.push(if s.is_finite() { s } else { f64::NAN });
-    }
+    let mut scores: Vec<f64> = score(&values)?
+        .into_iter()
+        .map(|s| if s.is_finite() { s } else { f64::NAN })
+        .collect();
+    let mut score = |v: f64| score(&[v]).map(|s| s[0]);
     let mut extended = Vec::new();
     loop {
         let best = best_index(&scores, true)?;
@@ -151,6 +173,12 @@ pub fn bracket(
 /// `progress` is called after each block with `(done, total, message)`, where `total` counts the
 /// given grid (and grows by one value's blocks when the grid is extended).
 ///
+/// With `by_block`, the given grid's methods are built at once and scored block by block (each
+/// block by every value before the next block), so that methods sharing a block's work (one
+/// gradient for every step size: [`crate::lm_grid::shares_gradients`]) do it once per block;
+/// otherwise value by value, one method alive at a time. Each value's score sums its blocks in
+/// block order either way: the same record.
+///
 /// # Errors
 ///
 /// An invalid grid ([`check_grid`]) or an empty block list, a fraction that leaves no training or
@@ -166,6 +194,7 @@ pub fn tune_lm<'a>(
     blocks: &[Vec<u32>],
     train_fraction: f64,
     split: &str,
+    by_block: bool,
     make: &mut dyn FnMut(f64) -> Result<Box<dyn LmMethod + 'a>, EvalError>,
     progress: &mut dyn FnMut(usize, usize, String),
 ) -> Result<TuneRecord, EvalError> {
@@ -184,45 +213,48 @@ pub fn tune_lm<'a>(
         max_blocks: 1,
     };
     spec.validate()?;
-    let train_len = spec.train_len();
-    let mut total = grid.len() * blocks.len();
-    let mut done = 0;
-    let mut first_non_finite = None;
-    let mut score = |value: f64| -> Result<f64, EvalError> {
-        if done >= total {
-            total += blocks.len();
-        }
-        let mut m = make(value)?;
-        let mut nll = Vec::with_capacity(blocks.len());
-        for (b, block) in blocks.iter().enumerate() {
-            let block_nll = m.block_nll(block, train_len)?;
-            if !block_nll.sum_nll.is_finite() && first_non_finite.is_none() {
-                first_non_finite = Some(EvalError::NonFinite {
-                    method: format!("{method} ({parameter} = {value:e}, tuning)"),
-                    quantity: "NLL",
-                    location: format!("tuning block {b} at train fraction {train_fraction}"),
-                    value: block_nll.sum_nll,
-                    origin: m.non_finite_origin(block, train_len),
-                });
-            }
-            nll.push(block_nll);
-            done += 1;
-            progress(
-                done,
-                total,
-                format!("tuning {method} {parameter}={value:e} f={train_fraction}"),
-            );
-        }
-        let (sum, count) = nll.iter().fold((0.0, 0usize), |(s, c), b: &BlockNll| {
-            (s + b.sum_nll, c + b.count)
-        });
-        Ok(sum / count.max(1) as f64)
+    let mut scoring = TuneScoring {
+        method,
+        parameter,
+        train_len: spec.train_len(),
+        train_fraction,
+        total: grid.len() * blocks.len(),
+        done: 0,
+        first_non_finite: None,
+        progress,
     };
-    let bracketed = bracket(method, parameter, grid, max_extensions, &mut score);
+    let mut score = |values: &[f64]| -> Result<Vec<f64>, EvalError> {
+        if scoring.done >= scoring.total {
+            scoring.total += values.len() * blocks.len();
+        }
+        let mut nll = vec![Vec::with_capacity(blocks.len()); values.len()];
+        if by_block && values.len() > 1 {
+            let mut methods = values
+                .iter()
+                .map(|&v| make(v))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (b, block) in blocks.iter().enumerate() {
+                for ((m, &value), nll) in methods.iter_mut().zip(values).zip(&mut nll) {
+                    nll.push(scoring.block(m.as_mut(), value, b, block)?);
+                }
+            }
+        } else {
+            for (&value, nll) in values.iter().zip(&mut nll) {
+                let mut m = make(value)?;
+                for (b, block) in blocks.iter().enumerate() {
+                    nll.push(scoring.block(m.as_mut(), value, b, block)?);
+                }
+            }
+        }
+        Ok(nll.iter().map(|blocks| mean_nll(blocks)).collect())
+    };
+    let bracketed = bracket_grid(method, parameter, grid, max_extensions, &mut score);
     // Every value diverged: the first non-finite NLL says where (e.g. the weights).
     let bracketed = match bracketed {
-        Err(EvalError::InvalidSetting { name: "--tune", .. }) if first_non_finite.is_some() => {
-            return Err(first_non_finite.expect("checked"))
+        Err(EvalError::InvalidSetting { name: "--tune", .. })
+            if scoring.first_non_finite.is_some() =>
+        {
+            return Err(scoring.first_non_finite.expect("checked"))
         }
         other => other?,
     };
@@ -242,6 +274,59 @@ pub fn tune_lm<'a>(
         extended: bracketed.extended,
         interior: true,
     })
+}
+
+/// The token-weighted mean NLL of scored blocks.
+fn mean_nll(blocks: &[BlockNll]) -> f64 {
+    let (sum, count) = blocks
+        .iter()
+        .fold((0.0, 0usize), |(s, c), b| (s + b.sum_nll, c + b.count));
+    sum / count.max(1) as f64
+}
+
+/// What [`tune_lm`] keeps while it scores blocks: the progress count and the first non-finite
+/// NLL (with its origin).
+struct TuneScoring<'p> {
+    method: &'p str,
+    parameter: &'p str,
+    train_len: usize,
+    train_fraction: f64,
+    /// Blocks to score (the given grid's, and each extension's once it starts).
+    total: usize,
+    done: usize,
+    first_non_finite: Option<EvalError>,
+    progress: &'p mut dyn FnMut(usize, usize, String),
+}
+
+impl TuneScoring<'_> {
+    /// Tuning block `b` scored by `m`, built for `value`.
+    fn block(
+        &mut self,
+        m: &mut dyn LmMethod,
+        value: f64,
+        b: usize,
+        block: &[u32],
+    ) -> Result<BlockNll, EvalError> {
+        let (method, parameter, train_fraction) =
+            (self.method, self.parameter, self.train_fraction);
+        let block_nll = m.block_nll(block, self.train_len)?;
+        if !block_nll.sum_nll.is_finite() && self.first_non_finite.is_none() {
+            self.first_non_finite = Some(EvalError::NonFinite {
+                method: format!("{method} ({parameter} = {value:e}, tuning)"),
+                quantity: "NLL",
+                location: format!("tuning block {b} at train fraction {train_fraction}"),
+                value: block_nll.sum_nll,
+                origin: m.non_finite_origin(block, self.train_len),
+            });
+        }
+        self.done += 1;
+        (self.progress)(
+            self.done,
+            self.total,
+            format!("tuning {method} {parameter}={value:e} f={train_fraction}"),
+        );
+        Ok(block_nll)
+    }
 }
 
 #[cfg(test)]
@@ -282,6 +367,7 @@ mod tests {
             &blocks,
             0.5,
             "test blocks",
+            false,
             &mut |eta| Ok(Box::new(Bowl(eta))),
             &mut |done, total, _| {
                 calls += 1;
@@ -304,6 +390,68 @@ mod tests {
         );
         let given = TuneRecord::given("tint", "eta", 1e-4, "--inner-lr");
         assert!(given.summary().contains("not tuned"), "{}", given.summary());
+    }
+
+    #[test]
+    fn by_block_scores_every_value_of_a_block_before_the_next_block_and_records_the_same() {
+        // A bowl that logs (step, block's first token) and whose NLL varies by block.
+        struct Logged(f64, std::rc::Rc<std::cell::RefCell<Vec<(f64, u32)>>>);
+        impl LmMethod for Logged {
+            fn name(&self) -> String {
+                "logged".into()
+            }
+            fn block_nll(
+                &mut self,
+                block: &[u32],
+                train_len: usize,
+            ) -> Result<BlockNll, EvalError> {
+                self.1.borrow_mut().push((self.0, block[0]));
+                let count = block.len() - train_len;
+                let per = (self.0.log10() + 4.0).powi(2) + 1.0 + f64::from(block[0]) * 0.1;
+                Ok(BlockNll {
+                    sum_nll: per * count as f64,
+                    count,
+                })
+            }
+        }
+        let blocks: Vec<Vec<u32>> = (0..3).map(|b| vec![b; 10]).collect();
+        let run = |by_block: bool| {
+            let log = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+            let mut totals = Vec::new();
+            let record = tune_lm(
+                "logged",
+                "eta",
+                &[1e-6, 1e-5],
+                DEFAULT_MAX_EXTENSIONS,
+                &blocks,
+                0.5,
+                "test blocks",
+                by_block,
+                &mut |eta| Ok(Box::new(Logged(eta, log.clone()))),
+                &mut |done, total, _| totals.push((done, total)),
+            )
+            .unwrap();
+            let order = log.borrow().clone();
+            (record, order, totals)
+        };
+        let (by_value, value_order, value_totals) = run(false);
+        let (by_block, block_order, block_totals) = run(true);
+        assert_eq!(by_block, by_value, "the same record, to the bit");
+        assert_eq!(value_totals, block_totals, "the same progress");
+        // The given grid block by block, then each extension (1e-4, 1e-3) value by value.
+        let (a, b) = (1e-6, 1e-5);
+        assert_eq!(
+            block_order[..6],
+            [(a, 0), (b, 0), (a, 1), (b, 1), (a, 2), (b, 2)],
+            "{block_order:?}"
+        );
+        assert_eq!(
+            value_order[..6],
+            [(a, 0), (a, 1), (a, 2), (b, 0), (b, 1), (b, 2)],
+            "{value_order:?}"
+        );
+        assert_eq!(block_order[6..], value_order[6..]);
+        assert_eq!(block_order.len(), 12);
     }
 
     #[test]
@@ -332,6 +480,7 @@ mod tests {
             &blocks,
             0.5,
             "test blocks",
+            false,
             &mut |_| Ok(Box::new(Diverging)),
             &mut |_, _, _| {},
         )
@@ -491,6 +640,7 @@ mod tests {
             &blocks,
             0.3,
             "test blocks",
+            false,
             &mut |eta| Ok(Box::new(Bowl(eta))),
             &mut |done, total, _| assert!(done <= total),
         )

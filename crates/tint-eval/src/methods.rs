@@ -7,8 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tint_aux::loss::next_token_nll;
 
+use std::rc::Rc;
 use tint_aux::{
-    continuation_nll, continuation_nll_of_logits, dynamic_eval, AuxModel, DynEvalConfig,
+    continuation_nll, continuation_nll_of_logits, dynamic_eval_with, sgd_gradient, sgd_update,
+    AuxModel, DynEvalConfig, SgdGradient,
 };
 use tint_sim::{
     Engine, Execution, SimInput, SimOutput, StepDirection, TintConfig, TintStep, UpdatedModel,
@@ -17,6 +19,7 @@ use tint_sim::{
 use crate::lm::LmMethod;
 use crate::non_finite::{adapted_origin, all_finite, weights_origin, NonFiniteOrigin};
 use crate::perplexity::BlockNll;
+use crate::step_reuse::{StepKey, StepReuse};
 use crate::EvalError;
 
 /// A block as a `[1, T]` id tensor.
@@ -146,11 +149,68 @@ pub struct DynEval<'a, B: AutodiffBackend> {
 /// beside the step).
 pub use tint_sim::tint_updated_params;
 
-impl<B: AutodiffBackend> DynEval<'_, B> {
+impl<'a, B: AutodiffBackend> DynEval<'a, B> {
     /// The learning rate used for a block with `train_len` training tokens: the mean loss over
     /// `train_len − 1` targets with step `lr` equals the summed loss with step `lr / (train_len − 1)`.
     pub fn lr_for(&self, train_len: usize) -> f64 {
         self.lr.unwrap_or(self.inner_lr * (train_len - 1) as f64)
+    }
+
+    /// This method keeping each block's one-step gradient in `gradients`, shared with the
+    /// methods of the other step sizes of a tuning grid ([`SharingGradients`]).
+    pub fn sharing_gradients(
+        self,
+        gradients: StepReuse<SgdGradient<B>>,
+    ) -> SharingGradients<'a, B> {
+        SharingGradients {
+            method: self,
+            gradients,
+        }
+    }
+
+    /// [`LmMethod::block_nll`], the step's gradient taken from `gradients` (or kept there) when
+    /// there is one step.
+    fn block_nll_sharing(
+        &self,
+        block: &[u32],
+        train_len: usize,
+        gradients: Option<&StepReuse<SgdGradient<B>>>,
+    ) -> Result<BlockNll, EvalError> {
+        let device = self.model.devices()[0].clone();
+        let ids = block_ids::<B>(block, &device);
+        let config = DynEvalConfig {
+            lr: self.lr_for(train_len),
+            steps: self.steps,
+            params: match (self.tint_params_only, self.top_layers) {
+                (true, layers) => tint_updated_params(self.model, layers),
+                (false, Some(k)) => tint_aux::ParamSelection::top_layers(k),
+                (false, None) => tint_aux::ParamSelection::all(),
+            },
+            ..Default::default()
+        };
+        let model = self.model;
+        let outcome = dynamic_eval_with(model, ids, train_len, |train_ids| match gradients {
+            Some(gradients) if config.steps == 1 => {
+                // Everything the gradient depends on: the trained parameters, the loss (every
+                // target of the training part) and its reduction, the tokens.
+                let key = StepKey {
+                    settings: format!(
+                        "lm dyn-eval {:?} {:?} {:?}",
+                        config.params, config.loss_mask, config.reduction
+                    ),
+                    ids: vec![block[..train_len].to_vec()],
+                    targets: Vec::new(),
+                };
+                gradients
+                    .get_or_compute(key, || sgd_gradient(model, train_ids, &config).map(Rc::new))?
+                    .step(config.lr)
+            }
+            _ => sgd_update(model, train_ids, &config),
+        })?;
+        Ok(BlockNll {
+            sum_nll: outcome.eval_nll[0].iter().sum(),
+            count: outcome.eval_nll[0].len(),
+        })
     }
 }
 
@@ -164,23 +224,7 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
     }
 
     fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
-        let device = self.model.devices()[0].clone();
-        let ids = block_ids::<B>(block, &device);
-        let config = DynEvalConfig {
-            lr: self.lr_for(train_len),
-            steps: self.steps,
-            params: match (self.tint_params_only, self.top_layers) {
-                (true, layers) => tint_updated_params(self.model, layers),
-                (false, Some(k)) => tint_aux::ParamSelection::top_layers(k),
-                (false, None) => tint_aux::ParamSelection::all(),
-            },
-            ..Default::default()
-        };
-        let outcome = dynamic_eval(self.model, ids, train_len, &config)?;
-        Ok(BlockNll {
-            sum_nll: outcome.eval_nll[0].iter().sum(),
-            count: outcome.eval_nll[0].len(),
-        })
+        self.block_nll_sharing(block, train_len, None)
     }
 
     /// The weights; else the unadapted model's NLL of the same targets: finite means the SGD
@@ -215,6 +259,36 @@ impl<B: AutodiffBackend> LmMethod for DynEval<'_, B> {
 
     fn fork(&self) -> Option<Box<dyn LmMethod + Send + '_>> {
         Some(Box::new(self.clone()))
+    }
+}
+
+/// Dynamic evaluation that keeps each block's one-step gradient in a [`StepReuse`] shared with
+/// the methods built for the other step sizes of a tuning grid ([`crate::step_reuse`]): scored
+/// block by block across the grid ([`crate::lm_tune::tune_lm`]), every block is differentiated
+/// once instead of once per step size. Its NLLs equal [`DynEval`]'s to the bit (the step of a
+/// kept gradient is the step computed afresh: `tint-aux`'s tests); more than one step computes
+/// afresh. Scores its blocks on one thread (no [`LmMethod::fork`]: the kept gradients stay on it).
+pub struct SharingGradients<'a, B: AutodiffBackend> {
+    method: DynEval<'a, B>,
+    gradients: StepReuse<SgdGradient<B>>,
+}
+
+impl<B: AutodiffBackend> LmMethod for SharingGradients<'_, B> {
+    fn name(&self) -> String {
+        self.method.name()
+    }
+
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        self.method
+            .block_nll_sharing(block, train_len, Some(&self.gradients))
+    }
+
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        self.method.non_finite_origin(block, train_len)
+    }
+
+    fn settings(&self) -> String {
+        self.method.settings()
     }
 }
 

@@ -145,11 +145,14 @@ fn rewrite(original: &GgufFile, change: &Change) -> (Vec<u8>, Meaning) {
             tensors.push(extra);
         }
         Change::Dims(i, dims) => {
+            // The same dimensions drawn again change nothing (the tensor keeps its values).
             keeps = *dims == tensors[*i].1;
-            let n: u64 = dims.iter().product();
-            let t = &mut tensors[*i];
-            t.1 = dims.clone();
-            t.3 = vec![0u8; n as usize * 4];
+            if !keeps {
+                let n: u64 = dims.iter().product();
+                let t = &mut tensors[*i];
+                t.1 = dims.clone();
+                t.3 = vec![0u8; n as usize * 4];
+            }
         }
     }
     let mut writer = GgufWriter::new();

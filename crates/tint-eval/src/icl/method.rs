@@ -14,8 +14,8 @@ use tint_aux::{
 };
 
 use super::prompt::{DemoFormat, TrainingSequences};
-use super::step_reuse::{StepKey, StepReuse};
 use crate::non_finite::{adapted_origin, weights_origin, NonFiniteOrigin};
+use crate::step_reuse::{StepKey, StepReuse};
 use crate::EvalError;
 
 /// What a method scores: candidate continuations of a context, and which part of the context is
@@ -339,7 +339,7 @@ pub struct DynEvalIcl<'a, B: AutodiffBackend> {
 
 impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
     /// This method taking its one-step gradient from `reuse` when another learning rate computed
-    /// it on the same training set ([`super::step_reuse`]; steps > 1 compute afresh).
+    /// it on the same training set ([`crate::step_reuse`]; steps > 1 compute afresh).
     pub fn with_step_reuse(mut self, reuse: StepReuse<SgdGradient<B>>) -> Self {
         self.reuse = Some(reuse);
         self

@@ -25,12 +25,14 @@ pub mod run;
 pub mod run_settings;
 pub mod runner;
 pub mod sampling;
-pub mod step_reuse;
 pub mod task;
 pub mod template;
 pub mod tint;
 pub mod tune;
 
+/// Kept one-step gradients, shared with the LM tuning ([`crate::step_reuse`]; kept at this path
+/// for existing users).
+pub use crate::step_reuse::{StepKey, StepReuse};
 pub use merge::merge_icl_reports;
 pub use method::{candidate_log_probs, DynEvalIcl, IclMethod, PlainIcl, ScoreRequest};
 pub use per_seed::PerSeedStep;
@@ -39,7 +41,6 @@ pub use prompt::{DemoFormat, EncodedDemo, InContext, PromptEncoder, TrainLoss, T
 pub use report::{IclPaired, IclReport};
 pub use result::{CellKey, CellResult, CellSettings, Prediction, SeedRun};
 pub use runner::{calibration_prior, cell_key, run_icl_cell, IclProgress, IclSettings};
-pub use step_reuse::{StepKey, StepReuse};
 pub use task::{Example, TaskData, TaskKind};
 pub use template::Template;
 pub use tint::TintIcl;

@@ -35,9 +35,9 @@ use super::method::{
     IclMethod, ScoreRequest,
 };
 use super::prompt::{DemoFormat, TrainingSequences};
-use super::step_reuse::{StepKey, StepReuse};
 use crate::methods::Tint;
 use crate::non_finite::{weights_origin, NonFiniteOrigin};
+use crate::step_reuse::{StepKey, StepReuse};
 use crate::EvalError;
 
 /// TinT (simulator or functional reference) behind [`IclMethod`].
@@ -123,7 +123,7 @@ impl<B: Backend> TintIcl<B> {
 
     /// This method taking the descent direction of a demonstration prefix from `reuse` when a
     /// method of another step size computed it with the same `settings` (the method's settings
-    /// without its step size; [`super::step_reuse`]). Only where the engine gives directions
+    /// without its step size; [`crate::step_reuse`]). Only where the engine gives directions
     /// (the LLaMA functional reference, one step) and the method trains once.
     pub fn with_step_reuse(
         mut self,

@@ -334,3 +334,58 @@ fn vanilla_reads_the_first_pass_of_tint_ref() {
         "the cache holds the first pass, not the adapted one"
     );
 }
+
+/// Tuning's dynamic evaluation keeps each block's gradient for the grid's other step sizes
+/// (`DynEval::sharing_gradients`): every step size gives the NLL of a step computed afresh, to
+/// the bit, on GPT-2 (the whole graph) and on LLaMA (the block-by-block backward); a second
+/// block is differentiated anew; more than one step computes afresh.
+#[test]
+fn dyn_eval_sharing_one_gradient_across_step_sizes_gives_the_same_nlls_to_the_bit() {
+    use tint_eval::step_reuse::StepReuse;
+    let llama_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/llama/tiny");
+    let models: [(&str, AuxModel<AB>); 2] = [
+        ("micro GPT-2", micro::<AB>()),
+        (
+            "tiny LLaMA",
+            tint_aux::load_model(&llama_dir, &Default::default()).unwrap(),
+        ),
+    ];
+    for (name, model) in &models {
+        let vocab = model.vocab_size() as u32;
+        let blocks: Vec<Vec<u32>> = (0..2u32)
+            .map(|b| (0..24u32).map(|i| (i * 37 + 11 + b * 5) % vocab).collect())
+            .collect();
+        for (steps, tint_params_only) in [(1, false), (1, true), (2, false)] {
+            let method = |lr: f64| DynEval {
+                model,
+                lr: Some(lr),
+                inner_lr: 0.0,
+                steps,
+                top_layers: None,
+                tint_params_only,
+            };
+            let gradients = StepReuse::default();
+            let lrs = [1e-3, 3e-2, 0.3];
+            let mut sharing: Vec<_> = lrs
+                .iter()
+                .map(|&lr| method(lr).sharing_gradients(gradients.clone()))
+                .collect();
+            for block in &blocks {
+                for (m, &lr) in sharing.iter_mut().zip(&lrs) {
+                    let kept = m.block_nll(block, 12).unwrap();
+                    let fresh = method(lr).block_nll(block, 12).unwrap();
+                    assert_eq!(
+                        (kept.sum_nll.to_bits(), kept.count),
+                        (fresh.sum_nll.to_bits(), fresh.count),
+                        "{name}, {steps} step(s), lr {lr}: {} vs {}",
+                        kept.sum_nll,
+                        fresh.sum_nll
+                    );
+                }
+            }
+            // One gradient per block, reused by the two other step sizes; none kept for 2 steps.
+            let expected = if steps == 1 { 2 * (lrs.len() - 1) } else { 0 };
+            assert_eq!(gradients.reused(), expected, "{name}, {steps} step(s)");
+        }
+    }
+}

@@ -1,12 +1,14 @@
 //! One backward pass per training set across a grid of step sizes and the cells that follow:
-//! tuning a step size scores the same demonstrations at every value of its grid, and the update
+//! tuning a step size scores the same training data at every value of its grid, and the update
 //! of one step is `W − η G` with `G` independent of `η` ([`tint_aux::SgdGradient`] for dynamic
 //! evaluation, [`tint_sim::StepDirection`] for TinT's functional reference). A [`StepReuse`] keeps
-//! the last few training sets' `G` (its capacity; one per tuned seed in `eval icl`, whose tuning
-//! at the largest k draws the same demonstrations from the same pool as the evaluation cell of
-//! that seed), keyed by what each was computed from; methods built for different step sizes share
-//! them, and each applies its own step size with the step's own operations (the updated weights
-//! equal, to the bit, those of a step computed afresh: the tests in tint-aux and tint-sim).
+//! the last few training sets' `G` (its capacity), keyed by what each was computed from; methods
+//! built for different step sizes share them, and each applies its own step size with the step's
+//! own operations (the updated weights equal, to the bit, those of a step computed afresh: the
+//! tests in tint-aux and tint-sim). Its users: `eval icl` keeps one per tuned seed (whose tuning at
+//! the largest k draws the same demonstrations from the same pool as the evaluation cell of that
+//! seed); `eval lm`'s tuning ([`crate::lm_tune::tune_lm`]) scores its grid block by block and keeps
+//! the last block's dynamic-evaluation gradient ([`crate::methods::DynEval::sharing_gradients`]).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
