@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 62 item 7: the whole paper-budget protocol (Table 2, its ablation, the constructed network
-# and the approximations; Table 1 on the four tasks and its constructed subset), timed piece by
+# and the approximations; Table 1 on the four tasks, its matched controls and its constructed subset), timed piece by
 # piece so that its total on a 2-core CPU is measured, not guessed, across sessions of <= 2.5 h.
 #
 #   list                 the pieces, in the order they must run (a constructed piece reads the step
@@ -32,7 +32,9 @@ PIECES=(
     table2:constructed:0.3 table2:constructed:0.5 table2:constructed:0.7 table2:constructed:0.9
     table2:exact-derivatives table2:exact-attention table2:all-exact table2:merge
     table1:task:mr-snippets table1:task:cr-snippets table1:task:bbc-topics
-    table1:task:amazon-fine-food table1:constructed table1:merge
+    table1:task:amazon-fine-food
+    table1:matched:mr-snippets table1:matched:cr-snippets table1:matched:bbc-topics
+    table1:matched:amazon-fine-food table1:constructed table1:merge
 )
 
 known() { # piece
