@@ -18,7 +18,9 @@
 #   matched T     the control for the paper's best TinT setting (Single format, label loss) on
 #                 one task: `dyn-eval-matched` (one exact SGD step on exactly TinT's parameter
 #                 groups, all 30 layers) beside `icl`, `dyn-eval` and `tint-ref`, 32 shots, seeds
-#                 0,1,2, tuned as above, in one run so every difference is paired within it.
+#                 0,1,2, tuned as above, in one run so every difference is paired within it;
+#                 the cells it shares with the task piece are taken from T.json (`--cells-from`)
+#                 when the same code made it.
 #   merge         one report of the task pieces present (`table1.json`, `.md`, SVGs; tasks as
 #                 columns and their average): `cargo xtask eval icl-merge`, which refuses pieces of
 #                 other settings (but the task) or checkpoints and cells found in two pieces.
@@ -66,11 +68,16 @@ print(next(t['choice'] for t in r['tuning']
     ;;
 matched)
     t=${2:?task: mr-snippets, cr-snippets, bbc-topics or amazon-fine-food}
+    # The `icl`, `dyn-eval` and `tint-ref` cells are the task piece's (same seeds, examples,
+    # tuned steps): taken from its JSON when it was made by the same code (--cells-from checks
+    # that, and every cell's inputs), so only `dyn-eval-matched`'s cells are computed.
+    from=()
+    [[ -f "$OUT/$t.json" ]] && from=(--cells-from "$OUT/$t.json")
     "$XTASK" eval icl --task "$t" --methods icl,dyn-eval,dyn-eval-matched,tint-ref --shots 32 \
         --seeds 0,1,2 --formats single --losses label --n-test 100 --balanced-test \
         --n-dev 16 --calibration prompt --tune lr=1e-4,3e-4,1e-3,3e-3 \
         --tune eta=1e-5,1e-4,1e-3,1e-2 --tune-per-seed --sim-layers all --resume \
-        --out "$OUT/$t-matched.json"
+        "${from[@]}" --out "$OUT/$t-matched.json"
     ;;
 merge)
     pieces=()

@@ -990,3 +990,89 @@ fn a_report_another_process_is_writing_is_refused_until_it_ends() {
     succeeds(&lm(&out));
     assert!(out.exists());
 }
+
+#[test]
+fn eval_icl_takes_the_matching_cells_of_another_report_and_refuses_another_checkpoint() {
+    let dir = scratch("icl-cells-from");
+    let data = good_bad_task(&dir, 4);
+    let (first, second) = (dir.join("task.json"), dir.join("control.json"));
+    // One demonstration pair, one seed, two test examples: every run but its methods and step.
+    let small = [
+        "--shots",
+        "2",
+        "--seeds",
+        "0",
+        "--n-test",
+        "2",
+        "--n-dev",
+        "2",
+        "--max-input-tokens",
+        "16",
+    ];
+    let icl = |out: &Path, extra: &[&str]| {
+        let args = [&["--methods", "icl,dyn-eval"][..], &small[..], extra].concat();
+        eval_icl(&micro(), &data, out, &args)
+    };
+    let task = icl(&first, &["--formats", "single,multi", "--lr", "1e-3"]);
+    succeeds(&task);
+    let cells_from = ["--cells-from", first.to_str().unwrap()];
+    // A control with the Single format only: both of its cells are the task run's.
+    let control = icl(
+        &second,
+        &[
+            &["--formats", "single", "--lr", "1e-3"][..],
+            &cells_from[..],
+        ]
+        .concat(),
+    );
+    succeeds(&control);
+    let log = stderr(&control);
+    assert_eq!(
+        log.matches(&format!("cell of {}", first.display())).count(),
+        2,
+        "{log}"
+    );
+    let (task_json, control_json) = (report(&first), report(&second));
+    let cells = control_json["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    for cell in cells {
+        let same = task_json["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["key"] == cell["key"])
+            .unwrap_or_else(|| panic!("{} not in the task run", cell["key"]));
+        assert_eq!(same, cell, "taken as it was stored, times included");
+    }
+    // Another step: the dyn-eval cell is another cell and is computed; icl's is taken.
+    let other = icl(
+        &dir.join("other.json"),
+        &[
+            &["--formats", "single", "--lr", "2e-3"][..],
+            &cells_from[..],
+        ]
+        .concat(),
+    );
+    succeeds(&other);
+    assert_eq!(
+        stderr(&other)
+            .matches(&format!("cell of {}", first.display()))
+            .count(),
+        1,
+        "{}",
+        stderr(&other)
+    );
+    // A donor made from another checkpoint is refused before anything runs.
+    let poisoned_model = poisoned(&dir);
+    let refused = eval_icl(
+        &poisoned_model,
+        &data,
+        &dir.join("refused.json"),
+        &[&["--methods", "icl"][..], &small[..], &cells_from[..]].concat(),
+    );
+    fails_with(
+        &refused,
+        &["task.json", "--cells-from", "another checkpoint"],
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

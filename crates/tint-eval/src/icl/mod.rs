@@ -10,6 +10,7 @@
 
 pub mod calibration;
 pub mod cell_digest;
+pub mod cell_donors;
 pub mod cell_settings;
 pub mod loaders;
 pub mod merge;

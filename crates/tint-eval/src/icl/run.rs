@@ -13,6 +13,7 @@ use tint_aux::{AuxModel, DynEvalConfig, ParamSelection, SgdGradient};
 use tint_sim::{Engine, StepDirection, TintConfig};
 
 use super::cell_digest::cell_inputs_sha256;
+use super::cell_donors::{read_cell_donors, CellDonor};
 use super::loaders::{load_offline_task, load_task_dir};
 use super::merge::fingerprint_differences;
 use super::run_settings::IclRunSettings;
@@ -550,6 +551,9 @@ pub fn run_icl<AB: AutodiffBackend>(
     let loaded = load_tasks(&tasks, args, env)?;
     let mut report = resumable_report(args, env, &loaded)?;
     let stored_tuning = std::mem::take(&mut report.tuning);
+    let donors = read_cell_donors(&args.cells_from, &args.out, &report, &mut |n| {
+        on_event(RunEvent::Note(n))
+    })?;
 
     let k_max = args.shots.iter().copied().max().unwrap_or(0);
     // The demonstration seeds a step is tuned on: the first seed's draw, or each seed's.
@@ -630,6 +634,7 @@ pub fn run_icl<AB: AutodiffBackend>(
             k_max,
             tune_seed_sets: &tune_seed_sets,
             stored_tuning: &stored_tuning,
+            donors: &donors,
         };
         for (spec, trained_variants) in specs.iter().zip(&spec_variants) {
             let label = format!("{} on {task}", spec.name());
@@ -803,6 +808,8 @@ struct TaskRun<'r, AB: AutodiffBackend> {
     k_max: usize,
     tune_seed_sets: &'r [Vec<u64>],
     stored_tuning: &'r [TuneRecord],
+    /// Reports whose matching cells are taken instead of computed (`--cells-from`).
+    donors: &'r [CellDonor],
 }
 
 impl<AB: AutodiffBackend> TaskRun<'_, AB> {
@@ -908,6 +915,60 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
         Ok(steps)
     }
 
+    /// Whether the cell of `key` is reused instead of computed: this run's stored cell (`--resume`),
+    /// else a donor's (`--cells-from`, copied into the report), where it validates and has this
+    /// run's seeds, examples, method settings and digest of its inputs. A note says which was
+    /// reused, or why a stored one is recomputed.
+    fn reuse_cell(
+        &self,
+        key: &CellKey,
+        settings: &IclSettings,
+        cell_units: usize,
+        state: &mut RunState<'_>,
+    ) -> Result<bool, EvalError> {
+        let (task, k, row) = (self.task, settings.k, key.row_label());
+        let own = state.report.cell(key).map(|c| (None, c));
+        let donated = self
+            .donors
+            .iter()
+            .filter_map(|d| d.report.cell(key).map(|c| (Some(d.path.as_path()), c)));
+        let inputs_sha256 = cell_inputs_sha256(self.eval, self.encoder, settings);
+        let mut taken = None;
+        for (from, stored) in own.into_iter().chain(donated) {
+            let same = (k == 0 || stored.settings.seeds == settings.seeds)
+                && stored.settings.n_test == self.eval.test.len()
+                && stored.settings.method_settings == settings.method_settings
+                && stored.inputs_sha256 == inputs_sha256;
+            let place = from.map_or("stored cell".to_string(), |p| {
+                format!("cell of {}", p.display())
+            });
+            match stored.validate() {
+                Ok(()) if same => {
+                    taken = Some((from, place, stored.clone()));
+                    break;
+                }
+                Ok(()) => (state.on_event)(RunEvent::Note(format!(
+                    "not reusing the {place} {row} k={k} on {task}: its seeds, examples, method                      settings or digest of its inputs differ from this run's (or it has no                      digest: a report written before them)"
+                ))),
+                Err(why) => (state.on_event)(RunEvent::Note(format!(
+                    "not reusing the {place} {row} k={k} on {task}: stored numbers invalid ({why})"
+                ))),
+            }
+        }
+        let Some((from, place, cell)) = taken else {
+            return Ok(false);
+        };
+        state.done += cell_units;
+        (state.on_event)(RunEvent::Note(format!(
+            "{place} {row} k={k} on {task} reused"
+        )));
+        if from.is_some() {
+            state.report.upsert(cell);
+            write_outputs(&state.report, &self.args.out)?;
+        }
+        Ok(true)
+    }
+
     /// The cells of a method on this task among `shots` (each k, and each of `variants` at
     /// k > 0): a stored cell of a resumed report whose settings and inputs match is reused, the
     /// others run and are written as they finish. Returns each cell's key with its place in the
@@ -962,31 +1023,8 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                 let key = cell_key(task, method.as_ref(), &settings);
                 keys.push(((k_index, variant_index), key.clone()));
                 let cell_units = if k == 0 { 1 } else { self.args.seeds.len() } * eval.test.len();
-                if let Some(stored) = state.report.cell(&key) {
-                    let same = (k == 0 || stored.settings.seeds == settings.seeds)
-                        && stored.settings.n_test == eval.test.len()
-                        && stored.settings.method_settings == settings.method_settings
-                        && stored.inputs_sha256
-                            == cell_inputs_sha256(eval, self.encoder, &settings);
-                    let row = key.row_label();
-                    match stored.validate() {
-                        Ok(()) if same => {
-                            state.done += cell_units;
-                            (state.on_event)(RunEvent::Note(format!(
-                                "stored cell {row} k={k} on {task} reused"
-                            )));
-                            continue;
-                        }
-                        Ok(()) => (state.on_event)(RunEvent::Note(format!(
-                            "recomputing cell {row} k={k} on {task}: its seeds, examples, \
-                             method settings or digest of its inputs differ from this run's \
-                             (or it has no digest: a report written before them)"
-                        ))),
-                        Err(why) => (state.on_event)(RunEvent::Note(format!(
-                            "recomputing cell {row} k={k} on {task}: stored numbers invalid \
-                             ({why})"
-                        ))),
-                    }
+                if self.reuse_cell(&key, &settings, cell_units, state)? {
+                    continue;
                 }
                 let before = state.done;
                 let message = format!("{task} {} k={k}", key.row_label());

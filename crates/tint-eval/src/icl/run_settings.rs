@@ -164,6 +164,14 @@ pub struct IclRunSettings {
     /// data and code (cells whose numbers fail validation are recomputed) and run only the rest.
     #[cfg_attr(feature = "clap", arg(long))]
     pub resume: bool,
+    /// Take finished cells from another report (repeatable) instead of computing them: a cell of
+    /// FILE is reused where this run has the same cell (method with its step, task, shots, format,
+    /// loss) with the same seeds, examples, method settings and digest of its inputs, and FILE
+    /// was made from the same checkpoint, task data and backend (else an error) by the same code
+    /// (else its cells are not reused, with a note). E.g. a control run that repeats rows of a
+    /// larger run beside a new one. Not part of the resume fingerprint: it changes no number.
+    #[cfg_attr(feature = "clap", arg(long = "cells-from", value_name = "FILE"))]
+    pub cells_from: Vec<PathBuf>,
     /// Record non-finite label-word scores and training losses in the report (a prediction from
     /// non-finite scores counts as class 0; `--resume` recomputes such cells) instead of failing;
     /// the failure names the method, the example and seed, and where the value first appeared
@@ -206,6 +214,7 @@ impl Default for IclRunSettings {
             tint: TintFlags::default(),
             out: PathBuf::from("results/icl.json"),
             resume: false,
+            cells_from: Vec::new(),
             allow_non_finite: false,
             render_only: false,
         }
