@@ -992,9 +992,10 @@ fn a_report_another_process_is_writing_is_refused_until_it_ends() {
 }
 
 #[test]
-fn eval_icl_takes_the_matching_cells_of_another_report_and_refuses_another_checkpoint() {
+fn eval_icl_takes_the_matching_cells_and_tunings_of_another_report_and_refuses_another_checkpoint()
+{
     let dir = scratch("icl-cells-from");
-    let data = good_bad_task(&dir, 4);
+    let data = good_bad_task(&dir, 6);
     let (first, second) = (dir.join("task.json"), dir.join("control.json"));
     // One demonstration pair, one seed, two test examples: every run but its methods and step.
     let small = [
@@ -1005,25 +1006,32 @@ fn eval_icl_takes_the_matching_cells_of_another_report_and_refuses_another_check
         "--n-test",
         "2",
         "--n-dev",
-        "2",
+        "4",
+        "--balanced",
         "--max-input-tokens",
         "16",
+    ];
+    let tuned = [
+        "--tune",
+        "lr=1e-2,1e-1,1",
+        "--tune-extend",
+        "8",
+        "--tune-per-seed",
     ];
     let icl = |out: &Path, extra: &[&str]| {
         let args = [&["--methods", "icl,dyn-eval"][..], &small[..], extra].concat();
         eval_icl(&micro(), &data, out, &args)
     };
-    let task = icl(&first, &["--formats", "single,multi", "--lr", "1e-3"]);
+    let task = icl(
+        &first,
+        &[&["--formats", "single,multi"][..], &tuned[..]].concat(),
+    );
     succeeds(&task);
     let cells_from = ["--cells-from", first.to_str().unwrap()];
-    // A control with the Single format only: both of its cells are the task run's.
+    // A control with the Single format only: its tuning and both of its cells are the task run's.
     let control = icl(
         &second,
-        &[
-            &["--formats", "single", "--lr", "1e-3"][..],
-            &cells_from[..],
-        ]
-        .concat(),
+        &[&["--formats", "single"][..], &tuned[..], &cells_from[..]].concat(),
     );
     succeeds(&control);
     let log = stderr(&control);
@@ -1032,7 +1040,21 @@ fn eval_icl_takes_the_matching_cells_of_another_report_and_refuses_another_check
         2,
         "{log}"
     );
+    assert!(
+        log.contains(&format!(
+            "dyn-eval on mr, seed 0: the tuning of `dyn-eval on mr [single, label], seed 0` \
+             taken from {}",
+            first.display()
+        )),
+        "{log}"
+    );
     let (task_json, control_json) = (report(&first), report(&second));
+    let (task_tuning, control_tuning) = (&task_json["tuning"][0], &control_json["tuning"][0]);
+    assert_eq!(control_tuning["method"], "dyn-eval on mr, seed 0");
+    for field in ["grid", "scores", "choice", "inputs_sha256"] {
+        assert_eq!(control_tuning[field], task_tuning[field], "{field}");
+    }
+    assert!(task_tuning["inputs_sha256"].is_string(), "{task_tuning}");
     let cells = control_json["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2);
     for cell in cells {

@@ -273,6 +273,7 @@ pub fn tune_lm<'a>(
         train_fraction: Some(train_fraction),
         extended: bracketed.extended,
         interior: true,
+        inputs_sha256: None,
     })
 }
 
@@ -585,6 +586,7 @@ mod tests {
             train_fraction: None,
             extended: none.extended.clone(),
             interior: true,
+            inputs_sha256: None,
         };
         assert!(record.is_no_step() && record.is_interior());
         assert_eq!(record.check(), Ok(()));

@@ -4,10 +4,10 @@ use burn::module::{AutodiffModule, Module};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use tint_aux::loss::next_token_nll;
 
-use std::rc::Rc;
 use tint_aux::{
     continuation_nll, continuation_nll_of_logits, dynamic_eval_with, sgd_gradient, sgd_update,
     AuxModel, DynEvalConfig, SgdGradient,

@@ -42,6 +42,12 @@ pub struct TuneRecord {
     /// bracketing exists ([`bracket`](crate::lm_tune::bracket) refuses an edge choice); false for a given value.
     #[serde(default)]
     pub interior: bool,
+    /// The digest of what the tuning was computed from (ICL: the dev examples, template, tuning
+    /// settings, method and grid: `crate::icl::cell_digest::tuning_inputs_sha256`), so that
+    /// another report's record is reused only for the same computation (`--cells-from`); `None`
+    /// where not recorded (LM tunings, given values, reports written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs_sha256: Option<String>,
 }
 
 impl TuneRecord {
@@ -59,6 +65,7 @@ impl TuneRecord {
             train_fraction: None,
             extended: Vec::new(),
             interior: false,
+            inputs_sha256: None,
         }
     }
 

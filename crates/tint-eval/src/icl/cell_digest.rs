@@ -36,6 +36,26 @@ pub fn cell_inputs_sha256(
     format!("{:x}", hash.finalize())
 }
 
+/// The SHA-256 (hex) of what a step's tuning is computed from: the `dev` task data (the pool its
+/// demonstrations are drawn from and the dev examples), the `encoder`'s template and input limit,
+/// the tuning's `settings` (shots, seeds, format, loss, balance, calibration prior) and `method`:
+/// the method, the tuned parameter, its grid, the extensions allowed and the flags that shape the
+/// method ([`cell_inputs_sha256`] with `method` as the settings' method settings). Recorded in
+/// the tuning record ([`crate::tune_record::TuneRecord::inputs_sha256`]) so that `--cells-from`
+/// reuses another report's tuning only for the same computation.
+pub fn tuning_inputs_sha256(
+    dev: &TaskData,
+    encoder: &PromptEncoder<'_>,
+    settings: &IclSettings,
+    method: &str,
+) -> String {
+    let settings = IclSettings {
+        method_settings: format!("tuning: {method}"),
+        ..settings.clone()
+    };
+    cell_inputs_sha256(dev, encoder, &settings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +104,20 @@ mod tests {
             cell_inputs_sha256(&data, &encoder, &prior),
         ] {
             assert_ne!(other, base);
+        }
+        // A tuning's digest: its method and grid count, and it is never a cell's.
+        let tuning = tuning_inputs_sha256(&data, &encoder, &settings, "DynEval lr grid [1e-3]");
+        assert_eq!(
+            tuning,
+            tuning_inputs_sha256(&data, &encoder, &settings, "DynEval lr grid [1e-3]")
+        );
+        for other in [
+            tuning_inputs_sha256(&data, &encoder, &settings, "DynEval lr grid [1e-3, 1e-2]"),
+            tuning_inputs_sha256(&pool, &encoder, &settings, "DynEval lr grid [1e-3]"),
+            tuning_inputs_sha256(&data, &encoder, &seeds, "DynEval lr grid [1e-3]"),
+            base.clone(),
+        ] {
+            assert_ne!(other, tuning);
         }
     }
 }

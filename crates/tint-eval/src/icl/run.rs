@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use tint_aux::{AuxModel, DynEvalConfig, ParamSelection, SgdGradient};
 use tint_sim::{Engine, StepDirection, TintConfig};
 
-use super::cell_digest::cell_inputs_sha256;
+use super::cell_digest::{cell_inputs_sha256, tuning_inputs_sha256};
 use super::cell_donors::{read_cell_donors, CellDonor};
 use super::loaders::{load_offline_task, load_task_dir};
 use super::merge::fingerprint_differences;
@@ -845,6 +845,32 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                 } else {
                     format!("{label}{variant}")
                 };
+                let settings = IclSettings {
+                    k: self.k_max,
+                    seeds: seeds.clone(),
+                    format,
+                    loss,
+                    balanced: self.args.balanced,
+                    demos_in_context: None,
+                    method_settings: String::new(),
+                    prior: self.prior.clone(),
+                    // Tuning treats a diverging value as a grid outcome.
+                    allow_non_finite: false,
+                };
+                let digest = tuning_inputs_sha256(
+                    self.dev,
+                    self.encoder,
+                    &settings,
+                    &format!(
+                        "{:?} {} grid {grid:?}, extensions {}, steps {}, train layers {}, {:?}",
+                        spec.method,
+                        spec.parameter(),
+                        self.args.tune_extend,
+                        self.args.steps,
+                        self.args.train_layers,
+                        self.args.tint
+                    ),
+                );
                 let reused = self
                     .stored_tuning
                     .iter()
@@ -859,25 +885,14 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                             )));
                             false
                         }
-                    });
+                    })
+                    .or_else(|| self.donated_tuning(&label, &digest, state));
                 let record = match reused {
                     Some(r) => {
                         state.done += grid.len() * self.dev.test.len();
                         r
                     }
                     None => {
-                        let settings = IclSettings {
-                            k: self.k_max,
-                            seeds: seeds.clone(),
-                            format,
-                            loss,
-                            balanced: self.args.balanced,
-                            demos_in_context: None,
-                            method_settings: String::new(),
-                            prior: self.prior.clone(),
-                            // Tuning treats a diverging value as a grid outcome.
-                            allow_non_finite: false,
-                        };
                         let before = state.done;
                         // The units counted for the grid; an extension adds its own.
                         let mut grid_units = grid.len() * self.dev.test.len();
@@ -903,7 +918,10 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                         )
                         .map_err(non_finite_hint(TUNING_HINT))?;
                         (state.on_event)(RunEvent::Note(record.summary()));
-                        record
+                        TuneRecord {
+                            inputs_sha256: Some(digest),
+                            ..record
+                        }
                     }
                 };
                 values.push(record.choice);
@@ -913,6 +931,39 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
             steps.push(((format, loss), values));
         }
         Ok(steps)
+    }
+
+    /// A donor's tuning (`--cells-from`) computed from the inputs `digest` names
+    /// ([`super::cell_digest::tuning_inputs_sha256`]; a record without a digest is never taken)
+    /// whose numbers check, relabelled `label` (the donor may name the same tuning otherwise, e.g.
+    /// with its format and loss), its source naming where it was taken from.
+    fn donated_tuning(
+        &self,
+        label: &str,
+        digest: &str,
+        state: &mut RunState<'_>,
+    ) -> Option<TuneRecord> {
+        let (path, found) = self.donors.iter().find_map(|d| {
+            d.report
+                .tuning
+                .iter()
+                .find(|t| {
+                    t.tuned && t.inputs_sha256.as_deref() == Some(digest) && t.check().is_ok()
+                })
+                .map(|t| (d.path.display().to_string(), t.clone()))
+        })?;
+        (state.on_event)(RunEvent::Note(format!(
+            "{label}: the tuning of `{}` taken from {path}",
+            found.method
+        )));
+        Some(TuneRecord {
+            method: label.to_string(),
+            source: format!(
+                "{} (the tuning of `{}` in {path})",
+                found.source, found.method
+            ),
+            ..found
+        })
     }
 
     /// Whether the cell of `key` is reused instead of computed: this run's stored cell (`--resume`),

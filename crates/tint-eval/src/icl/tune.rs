@@ -106,5 +106,6 @@ pub fn tune_icl<'a>(
         train_fraction: None,
         extended: bracketed.extended,
         interior: true,
+        inputs_sha256: None,
     })
 }
