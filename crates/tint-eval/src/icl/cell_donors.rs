@@ -20,11 +20,6 @@ pub struct CellDonor {
     pub report: IclReport,
 }
 
-/// The text of `field` in a report's resume fingerprint (`None` where it has none).
-fn field<'a>(fingerprint: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
-    fingerprint.get(name)
-}
-
 /// A fingerprint field as the messages show it.
 fn shown(value: Option<&serde_json::Value>) -> String {
     value.map_or("none".into(), |v| v.to_string())
@@ -32,7 +27,8 @@ fn shown(value: Option<&serde_json::Value>) -> String {
 
 /// The `"task: sha256"` entries of a fingerprint's `data_sha256`, as `(task, sha256)`.
 fn task_digests(fingerprint: &serde_json::Value) -> Vec<(String, String)> {
-    field(fingerprint, "data_sha256")
+    fingerprint
+        .get("data_sha256")
         .and_then(|v| v.as_array())
         .map(|entries| {
             entries
@@ -76,7 +72,7 @@ pub fn read_cell_donors(
             refuse("the report has no fingerprint (written before fingerprints), so what it was made from is unknown".into())
         })?;
         let name = "checkpoint_sha256";
-        let (a, b) = (field(&theirs, name), field(&ours, name));
+        let (a, b) = (theirs.get(name), ours.get(name));
         if a != b {
             return Err(refuse(format!(
                 "made from another checkpoint ({name} {} in the report, {} in this run)",
@@ -101,7 +97,7 @@ pub fn read_cell_donors(
                 }
             }
         }
-        let (a, b) = (field(&theirs, "code_version"), field(&ours, "code_version"));
+        let (a, b) = (theirs.get("code_version"), ours.get("code_version"));
         if a != b {
             note(format!(
                 "--cells-from {}: made by other code ({} in the report, {} in this run): its \
@@ -193,6 +189,13 @@ mod tests {
                 "{text}"
             );
         }
+        let unprinted = written(&dir, "unprinted.json", &IclReport::new("SmolLM2", "flex"));
+        let err = read_cell_donors(&[unprinted], &out, &run, &mut |_| {}).unwrap_err();
+        assert!(
+            err.to_string().contains("unprinted.json")
+                && err.to_string().contains("no fingerprint"),
+            "{err}"
+        );
         let own =
             read_cell_donors(std::slice::from_ref(&out), &out, &run, &mut |_| {}).unwrap_err();
         assert!(own.to_string().contains("own --out"), "{own}");

@@ -999,7 +999,9 @@ impl<AB: AutodiffBackend> TaskRun<'_, AB> {
                     break;
                 }
                 Ok(()) => (state.on_event)(RunEvent::Note(format!(
-                    "not reusing the {place} {row} k={k} on {task}: its seeds, examples, method                      settings or digest of its inputs differ from this run's (or it has no                      digest: a report written before them)"
+                    "not reusing the {place} {row} k={k} on {task}: its seeds, examples, method \
+                     settings or digest of its inputs differ from this run's (or it has no \
+                     digest: a report written before them)"
                 ))),
                 Err(why) => (state.on_event)(RunEvent::Note(format!(
                     "not reusing the {place} {row} k={k} on {task}: stored numbers invalid ({why})"
