@@ -45,6 +45,9 @@ fi
 COMMON=(--max-blocks 128 --vanilla-from-ref --tune eta=3e-5,1e-4,3e-4 --tune-blocks 8
     --tune-per-fraction --resume)
 FRACTIONS=0.3,0.5,0.7,0.9
+# The 50 % shard, whose matched row the approximation pieces take (when it is there).
+SHARD1=()
+[[ -f "$OUT/shard-1of4.json" ]] && SHARD1=(--cells-from "$OUT/shard-1of4.json")
 
 case "${1:-}" in
 shard)
@@ -74,18 +77,21 @@ print(next(t['choice'] for t in r['tuning'] if t['method'] == 'tint-ref'))")
 exact-derivatives)
     # Issue 62 item 8, first approximation: the reference with exact norm and activation
     # derivatives (instead of the first-order finite differences), against the matched dynamic
-    # evaluation on the same 128 blocks at 50 %; both steps tuned again.
+    # evaluation on the same 128 blocks at 50 %; both steps tuned again. The matched row is shard
+    # 1's (same blocks, tuning blocks and grid): its cell and tuning are taken from
+    # shard-1of4.json where that report was made by the same code (`--cells-from`).
     "$XTASK" eval lm --train-fraction 0.5 --sim-layers all --exact-derivatives \
         --methods dyn-eval-matched,tint-ref --max-blocks 128 --tune eta=3e-5,1e-4,3e-4 \
-        --tune-blocks 8 --resume --out "$OUT/approx-exact-derivatives-50.json"
+        --tune-blocks 8 --resume "${SHARD1[@]}" --out "$OUT/approx-exact-derivatives-50.json"
     ;;
 exact-attention)
     # Item 8, second approximation: the reference back-propagating through the attention scores
     # as well as the values (finite-difference norm and activation derivatives kept), against
-    # the matched dynamic evaluation on the same 128 blocks at 50 %; both steps tuned again.
+    # the matched dynamic evaluation on the same 128 blocks at 50 %; both steps tuned again (the
+    # matched row taken from shard 1 as above).
     "$XTASK" eval lm --train-fraction 0.5 --sim-layers all --exact-attention-backward \
         --methods dyn-eval-matched,tint-ref --max-blocks 128 --tune eta=3e-5,1e-4,3e-4 \
-        --tune-blocks 8 --resume --out "$OUT/approx-exact-attention-50.json"
+        --tune-blocks 8 --resume "${SHARD1[@]}" --out "$OUT/approx-exact-attention-50.json"
     ;;
 all-exact)
     # Item 8, every approximation replaced: exact norm / activation derivatives and the exact

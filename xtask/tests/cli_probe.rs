@@ -1098,3 +1098,93 @@ fn eval_icl_takes_the_matching_cells_and_tunings_of_another_report_and_refuses_a
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `eval lm --cells-from`: a run that repeats a row of another report beside a changed row (the
+/// approximation pieces of Table 2 beside shard 1) takes that row's cell and tuning and computes
+/// the rest; a donor made from another checkpoint is refused.
+#[test]
+fn eval_lm_takes_the_matching_cells_and_tunings_of_another_report_and_refuses_another_checkpoint() {
+    let dir = scratch("lm-cells-from");
+    let (first, second) = (dir.join("shard.json"), dir.join("exact.json"));
+    let tuned = ["--tune", "eta=1e-4,1e-3,1e-2,1e-1", "--tune-extend", "8"];
+    let shard = eval_lm(
+        &micro(),
+        &first,
+        &[
+            &["--methods", "vanilla,dyn-eval-matched,tint-ref"][..],
+            &tuned[..],
+        ]
+        .concat(),
+    );
+    succeeds(&shard);
+    let cells_from = ["--cells-from", first.to_str().unwrap()];
+    let exact = eval_lm(
+        &micro(),
+        &second,
+        &[
+            &[
+                "--methods",
+                "dyn-eval-matched,tint-ref",
+                "--exact-derivatives",
+            ][..],
+            &tuned[..],
+            &cells_from[..],
+        ]
+        .concat(),
+    );
+    succeeds(&exact);
+    let log = stderr(&exact);
+    let from = format!("--cells-from {}", first.display());
+    assert!(
+        log.contains(&format!("dyn-eval-matched f=0.5: cell taken from {from}"))
+            && log.contains(&format!("dyn-eval-matched f=0.5: tuning taken from {from}")),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches(&from).count(),
+        2,
+        "tint-ref's cell and tuning are its own: {log}"
+    );
+    let (shard_json, exact_json) = (report(&first), report(&second));
+    let row = |r: &serde_json::Value, key: &str, method: &str| {
+        r[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["method"] == method)
+            .unwrap_or_else(|| panic!("no {method} in {key}"))
+            .clone()
+    };
+    assert_eq!(
+        row(&exact_json, "results", "dyn-eval-matched"),
+        row(&shard_json, "results", "dyn-eval-matched"),
+        "taken as it was stored, its time included"
+    );
+    assert_eq!(
+        row(&exact_json, "tuning", "dyn-eval-matched"),
+        row(&shard_json, "tuning", "dyn-eval-matched")
+    );
+    for key in ["results", "tuning"] {
+        let (a, b) = (
+            row(&shard_json, key, "tint-ref")["inputs_sha256"].clone(),
+            row(&exact_json, key, "tint-ref")["inputs_sha256"].clone(),
+        );
+        assert!(a.is_string() && b.is_string() && a != b, "{key}: {a} {b}");
+    }
+    // A donor made from another checkpoint is refused before anything runs.
+    let poisoned_model = poisoned(&dir);
+    let refused = eval_lm(
+        &poisoned_model,
+        &dir.join("refused.json"),
+        &[
+            &["--methods", "dyn-eval-matched", "--inner-lr", "1e-3"][..],
+            &cells_from[..],
+        ]
+        .concat(),
+    );
+    fails_with(
+        &refused,
+        &["shard.json", "--cells-from", "another checkpoint"],
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

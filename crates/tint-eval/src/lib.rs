@@ -11,6 +11,7 @@ pub mod documents;
 pub mod error;
 pub mod icl;
 pub mod lm;
+pub mod lm_donors;
 pub mod lm_grid;
 pub mod lm_merge;
 pub mod lm_method;

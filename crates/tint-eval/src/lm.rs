@@ -222,10 +222,12 @@ fn score_cell(
 /// `blocks` are the evaluated blocks (all of `config.block_size` tokens; see
 /// [`crate::lm_split::LmSplit`], which keeps them apart from the tuning blocks). `settings` is
 /// recorded verbatim in the report next to this config, so callers put the model, corpus and method
-/// hyper-parameters there. Cells of `previous` with the same method name and train fraction that
-/// pass [`crate::resume::validate_cell`] for these blocks are taken as they are instead of being
-/// recomputed (`--resume`); a stored cell that fails validation is recomputed. The caller is
-/// responsible for `previous` coming from the same settings ([`crate::resume`]).
+/// hyper-parameters there. The first cell of `previous` with the same method name and train
+/// fraction that passes [`crate::resume::validate_cell`] for these blocks and has this run's
+/// digest of its inputs is taken as it is instead of being recomputed (`--resume`, then
+/// `--cells-from`); where none does, the cell is recomputed. The caller is responsible for
+/// `previous` coming from the same model, text and code ([`crate::resume`],
+/// [`crate::lm_donors`]).
 pub fn run_lm_eval(
     blocks: &[Vec<u32>],
     config: &LmEvalConfig,
@@ -247,28 +249,37 @@ pub fn run_lm_eval(
                 config.block_size,
                 blocks,
             );
-            let stored = previous.iter().find(|r| {
-                r.method == name && (r.train_fraction - spec.train_fraction).abs() < 1e-12
-            });
+            // The first stored cell of this method and fraction that checks is taken; where
+            // none does, the first one's failure is told.
             let mut note = String::new();
-            if let Some(done_cell) = stored {
+            let mut taken = None;
+            for done_cell in previous.iter().filter(|r| {
+                r.method == name && (r.train_fraction - spec.train_fraction).abs() < 1e-12
+            }) {
                 let checked =
                     crate::resume::validate_cell(done_cell, blocks.len(), config.block_size)
                         .and_then(|()| crate::resume::check_inputs(done_cell, &inputs_sha256));
                 match checked {
                     Ok(()) => {
-                        done += blocks.len();
-                        results.push(done_cell.clone());
-                        progress(LmProgress {
-                            done,
-                            total,
-                            message: format!("{name} f={:.1} (resumed)", spec.train_fraction),
-                            cell: Some(done_cell.clone()),
-                        });
-                        continue;
+                        taken = Some(done_cell);
+                        break;
                     }
-                    Err(reason) => note = format!(" (stored cell recomputed: {reason})"),
+                    Err(reason) if note.is_empty() => {
+                        note = format!(" (stored cell recomputed: {reason})");
+                    }
+                    Err(_) => {}
                 }
+            }
+            if let Some(done_cell) = taken {
+                done += blocks.len();
+                results.push(done_cell.clone());
+                progress(LmProgress {
+                    done,
+                    total,
+                    message: format!("{name} f={:.1} (resumed)", spec.train_fraction),
+                    cell: Some(done_cell.clone()),
+                });
+                continue;
             }
             let cell = score_cell(
                 method.as_mut(),
@@ -483,11 +494,16 @@ mod tests {
         other[3][9] = 99;
         assert_eq!(run(&other, "lr 1e-3", std::slice::from_ref(&stored)).1, 4);
         // No digest (a report written before them).
-        let mut old = stored;
+        let mut old = stored.clone();
         old.inputs_sha256.clear();
-        let (_, calls, notes) = run(&tokens, "lr 1e-3", &[old]);
+        let (_, calls, notes) = run(&tokens, "lr 1e-3", std::slice::from_ref(&old));
         assert_eq!(calls, 4);
         assert!(notes.contains("no digest of its inputs"), "{notes}");
+        // A failing cell before a good one (a resumed report's, then a --cells-from donor's):
+        // the good one is taken.
+        let (report, calls, _) = run(&tokens, "lr 1e-3", &[old, stored.clone()]);
+        assert_eq!(calls, 0);
+        assert_eq!(report.results[0].seconds, stored.seconds);
     }
 
     #[test]

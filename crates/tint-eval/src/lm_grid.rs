@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use tint_aux::{AuxModel, SgdGradient};
-use tint_sim::{Engine, TintConfig};
+use tint_sim::{Engine, StepDirection, TintConfig};
 
 use burn::tensor::backend::AutodiffBackend;
 
@@ -95,11 +95,7 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
         },
         Method::DynEval | Method::DynEvalMatched => Box::new(dyn_eval_of(spec, model)),
         Method::Tint(method) => {
-            let mut config = tint.clone();
-            config.step.inner_lr = spec.eta;
-            config.step.n_forward_backward = spec.budget.steps;
-            config.step.n_simulation_layers = spec.budget.layers;
-            let tint = Tint::for_method(inference, config, method)?;
+            let tint = Tint::for_method(inference, tint_config_of(spec, tint), method)?;
             match first_pass {
                 Some(cache) if method == Engine::Reference => {
                     Box::new(tint.recording_first_pass(cache.clone()))
@@ -112,6 +108,15 @@ pub fn build_lm_method<'a, AB: AutodiffBackend>(
         label: spec.label.clone(),
         method,
     }))
+}
+
+/// `tint` with the step, steps and simulated layers of a TinT spec.
+fn tint_config_of(spec: &LmMethodSpec, tint: &TintConfig) -> TintConfig {
+    let mut config = tint.clone();
+    config.step.inner_lr = spec.eta;
+    config.step.n_forward_backward = spec.budget.steps;
+    config.step.n_simulation_layers = spec.budget.layers;
+    config
 }
 
 /// The dynamic evaluation of a `dyn-eval` or `dyn-eval-matched` spec.
@@ -130,15 +135,40 @@ fn dyn_eval_of<'a, AB: AutodiffBackend>(
 }
 
 /// Whether the methods [`build_tuning_method`] builds for the step sizes of one grid share each
-/// block's gradient (dynamic evaluation with one step), so that tuning scores the grid block by
-/// block ([`crate::lm_tune::tune_lm`]).
+/// block's gradient (dynamic evaluation with one step) or descent direction (TinT's functional
+/// reference with one step, where its engine gives directions), so that tuning scores the grid
+/// block by block ([`crate::lm_tune::tune_lm`]; the same record in either order).
 pub fn shares_gradients(spec: &LmMethodSpec) -> bool {
-    matches!(spec.method, Method::DynEval | Method::DynEvalMatched) && spec.budget.steps == 1
+    matches!(
+        spec.method,
+        Method::DynEval | Method::DynEvalMatched | Method::Tint(Engine::Reference)
+    ) && spec.budget.steps == 1
+}
+
+/// What the methods of one tuning grid share: each block's dynamic-evaluation gradient and
+/// TinT descent direction ([`crate::step_reuse`]).
+pub struct TuningReuse<AB: AutodiffBackend> {
+    /// Dynamic evaluation's gradients.
+    pub gradients: StepReuse<SgdGradient<AB>>,
+    /// The functional reference's descent directions.
+    pub directions: StepReuse<dyn StepDirection<AB::InnerBackend>>,
+}
+
+impl<AB: AutodiffBackend> Default for TuningReuse<AB> {
+    /// The last block's gradient and direction.
+    fn default() -> Self {
+        Self {
+            gradients: StepReuse::default(),
+            directions: StepReuse::default(),
+        }
+    }
 }
 
 /// [`build_lm_method`] for a value of a tuning grid: where [`shares_gradients`], dynamic
-/// evaluation that keeps each block's gradient in `gradients` for the grid's other values
-/// ([`DynEval::sharing_gradients`]; the same NLLs); otherwise the method itself.
+/// evaluation that keeps each block's gradient in `reuse` for the grid's other values
+/// ([`DynEval::sharing_gradients`]) or the functional reference that keeps each block's descent
+/// direction there ([`Tint::sharing_directions`]; both the same NLLs); otherwise the method
+/// itself.
 ///
 /// # Errors
 ///
@@ -148,15 +178,60 @@ pub fn build_tuning_method<'a, AB: AutodiffBackend>(
     model: &'a AuxModel<AB>,
     inference: &'a AuxModel<AB::InnerBackend>,
     tint: &TintConfig,
-    gradients: &StepReuse<SgdGradient<AB>>,
+    reuse: &TuningReuse<AB>,
 ) -> Result<Box<dyn LmMethod + 'a>, EvalError> {
     if !shares_gradients(spec) {
         return build_lm_method(spec, model, inference, tint, None);
     }
+    let label = spec.label.clone();
+    if let Method::Tint(engine) = spec.method {
+        let method = Tint::for_method(inference, tint_config_of(spec, tint), engine)?;
+        let method: Box<dyn LmMethod + 'a> =
+            match method.sharing_directions(reuse.directions.clone()) {
+                Ok(method) => Box::new(Labelled { label, method }),
+                Err(method) => Box::new(Labelled { label, method }),
+            };
+        return Ok(method);
+    }
     Ok(Box::new(Labelled {
-        label: spec.label.clone(),
-        method: dyn_eval_of(spec, model).sharing_gradients(gradients.clone()),
+        label,
+        method: dyn_eval_of(spec, model).sharing_gradients(reuse.gradients.clone()),
     }))
+}
+
+/// What an LM tuning is computed from, as the SHA-256 (hex) of [`crate::lm::cell_inputs_sha256`]
+/// over: the row (its label, method and budget, the tuned parameter's value left out), the tuned
+/// parameter, the given grid and how many extensions [`crate::lm_tune::bracket`] may add, a TinT
+/// row's TinT configuration (its sizes and step settings; a dynamic-evaluation row does not read
+/// it), the train fraction and the tuning blocks' tokens. Recorded in
+/// [`crate::tune_record::TuneRecord::inputs_sha256`] so that `--cells-from` takes another report's
+/// tuning only for the same computation ([`crate::lm_donors`]). The model, text and code are the
+/// donor report's checks.
+#[allow(clippy::too_many_arguments)]
+pub fn tuning_inputs_sha256(
+    spec: &LmMethodSpec,
+    parameter: &str,
+    grid: &[f64],
+    max_extensions: usize,
+    tint: &TintConfig,
+    train_fraction: f64,
+    block_size: usize,
+    tune_blocks: &[Vec<u32>],
+) -> String {
+    let mut row = spec.clone();
+    if parameter == "lr" {
+        row.lr = None;
+    } else {
+        row.eta = 0.0;
+    }
+    let what = serde_json::json!({
+        "tuning": parameter,
+        "grid": grid,
+        "max_extensions": max_extensions,
+        "row": row,
+        "tint": matches!(spec.method, Method::Tint(_)).then_some(tint),
+    });
+    crate::lm::cell_inputs_sha256(&what.to_string(), train_fraction, block_size, tune_blocks)
 }
 
 /// A row of a run with its spec at every evaluated train fraction: the same spec everywhere, or
@@ -252,6 +327,81 @@ impl RowPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tuning_digest_moves_with_what_the_tuning_computes_and_only_a_tint_row_reads_the_tint_config(
+    ) {
+        let spec = |method: Method| LmMethodSpec {
+            method,
+            label: method.to_string(),
+            eta: 1e-4,
+            lr: None,
+            budget: Budget {
+                layers: None,
+                steps: 1,
+            },
+        };
+        let tint = TintConfig::for_model(576, 144, 64);
+        let mut exact = tint.clone();
+        exact.step.derivatives = tint_sim::DerivativeMode::Exact;
+        let blocks = vec![vec![1_u32, 2, 3, 4]];
+        let grid = [1e-4, 1e-3];
+        for method in [Method::DynEvalMatched, Method::Tint(Engine::Reference)] {
+            let digest = |s: &LmMethodSpec,
+                          g: &[f64],
+                          ext: usize,
+                          t: &TintConfig,
+                          f: f64,
+                          b: &[Vec<u32>]| {
+                tuning_inputs_sha256(s, "eta", g, ext, t, f, 4, b)
+            };
+            let base = digest(&spec(method), &grid, 3, &tint, 0.5, &blocks);
+            let mut other_eta = spec(method);
+            other_eta.eta = 3e-4;
+            assert_eq!(
+                base,
+                digest(&other_eta, &grid, 3, &tint, 0.5, &blocks),
+                "the tuned value is left out"
+            );
+            let mut two_steps = spec(method);
+            two_steps.budget.steps = 2;
+            let mut relabelled = spec(method);
+            relabelled.label = "x 15x2".into();
+            for (what, other) in [
+                ("budget", digest(&two_steps, &grid, 3, &tint, 0.5, &blocks)),
+                ("label", digest(&relabelled, &grid, 3, &tint, 0.5, &blocks)),
+                (
+                    "grid",
+                    digest(&spec(method), &[1e-4, 1e-2], 3, &tint, 0.5, &blocks),
+                ),
+                (
+                    "extensions",
+                    digest(&spec(method), &grid, 0, &tint, 0.5, &blocks),
+                ),
+                (
+                    "fraction",
+                    digest(&spec(method), &grid, 3, &tint, 0.3, &blocks),
+                ),
+                (
+                    "blocks",
+                    digest(&spec(method), &grid, 3, &tint, 0.5, &[vec![1, 2, 3, 5]]),
+                ),
+            ] {
+                assert_ne!(base, other, "{method}: {what}");
+            }
+            assert_ne!(
+                base,
+                tuning_inputs_sha256(&spec(method), "lr", &grid, 3, &tint, 0.5, 4, &blocks),
+                "{method}: parameter"
+            );
+            let with_exact = digest(&spec(method), &grid, 3, &exact, 0.5, &blocks);
+            assert_eq!(
+                base == with_exact,
+                method == Method::DynEvalMatched,
+                "{method}: only a TinT row reads the TinT configuration"
+            );
+        }
+    }
 
     #[test]
     fn budgets_parse_and_print() {

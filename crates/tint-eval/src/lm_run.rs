@@ -13,7 +13,12 @@ use tint_aux::{AuxModel, BackwardMemory, GradientMemory};
 use tint_sim::{Engine, TintConfig};
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
-use crate::lm_grid::{build_tuning_method, shares_gradients, RowPlan};
+use crate::lm_donors::{
+    donated_cells, donated_tuning, is_donated, read_lm_donors, DonorRules, LmDonor,
+};
+use crate::lm_grid::{
+    build_tuning_method, shares_gradients, tuning_inputs_sha256, RowPlan, TuningReuse,
+};
 use crate::lm_rows::{pending_rows, PendingRow, StepSource};
 use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
@@ -24,7 +29,6 @@ use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
 use crate::run_settings::check_out_extension;
-use crate::step_reuse::StepReuse;
 use crate::tune_record::TuneRecord;
 use crate::{run_lm_eval, EvalError, LmEvalConfig, LmReport, MethodResult};
 use tint_lab::event::{OnEvent, RunEvent};
@@ -203,6 +207,16 @@ pub fn run_lm<AB: AutodiffBackend>(
         fingerprint,
     } = prepare_run(args, env, tuning_needed, on_event)?;
     let (stored_cells, stored_tuning) = stored_report(args, &fingerprint, on_event)?;
+    let donors = read_lm_donors(
+        &args.cells_from,
+        &DonorRules {
+            out: &args.out,
+            fingerprint: &fingerprint,
+            backend: env.backend,
+            eval: &config,
+        },
+        &mut |n| on_event(RunEvent::Note(n)),
+    )?;
     let write_partial = |results: Vec<MethodResult>, tuning: &[TuneRecord]| {
         LmReport {
             settings: serde_json::json!({
@@ -232,6 +246,7 @@ pub fn run_lm<AB: AutodiffBackend>(
         tune_tokens: &split.tune_tokens(),
         tune_split: &format!("documents {}", tune_docs.join(", ")),
         stored_tuning: &stored_tuning,
+        donors: &donors,
         write_partial: &write_partial,
         on_event: &mut *on_event,
         fixed_units: tune_units + eval_units,
@@ -267,12 +282,15 @@ pub fn run_lm<AB: AutodiffBackend>(
     let mut finished: Vec<MethodResult> = Vec::new();
     let mut checkpoint_error = None;
     let tune_done = done;
+    // A resumed run's own cells first, then those of `--cells-from` (the first that passes).
+    let donated = donated_cells(&donors);
+    let takeable: Vec<MethodResult> = stored_cells.iter().chain(&donated).cloned().collect();
     let mut report = run_lm_eval(
         &split.eval_tokens(),
         &config,
         &mut methods,
         settings.clone(),
-        &stored_cells,
+        &takeable,
         &mut |p| {
             on_event(RunEvent::Progress {
                 done: tune_done + eval_work.counted(p.done),
@@ -289,6 +307,7 @@ pub fn run_lm<AB: AutodiffBackend>(
     )
     .map_err(non_finite_hint(RECORD_HINT))?;
     note_non_finite_cells(&report, on_event);
+    note_donated_cells(&report, &donors, on_event);
     if let Some(e) = checkpoint_error {
         return Err(e.context("writing the partial report"));
     }
@@ -367,6 +386,24 @@ fn stored_report(
         )));
     }
     Ok((stored_cells, stored_tuning))
+}
+
+/// Notes each cell taken from a report of `--cells-from`, with its file.
+fn note_donated_cells(report: &LmReport, donors: &[LmDonor], on_event: OnEvent<'_>) {
+    for cell in &report.results {
+        let from = donors
+            .iter()
+            .find(|d| d.report.results.iter().any(|c| is_donated(cell, c)));
+        if let Some(donor) = from {
+            on_event(RunEvent::Note(format!(
+                "{} f={}: cell taken from --cells-from {} ({} blocks)",
+                cell.method,
+                cell.train_fraction,
+                donor.path.display(),
+                cell.blocks.len()
+            )));
+        }
+    }
 }
 
 /// Notes each cell with a non-finite perplexity (recorded with `--allow-non-finite`) and how many
@@ -564,6 +601,8 @@ struct StepChooser<'a, 'e, AB: AutodiffBackend> {
     tune_split: &'a str,
     /// The tunings of the report a resumed run reads.
     stored_tuning: &'a [TuneRecord],
+    /// The reports of `--cells-from`, whose tunings of this run's inputs are taken.
+    donors: &'a [LmDonor],
     write_partial: &'a WritePartial<'a>,
     on_event: OnEvent<'e>,
     /// Progress units planned at the start (tuning, then evaluation).
@@ -624,6 +663,16 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
             StepSource::Given(record) => self.tuning.push(record),
             StepSource::Tune { parameter, grid } => {
                 for &tf in self.tune_fractions {
+                    let digest = tuning_inputs_sha256(
+                        &spec,
+                        parameter,
+                        &grid,
+                        self.args.tune_extend,
+                        self.tint_config,
+                        tf,
+                        self.args.block_size,
+                        self.tune_tokens,
+                    );
                     let reused = self.stored_tuning.iter().find(|t| {
                         t.tuned
                             && t.method == spec.label
@@ -642,8 +691,12 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                             false
                         }
                     });
-                    let record = match reused {
-                        Some(r) => {
+                    let donated = match reused {
+                        Some(_) => None,
+                        None => donated_tuning(self.donors, &digest),
+                    };
+                    let record = match (reused, donated) {
+                        (Some(r), _) => {
                             self.done += grid.len() * self.tune_tokens.len();
                             (self.on_event)(RunEvent::Note(format!(
                                 "{} f={tf}: stored tuning reused",
@@ -651,7 +704,16 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                             )));
                             r.clone()
                         }
-                        None => {
+                        (None, Some((path, r))) => {
+                            self.done += grid.len() * self.tune_tokens.len();
+                            (self.on_event)(RunEvent::Note(format!(
+                                "{} f={tf}: tuning taken from --cells-from {}",
+                                spec.label,
+                                path.display()
+                            )));
+                            r.clone()
+                        }
+                        (None, None) => {
                             let (model, inference, tint_config) =
                                 (self.model, self.inference, self.tint_config);
                             let fixed_units = self.fixed_units;
@@ -660,8 +722,9 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                             let before = *done;
                             let planned = grid.len() * self.tune_tokens.len();
                             let extra_before = *extra_units;
-                            // The last tuning block's gradient, shared by the grid's values.
-                            let gradients = StepReuse::default();
+                            // The last tuning block's gradient or direction, shared by the
+                            // grid's values.
+                            let reuse = TuningReuse::default();
                             let record = tune_lm(
                                 &spec.label,
                                 parameter,
@@ -678,13 +741,7 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                                     } else {
                                         s.eta = value;
                                     }
-                                    build_tuning_method(
-                                        &s,
-                                        model,
-                                        inference,
-                                        tint_config,
-                                        &gradients,
-                                    )
+                                    build_tuning_method(&s, model, inference, tint_config, &reuse)
                                 },
                                 &mut |d, t, message| {
                                     *done = before + d;
@@ -698,7 +755,10 @@ impl<AB: AutodiffBackend> StepChooser<'_, '_, AB> {
                             )
                             .map_err(non_finite_hint(TUNING_HINT))?;
                             on_event(RunEvent::Note(record.summary()));
-                            record
+                            TuneRecord {
+                                inputs_sha256: Some(digest),
+                                ..record
+                            }
                         }
                     };
                     chosen.push((tf, record.choice));

@@ -1,7 +1,7 @@
 //! The settings of a language-modelling run (`cargo xtask eval lm`), with the default suite's and
 //! the smoke suite's values. With the `clap` feature they are the command's flags; their
 //! documentation is the help text. Serialised into the report (`settings.run.args`) and, without
-//! `methods`, `out`, `resume` and `allow_non_finite`, into its resume fingerprint.
+//! `methods`, `out`, `resume`, `cells_from` and `allow_non_finite`, into its resume fingerprint.
 
 use std::path::{Path, PathBuf};
 
@@ -137,6 +137,17 @@ pub struct LmRunSettings {
     /// rewritten atomically after every cell; cells of methods not requested are kept).
     #[cfg_attr(feature = "clap", arg(long))]
     pub resume: bool,
+    /// Take finished cells and tunings from another report (repeatable) instead of computing
+    /// them: a (method, train fraction) cell of FILE is taken where it has this run's method
+    /// settings, fraction, blocks and block size (the digest of its inputs) and its numbers
+    /// validate; a tuning where the digest of its inputs (row, grid, tuning blocks, fraction) is
+    /// this run's. FILE must be made from the same checkpoint and text, on the same backend, with
+    /// the same bootstrap (else an error), by the same code (else nothing is taken, with a note).
+    /// E.g. a run that repeats one row of a larger run beside new rows. Not part of the resume
+    /// fingerprint: it changes no number.
+    #[cfg_attr(feature = "clap", arg(long = "cells-from", value_name = "FILE"))]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cells_from: Vec<PathBuf>,
     /// Record a non-finite block NLL in the report (the cell's perplexity is then NaN, `null` in
     /// the JSON, and `--resume` recomputes it) instead of failing; the failure names the method,
     /// the block and where the value first appeared (a weight, the forward pass, the update).
@@ -265,6 +276,7 @@ impl LmRunSettings {
             budget: Vec::new(),
             shard: None,
             resume,
+            cells_from: Vec::new(),
             allow_non_finite: false,
             vanilla_from_ref: true,
             workers: None,

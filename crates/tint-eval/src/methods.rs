@@ -292,6 +292,79 @@ impl<B: AutodiffBackend> LmMethod for SharingGradients<'_, B> {
     }
 }
 
+/// TinT's functional reference keeping each block's descent direction in a [`StepReuse`] shared
+/// with the methods built for the other step sizes of a tuning grid ([`crate::step_reuse`]):
+/// scored block by block across the grid ([`crate::lm_tune::tune_lm`]), every block runs one
+/// first pass and backward pass instead of a whole step per step size, and each step size one
+/// plain forward of its updated model ([`StepDirection::updated`]). Its NLLs equal [`Tint`]'s to
+/// the bit (`tests/all/methods.rs`). Made by [`Tint::sharing_directions`] only where the engine
+/// gives directions; scores its blocks on one thread (no [`LmMethod::fork`]).
+pub struct SharingDirections<B: Backend> {
+    method: Tint<B>,
+    directions: StepReuse<dyn StepDirection<B>>,
+}
+
+impl<B: Backend> Tint<B> {
+    /// This method taking each block's descent direction from `directions` (or keeping it there)
+    /// where the engine gives directions ([`Self::gives_directions`]); else this method back.
+    ///
+    /// # Errors
+    /// `self` where the engine gives no directions.
+    pub fn sharing_directions(
+        self,
+        directions: StepReuse<dyn StepDirection<B>>,
+    ) -> Result<SharingDirections<B>, Box<Self>> {
+        if self.gives_directions() {
+            Ok(SharingDirections {
+                method: self,
+                directions,
+            })
+        } else {
+            Err(Box::new(self))
+        }
+    }
+}
+
+impl<B: Backend> LmMethod for SharingDirections<B> {
+    fn name(&self) -> String {
+        self.method.name()
+    }
+
+    /// # Shapes
+    /// `block`: `T` token ids, trained on the first `train_len`; the step's input `[1, T]`.
+    fn block_nll(&mut self, block: &[u32], train_len: usize) -> Result<BlockNll, EvalError> {
+        let tint = &self.method;
+        let ids = block_ids::<B>(block, &tint.device);
+        let input = SimInput::with_train_lengths(ids.clone(), &[train_len])?;
+        // Everything the direction depends on: the step without its size, the tokens and the
+        // training part.
+        let mut step = tint.engine.step().clone();
+        let inner_lr = step.inner_lr;
+        step.inner_lr = 0.0;
+        let key = StepKey {
+            settings: format!(
+                "lm tint-ref {step:?}, official_compat {}",
+                tint.official_compat
+            ),
+            ids: vec![block.to_vec()],
+            targets: vec![(0..block.len()).map(|t| t < train_len).collect()],
+        };
+        let direction = self.directions.get_or_compute(key, || {
+            tint.direction(std::slice::from_ref(&input)).map(Rc::from)
+        })?;
+        let logits = direction.updated(inner_lr).logits(ids.clone())?;
+        eval_part_nll(logits, ids, train_len)
+    }
+
+    fn non_finite_origin(&mut self, block: &[u32], train_len: usize) -> NonFiniteOrigin {
+        self.method.non_finite_origin(block, train_len)
+    }
+
+    fn settings(&self) -> String {
+        self.method.settings()
+    }
+}
+
 /// The TinT method names of the evaluations, in the order of [`Engine::ALL`]: the constructed
 /// simulator (`tint`), its structured execution (`tint-structured`, proven equal to the
 /// constructed one) and the functional reference (`tint-ref`, the same update with plain tensor
@@ -337,6 +410,10 @@ pub struct Tint<B: Backend> {
     /// The step keeps the loss gradient of the sequence's last position (the official code's
     /// quirk, docs/construction.md §12): the update then depends on what ends the sequence.
     official_compat: bool,
+    /// A simulator's construction (sizes, norm epsilon, module reuse, gates), which shapes its
+    /// float32 rounding: part of [`LmMethod::settings`], so a cell is taken (`--resume`,
+    /// `--cells-from`) only from a network built the same way. `None` for the reference.
+    construction: Option<String>,
 }
 
 impl<B: Backend> Tint<B> {
@@ -356,6 +433,20 @@ impl<B: Backend> Tint<B> {
             model: model.clone(),
             first_pass: None,
             official_compat: config.official_compat,
+            construction: matches!(engine, Engine::Simulator(_)).then(|| {
+                format!(
+                    "Ds {}, P {}, Hs {}, epsilon {:e}, reuse forward {} backward {}, gates {:?} \
+                     x{}",
+                    config.hidden_size,
+                    config.num_prefixes,
+                    config.num_heads,
+                    config.epsilon,
+                    config.reuse_forward_blocks,
+                    config.reuse_backward_blocks,
+                    config.gate_mode,
+                    config.gate_scale
+                )
+            }),
         })
     }
 
@@ -536,10 +627,15 @@ impl<B: Backend> LmMethod for Tint<B> {
             .unwrap_or_else(|_| weights_origin(&self.model).unwrap_or(NonFiniteOrigin::Unknown))
     }
 
-    /// The engine and its whole step (layers, steps, `η`, derivatives, loss gradient).
+    /// The engine and its whole step (layers, steps, `η`, derivatives, loss gradient), and a
+    /// simulator's construction (its sizes).
     fn settings(&self) -> String {
+        let construction = self
+            .construction
+            .as_ref()
+            .map_or(String::new(), |c| format!(", constructed with {c}"));
         format!(
-            "{}: {:?}, official_compat {}",
+            "{}: {:?}, official_compat {}{construction}",
             self.name(),
             self.engine.step(),
             self.official_compat

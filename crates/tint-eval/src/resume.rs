@@ -29,9 +29,10 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
-    /// The fingerprint of `settings` (the keys `methods`, `out`, `resume` and `allow_non_finite` of
-    /// `settings.args` are dropped: cells are keyed by method name, where they are written does not
-    /// change them, and a cell holding a non-finite value never validates, so it is recomputed).
+    /// The fingerprint of `settings` (the keys `methods`, `out`, `resume`, `cells_from` and
+    /// `allow_non_finite` of `settings.args` are dropped: cells are keyed by method name, where
+    /// they are written or taken from does not change them, and a cell holding a non-finite value
+    /// never validates, so it is recomputed).
     pub fn new(
         settings: &serde_json::Value,
         checkpoint_sha256: impl Into<String>,
@@ -43,7 +44,7 @@ impl Fingerprint {
             .get_mut("args")
             .and_then(serde_json::Value::as_object_mut)
         {
-            for key in ["methods", "out", "resume", "allow_non_finite"] {
+            for key in ["methods", "out", "resume", "cells_from", "allow_non_finite"] {
                 args.remove(key);
             }
         }

@@ -8,7 +8,8 @@
 //! tests in tint-aux and tint-sim). Its users: `eval icl` keeps one per tuned seed (whose tuning at
 //! the largest k draws the same demonstrations from the same pool as the evaluation cell of that
 //! seed); `eval lm`'s tuning ([`crate::lm_tune::tune_lm`]) scores its grid block by block and keeps
-//! the last block's dynamic-evaluation gradient ([`crate::methods::DynEval::sharing_gradients`]).
+//! the last block's dynamic-evaluation gradient ([`crate::methods::DynEval::sharing_gradients`]) or
+//! the functional reference's descent direction ([`crate::methods::Tint::sharing_directions`]).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

@@ -43,9 +43,10 @@ pub struct TuneRecord {
     #[serde(default)]
     pub interior: bool,
     /// The digest of what the tuning was computed from (ICL: the dev examples, template, tuning
-    /// settings, method and grid: `crate::icl::cell_digest::tuning_inputs_sha256`), so that
+    /// settings, method and grid: `crate::icl::cell_digest::tuning_inputs_sha256`; LM: the row,
+    /// grid, tuning blocks and fraction: `crate::lm_grid::tuning_inputs_sha256`), so that
     /// another report's record is reused only for the same computation (`--cells-from`); `None`
-    /// where not recorded (LM tunings, given values, reports written before it).
+    /// where not recorded (given values, reports written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs_sha256: Option<String>,
 }

@@ -389,3 +389,52 @@ fn dyn_eval_sharing_one_gradient_across_step_sizes_gives_the_same_nlls_to_the_bi
         }
     }
 }
+
+/// Tuning's functional reference keeps each block's descent direction for the grid's other step
+/// sizes (`Tint::sharing_directions`): on the tiny LLaMA every step size gives the NLL of the
+/// whole step computed afresh, to the bit, and a second block runs its own first pass; the GPT-2
+/// reference gives no directions, so it is handed back to run whole steps.
+#[test]
+fn tint_ref_sharing_one_direction_across_step_sizes_gives_the_same_nlls_to_the_bit() {
+    use tint_eval::step_reuse::StepReuse;
+    let llama_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/llama/tiny");
+    let model: AuxModel<B> = tint_aux::load_model(&llama_dir, &Default::default()).unwrap();
+    let vocab = model.vocab_size() as u32;
+    let blocks: Vec<Vec<u32>> = (0..2u32)
+        .map(|b| (0..24u32).map(|i| (i * 37 + 11 + b * 5) % vocab).collect())
+        .collect();
+    let method = |eta: f64| {
+        let mut config = TintConfig::sized_for(64, 4, TintSizes::default());
+        config.step.inner_lr = eta;
+        Tint::reference(&model, config).unwrap()
+    };
+    let directions = StepReuse::default();
+    let etas = [1e-3, 3e-2, 0.3];
+    let mut sharing: Vec<_> = etas
+        .iter()
+        .map(|&eta| {
+            method(eta)
+                .sharing_directions(directions.clone())
+                .unwrap_or_else(|_| panic!("the LLaMA reference gives directions"))
+        })
+        .collect();
+    for block in &blocks {
+        for (m, &eta) in sharing.iter_mut().zip(&etas) {
+            let kept = m.block_nll(block, 12).unwrap();
+            let fresh = method(eta).block_nll(block, 12).unwrap();
+            assert_eq!(
+                (kept.sum_nll.to_bits(), kept.count),
+                (fresh.sum_nll.to_bits(), fresh.count),
+                "eta {eta}: {} vs {}",
+                kept.sum_nll,
+                fresh.sum_nll
+            );
+        }
+    }
+    assert_eq!(directions.reused(), 2 * (etas.len() - 1));
+    let micro_model = micro::<B>();
+    let mut config = TintConfig::sized_for(32, 4, TintSizes::default());
+    config.step.inner_lr = 1e-2;
+    let gpt2 = Tint::reference(&micro_model, config).unwrap();
+    assert!(gpt2.sharing_directions(StepReuse::default()).is_err());
+}
