@@ -1145,6 +1145,10 @@ fn eval_lm_takes_the_matching_cells_and_tunings_of_another_report_and_refuses_an
         2,
         "tint-ref's cell and tuning are its own: {log}"
     );
+    assert!(
+        !log.contains("stored cell recomputed"),
+        "the donor's other tint-ref is not this run's stored cell: {log}"
+    );
     let (shard_json, exact_json) = (report(&first), report(&second));
     let row = |r: &serde_json::Value, key: &str, method: &str| {
         r[key]

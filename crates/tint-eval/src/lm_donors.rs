@@ -137,11 +137,22 @@ pub fn read_lm_donors(
     Ok(donors)
 }
 
-/// Every cell of `donors`, in order (a run takes the first that passes its checks).
-pub fn donated_cells(donors: &[LmDonor]) -> Vec<MethodResult> {
+/// The cells of `donors` a run may take, in order: those whose method name, train fraction and
+/// digest of inputs are one of the run's own cells, `wanted` (the digests
+/// [`crate::lm::run_lm_eval`] computes), so that a donor's cell of another computation under the
+/// same name (another `tint-ref`) is left out rather than reported as a stored cell not reused.
+pub fn donated_cells(donors: &[LmDonor], wanted: &[(String, f64, String)]) -> Vec<MethodResult> {
     donors
         .iter()
-        .flat_map(|d| d.report.results.iter().cloned())
+        .flat_map(|d| d.report.results.iter())
+        .filter(|c| {
+            wanted.iter().any(|(method, fraction, digest)| {
+                c.method == *method
+                    && (c.train_fraction - fraction).abs() < 1e-12
+                    && c.inputs_sha256 == *digest
+            })
+        })
+        .cloned()
         .collect()
 }
 

@@ -13,6 +13,7 @@ use tint_aux::{AuxModel, BackwardMemory, GradientMemory};
 use tint_sim::{Engine, TintConfig};
 
 use crate::documents::{file_label, sha256_documents, sha256_files, tokenized_documents};
+use crate::lm::cell_inputs_sha256;
 use crate::lm_donors::{
     donated_cells, donated_tuning, is_donated, read_lm_donors, DonorRules, LmDonor,
 };
@@ -282,11 +283,23 @@ pub fn run_lm<AB: AutodiffBackend>(
     let mut finished: Vec<MethodResult> = Vec::new();
     let mut checkpoint_error = None;
     let tune_done = done;
-    // A resumed run's own cells first, then those of `--cells-from` (the first that passes).
-    let donated = donated_cells(&donors);
+    // A resumed run's own cells first, then those of `--cells-from` with this run's digests.
+    let eval_tokens = split.eval_tokens();
+    let wanted: Vec<(String, f64, String)> = methods
+        .iter()
+        .flat_map(|m| {
+            let (name, settings) = (m.name(), m.settings());
+            let eval_tokens = &eval_tokens;
+            args.train_fraction.iter().map(move |&f| {
+                let digest = cell_inputs_sha256(&settings, f, args.block_size, eval_tokens);
+                (name.clone(), f, digest)
+            })
+        })
+        .collect();
+    let donated = donated_cells(&donors, &wanted);
     let takeable: Vec<MethodResult> = stored_cells.iter().chain(&donated).cloned().collect();
     let mut report = run_lm_eval(
-        &split.eval_tokens(),
+        &eval_tokens,
         &config,
         &mut methods,
         settings.clone(),
