@@ -208,16 +208,7 @@ pub fn run_lm<AB: AutodiffBackend>(
         fingerprint,
     } = prepare_run(args, env, tuning_needed, on_event)?;
     let (stored_cells, stored_tuning) = stored_report(args, &fingerprint, on_event)?;
-    let donors = read_lm_donors(
-        &args.cells_from,
-        &DonorRules {
-            out: &args.out,
-            fingerprint: &fingerprint,
-            backend: env.backend,
-            eval: &config,
-        },
-        &mut |n| on_event(RunEvent::Note(n)),
-    )?;
+    let donors = cell_donors(args, &fingerprint, env.backend, &config, on_event)?;
     let write_partial = |results: Vec<MethodResult>, tuning: &[TuneRecord]| {
         LmReport {
             settings: serde_json::json!({
@@ -283,21 +274,8 @@ pub fn run_lm<AB: AutodiffBackend>(
     let mut finished: Vec<MethodResult> = Vec::new();
     let mut checkpoint_error = None;
     let tune_done = done;
-    // A resumed run's own cells first, then those of `--cells-from` with this run's digests.
     let eval_tokens = split.eval_tokens();
-    let wanted: Vec<(String, f64, String)> = methods
-        .iter()
-        .flat_map(|m| {
-            let (name, settings) = (m.name(), m.settings());
-            let eval_tokens = &eval_tokens;
-            args.train_fraction.iter().map(move |&f| {
-                let digest = cell_inputs_sha256(&settings, f, args.block_size, eval_tokens);
-                (name.clone(), f, digest)
-            })
-        })
-        .collect();
-    let donated = donated_cells(&donors, &wanted);
-    let takeable: Vec<MethodResult> = stored_cells.iter().chain(&donated).cloned().collect();
+    let takeable = takeable_cells(&stored_cells, &donors, &methods, args, &eval_tokens);
     let mut report = run_lm_eval(
         &eval_tokens,
         &config,
@@ -399,6 +377,53 @@ fn stored_report(
         )));
     }
     Ok((stored_cells, stored_tuning))
+}
+
+/// The reports of `--cells-from` ([`read_lm_donors`] under this run's fingerprint, backend and
+/// evaluation settings; a report of other code is left out with a note).
+fn cell_donors(
+    args: &LmRunSettings,
+    fingerprint: &Fingerprint,
+    backend: &str,
+    config: &LmEvalConfig,
+    on_event: OnEvent<'_>,
+) -> Result<Vec<LmDonor>, EvalError> {
+    let rules = DonorRules {
+        out: &args.out,
+        fingerprint,
+        backend,
+        eval: config,
+    };
+    read_lm_donors(&args.cells_from, &rules, &mut |n| {
+        on_event(RunEvent::Note(n))
+    })
+}
+
+/// The finished cells a run may take instead of computing them, in the order tried: a resumed
+/// run's own (`stored`), then those of `--cells-from` whose method, fraction and digest of
+/// inputs are one of this run's cells (`methods` at every fraction of `args` on `eval_tokens`).
+fn takeable_cells(
+    stored: &[MethodResult],
+    donors: &[LmDonor],
+    methods: &[Box<dyn crate::LmMethod + '_>],
+    args: &LmRunSettings,
+    eval_tokens: &[Vec<u32>],
+) -> Vec<MethodResult> {
+    let wanted: Vec<(String, f64, String)> = methods
+        .iter()
+        .flat_map(|m| {
+            let (name, settings) = (m.name(), m.settings());
+            args.train_fraction.iter().map(move |&f| {
+                let digest = cell_inputs_sha256(&settings, f, args.block_size, eval_tokens);
+                (name.clone(), f, digest)
+            })
+        })
+        .collect();
+    stored
+        .iter()
+        .cloned()
+        .chain(donated_cells(donors, &wanted))
+        .collect()
 }
 
 /// Notes each cell taken from a report of `--cells-from`, with its file.
