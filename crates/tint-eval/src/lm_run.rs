@@ -409,6 +409,10 @@ fn takeable_cells(
     args: &LmRunSettings,
     eval_tokens: &[Vec<u32>],
 ) -> Vec<MethodResult> {
+    if donors.is_empty() {
+        // No `--cells-from`: no digests to compute here (`run_lm_eval` computes its own).
+        return stored.to_vec();
+    }
     let wanted: Vec<(String, f64, String)> = methods
         .iter()
         .flat_map(|m| {
