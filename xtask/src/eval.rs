@@ -45,9 +45,9 @@ pub(crate) struct EvalArgs {
     #[arg(long, value_enum, conflicts_with = "quick")]
     protocol: Option<SuiteProtocol>,
     /// GiB a training step (dynamic evaluation's forward and backward) may need by its estimate
-    /// (logits, the blocks' intermediates, stored block inputs); a step over it is refused before
-    /// it allocates, with the estimate and its parts. Default: three quarters of the machine's
-    /// memory.
+    /// (logits, the blocks' intermediates, stored block inputs, gradients kept for reuse); a step
+    /// over it is refused before it allocates, with the estimate and its parts. Default: three
+    /// quarters of the machine's memory.
     #[arg(long, global = true)]
     max_memory_gib: Option<f64>,
 }

@@ -5,7 +5,8 @@
 //! [`AuxModel`] whose selected parameters are `theta - lr * grad`.
 
 use burn::module::{AutodiffModule, Param};
-use burn::tensor::{backend::AutodiffBackend, Int, Tensor};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor};
 
 use crate::loss::{continuation_nll, lm_loss, LossMask, LossReduction};
 use crate::model::AuxModel;
@@ -258,6 +259,37 @@ fn mark_trainable<B: AutodiffBackend>(
         selection,
         n_layers,
     })
+}
+
+/// Bytes of the parameters of `model` that `selection` trains: the memory of one step's
+/// gradient, or of one kept update (every parameter of SmolLM2-135M in float32: 0.54 GB).
+pub fn selected_param_bytes<B: Backend>(model: &AuxModel<B>, selection: &ParamSelection) -> u64 {
+    struct Count<'a> {
+        selection: &'a ParamSelection,
+        n_layers: usize,
+        bytes: u64,
+    }
+    impl<B: Backend> ParamMapper<B> for Count<'_> {
+        fn map<const D: usize>(
+            &mut self,
+            info: &ParamInfo,
+            param: Param<Tensor<B, D>>,
+        ) -> Param<Tensor<B, D>> {
+            if self.selection.selects(info, self.n_layers) {
+                let value = param.val();
+                let bytes = (value.shape().num_elements() * value.dtype().size()) as u64;
+                self.bytes = self.bytes.saturating_add(bytes);
+            }
+            param
+        }
+    }
+    let mut count = Count {
+        selection,
+        n_layers: model.n_layers(),
+        bytes: 0,
+    };
+    let _ = model.clone().map_named_params(&mut count);
+    count.bytes
 }
 
 /// The training loss of `model` on `input_ids` and its gradients.

@@ -61,8 +61,8 @@ pub mod weight_file;
 pub use checkpoint::linear;
 pub use config::{read_text_limited, AuxConfig};
 pub use dyn_eval::{
-    dynamic_eval, dynamic_eval_with, sgd_gradient, sgd_update, DynEvalConfig, DynEvalOutcome,
-    GradientMemory, ParamSelection, SgdGradient,
+    dynamic_eval, dynamic_eval_with, selected_param_bytes, sgd_gradient, sgd_update, DynEvalConfig,
+    DynEvalOutcome, GradientMemory, ParamSelection, SgdGradient,
 };
 pub use error::AuxError;
 pub use finite::{check_finite, count_non_finite, first_non_finite_weight};

@@ -127,6 +127,10 @@ pub struct BackwardMemory {
     /// The block inputs a block-by-block backward stores, `(n_layers + 1) · batch · seq · d_model`
     /// (none over the whole graph).
     pub stored_inputs: u64,
+    /// Gradients of earlier steps kept while this one runs (a caller that reuses a step's
+    /// gradient across step sizes and cells keeps a few: [`Self::with_kept_gradients`]); zero
+    /// unless set.
+    pub kept_gradients: u64,
 }
 
 impl BackwardMemory {
@@ -180,7 +184,16 @@ impl BackwardMemory {
                 .saturating_mul(bytes),
             blocks: one_block.saturating_mul(held),
             stored_inputs,
+            kept_gradients: 0,
         }
+    }
+
+    /// This estimate with `count` kept gradients of `bytes_each` bytes (the trained parameters'
+    /// bytes, [`crate::selected_param_bytes`]) held beside the step: a caller keeping the last
+    /// `count` steps' gradients counts them all, the one this step makes included.
+    pub fn with_kept_gradients(mut self, count: usize, bytes_each: u64) -> Self {
+        self.kept_gradients = (count as u64).saturating_mul(bytes_each);
+        self
     }
 
     /// The estimate for one step of `model` on a `[batch, seq]` batch with `memory`'s backward
@@ -209,6 +222,7 @@ impl BackwardMemory {
         self.logits
             .saturating_add(self.blocks)
             .saturating_add(self.stored_inputs)
+            .saturating_add(self.kept_gradients)
     }
 
     /// Refuses the step when [`Self::total`] is over `limit` bytes, as [`ForwardMemory::admit`].
@@ -219,10 +233,11 @@ impl BackwardMemory {
         admit_estimate(self.total(), what, limit, flag, || {
             format!(
                 "logits and their gradients {:.2} GiB, blocks' intermediates {:.2} GiB, stored \
-                 block inputs {:.2} GiB",
+                 block inputs {:.2} GiB, kept gradients {:.2} GiB",
                 gib(self.logits),
                 gib(self.blocks),
-                gib(self.stored_inputs)
+                gib(self.stored_inputs),
+                gib(self.kept_gradients)
             )
         })
     }
@@ -391,6 +406,25 @@ mod tests {
         smollm2_step(2048, true)
             .admit("the same block by block", 8 << 30, "--max-memory-gib")
             .unwrap();
+    }
+
+    /// Kept gradients add `count` times their size, and take a step that fits alone over a limit
+    /// (the error names them).
+    #[test]
+    fn kept_gradients_count_in_the_estimate() {
+        let alone = smollm2_step(1024, true);
+        assert_eq!(alone.kept_gradients, 0);
+        // Every parameter of SmolLM2-135M in float32.
+        let each = 134_515_008 * 4;
+        let kept = alone.with_kept_gradients(3, each);
+        assert_eq!(kept.total(), alone.total() + 3 * each);
+        let limit = alone.total() + each;
+        alone.admit("alone", limit, "--max-memory-gib").unwrap();
+        let message = kept
+            .admit("dyn-eval's step", limit, "--max-memory-gib")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("kept gradients 1.50 GiB"), "{message}");
     }
 
     #[test]

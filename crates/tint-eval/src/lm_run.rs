@@ -92,6 +92,7 @@ fn admit_step_memory<B: Backend>(
         Tint::reference(model, tint_config.clone())?.admit_steps(
             &[args.block_size],
             workers,
+            0,
             limit,
             &blocks,
             flag,

@@ -534,10 +534,11 @@ impl<B: Backend> Tint<B> {
 }
 
 impl<B: Backend> Tint<B> {
-    /// Refuses `parallel` steps at once, each on sequences of `seq_lengths` (one after another),
-    /// whose memory estimate ([`TintStep::step_memory`], `parallel` times) is over `limit`
-    /// bytes: the error names `what` runs, the estimate's parts and `flag`, which raises the
-    /// limit. Admits every step of an engine without an estimate.
+    /// Refuses `parallel` steps at once, each on sequences of `seq_lengths` (one after another)
+    /// with `kept_directions` directions of earlier steps held beside it, whose memory estimate
+    /// ([`TintStep::step_memory`] with them, `parallel` times) is over `limit` bytes: the error
+    /// names `what` runs, the estimate's parts and `flag`, which raises the limit. Admits every
+    /// step of an engine without an estimate.
     ///
     /// # Errors
     /// [`EvalError::Aux`] with [`tint_aux::AuxError::MemoryOverLimit`].
@@ -545,6 +546,7 @@ impl<B: Backend> Tint<B> {
         &self,
         seq_lengths: &[usize],
         parallel: usize,
+        kept_directions: usize,
         limit: u64,
         what: &str,
         flag: &str,
@@ -552,6 +554,7 @@ impl<B: Backend> Tint<B> {
         let Some(memory) = self.engine.step_memory(seq_lengths) else {
             return Ok(());
         };
+        let memory = memory.with_kept_directions(kept_directions);
         memory.times(parallel.max(1)).admit(
             &format!("{}'s step on {what}", tint_method_name(self.engine())),
             limit,

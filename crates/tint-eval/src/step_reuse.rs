@@ -67,6 +67,11 @@ impl<T: ?Sized> StepReuse<T> {
         }
     }
 
+    /// How many gradients it keeps at most (the memory a step's admission counts beside it).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// The gradient of `key`: a kept one computed from the same key, else `compute()`'s, which
     /// is kept in place of the oldest when all slots are full (that one is dropped before
     /// `compute` runs: memory); an error when `compute` fails, which keeps nothing new.

@@ -81,14 +81,21 @@ impl<B: Backend> SimInput<B> {
 
     /// Checks the shapes against each other and the token ids and length against the model.
     pub fn validate(&self, dims: &AuxDims, max_seq_length: usize) -> Result<(), SimError> {
+        self.validate_for(dims.vocab_size, max_seq_length)
+    }
+
+    /// Checks the shapes against each other, and the token ids and length against a model of
+    /// `vocab_size` tokens and `max_positions` positions (the check of every engine, GPT-2/OPT
+    /// and LLaMA).
+    pub fn validate_for(&self, vocab_size: usize, max_positions: usize) -> Result<(), SimError> {
         let [batch_size, seq_length] = self.dims();
         let bad = |msg: String| Err(SimError::InvalidInput(msg));
         if batch_size == 0 || seq_length < 2 {
             return bad(format!("input_ids has shape [{batch_size}, {seq_length}]; need at least 1 sequence of 2 tokens"));
         }
-        if seq_length > max_seq_length {
+        if seq_length > max_positions {
             return bad(format!(
-                "sequence length {seq_length} exceeds the model's {max_seq_length} positions"
+                "sequence length {seq_length} exceeds the model's {max_positions} positions"
             ));
         }
         if self.train_mask.dims() != [batch_size, seq_length] {
@@ -121,13 +128,9 @@ impl<B: Backend> SimInput<B> {
             .convert::<i64>()
             .to_vec()
             .unwrap_or_default();
-        if let Some(&id) = ids
-            .iter()
-            .find(|&&id| id < 0 || id as usize >= dims.vocab_size)
-        {
+        if let Some(&id) = ids.iter().find(|&&id| id < 0 || id as usize >= vocab_size) {
             return bad(format!(
-                "token id {id} is outside the vocabulary of {} tokens",
-                dims.vocab_size
+                "token id {id} is outside the vocabulary of {vocab_size} tokens"
             ));
         }
         Ok(())

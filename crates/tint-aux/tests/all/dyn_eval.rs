@@ -7,7 +7,8 @@ use crate::common::*;
 use burn::module::Param;
 use burn::tensor::{backend::Backend, DType, Int, Tensor, TensorData};
 use tint_aux::dyn_eval::{
-    dynamic_eval, sgd_gradient, sgd_update, DynEvalConfig, GradientMemory, ParamSelection,
+    dynamic_eval, selected_param_bytes, sgd_gradient, sgd_update, DynEvalConfig, GradientMemory,
+    ParamSelection,
 };
 use tint_aux::loss::{
     continuation_nll, continuation_nll_of_logits, lm_loss, LossMask, LossReduction,
@@ -386,6 +387,30 @@ fn parameter_selection_restricts_the_update() {
         still,
         vec!["blocks.0.attn.key.bias", "blocks.1.attn.key.bias"]
     );
+}
+
+/// `selected_param_bytes` counts the bytes of exactly the parameters a selection trains (the
+/// memory of one step's gradient): every parameter, or the value projections' four tensors.
+#[test]
+fn selected_param_bytes_counts_the_trained_parameters() {
+    let original = model("gpt2-tiny");
+    let values = snapshot(&original);
+    let bytes_of = |names: &mut dyn Iterator<Item = &String>| {
+        names.map(|n| values[n].len() as u64 * 4).sum::<u64>()
+    };
+    assert_eq!(
+        selected_param_bytes(&original, &ParamSelection::all()),
+        bytes_of(&mut values.keys())
+    );
+    let value_names: Vec<String> = ["0", "1"]
+        .iter()
+        .flat_map(|b| ["bias", "weight"].map(|w| format!("blocks.{b}.attn.value.{w}")))
+        .collect();
+    assert_eq!(
+        selected_param_bytes(&original, &ParamSelection::groups(&["attn_v"]).unwrap()),
+        bytes_of(&mut value_names.iter())
+    );
+    assert!(bytes_of(&mut value_names.iter()) > 0);
 }
 
 /// The updated copy stores OPT's transposed weights contiguously, so f32 matmuls round differently

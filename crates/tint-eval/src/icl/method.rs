@@ -9,8 +9,8 @@ use burn::tensor::{Int, Tensor, TensorData};
 use std::rc::Rc;
 use tint_aux::loss::next_token_nll;
 use tint_aux::{
-    sgd_gradient, sgd_update, AuxModel, BackwardMemory, DynEvalConfig, LossMask, PrefixCache,
-    SgdGradient,
+    selected_param_bytes, sgd_gradient, sgd_update, AuxModel, BackwardMemory, DynEvalConfig,
+    LossMask, PrefixCache, SgdGradient,
 };
 
 use super::prompt::{DemoFormat, TrainingSequences};
@@ -401,14 +401,19 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
         let ids = padded_ids::<B>(&train.ids, train.ids[0][0], &device);
         let [batch, max_len] = ids.dims();
         if let Some(limit) = self.memory_limit {
-            BackwardMemory::of_model(self.model, batch, max_len, self.config.memory).admit(
-                &format!(
-                    "{}'s step on {batch} training sequence(s) of up to {max_len} positions",
-                    self.family
-                ),
-                limit,
-                "--max-memory-gib",
-            )?;
+            // The gradients kept for the grid's other step sizes and the seed's cell sit beside
+            // the step (the one this step makes among them).
+            let kept = self.reuse.as_ref().map_or(0, StepReuse::capacity);
+            BackwardMemory::of_model(self.model, batch, max_len, self.config.memory)
+                .with_kept_gradients(kept, selected_param_bytes(self.model, &self.config.params))
+                .admit(
+                    &format!(
+                        "{}'s step on {batch} training sequence(s) of up to {max_len} positions",
+                        self.family
+                    ),
+                    limit,
+                    "--max-memory-gib",
+                )?;
         }
         let targets = train
             .targets

@@ -107,7 +107,9 @@ impl<B: Backend> TintIcl<B> {
     }
 
     /// [`Tint::admit_steps`] for one step on training sequences of `seq_lengths` under the
-    /// limit, if any.
+    /// limit, if any, with the directions kept for the grid's other step sizes and the seed's
+    /// cell beside it (all but one of the shared [`StepReuse`]'s slots: this step's own
+    /// direction is counted with the step).
     fn admit_step(&self, seq_lengths: &[usize]) -> Result<(), EvalError> {
         let Some(limit) = self.memory_limit else {
             return Ok(());
@@ -117,8 +119,12 @@ impl<B: Backend> TintIcl<B> {
             "{} training sequence(s) of up to {longest} positions",
             seq_lengths.len()
         );
+        let kept = self
+            .reuse
+            .as_ref()
+            .map_or(0, |(reuse, _)| reuse.capacity() - 1);
         self.tint
-            .admit_steps(seq_lengths, 1, limit, &what, "--max-memory-gib")
+            .admit_steps(seq_lengths, 1, kept, limit, &what, "--max-memory-gib")
     }
 
     /// This method taking the descent direction of a demonstration prefix from `reuse` when a

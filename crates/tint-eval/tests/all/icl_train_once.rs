@@ -553,6 +553,18 @@ fn a_dyn_eval_step_over_the_memory_limit_is_refused_before_it_runs() {
         refused.last_losses
     );
 
+    // The gradients a step reuse keeps (three slots: the grid's other step sizes and the seeds'
+    // cells) count beside the step, this step's own among them.
+    let with_kept = needed + 3 * tint_aux::selected_param_bytes(&model, &config.params);
+    let kept = |limit: u64| {
+        DynEvalIcl::new(&model, config.clone())
+            .with_step_reuse(tint_eval::step_reuse::StepReuse::with_capacity(3))
+            .with_memory_limit(limit)
+    };
+    let message = kept(with_kept - 1).adapt(&train).unwrap_err().to_string();
+    assert!(message.contains("kept gradients"), "{message}");
+    kept(with_kept).adapt(&train).unwrap();
+
     let mut admitted = DynEvalIcl::new(&model, config.clone()).with_memory_limit(needed);
     let mut unlimited = DynEvalIcl::new(&model, config);
     admitted.adapt(&train).unwrap();
@@ -624,6 +636,27 @@ fn a_tint_reference_step_over_the_memory_limit_is_refused_before_it_runs() {
         admitted.score(&request).unwrap(),
         unlimited.score(&request).unwrap()
     );
+
+    // The directions a step reuse keeps for other step sizes and cells (three slots: two beside
+    // this step's own) count beside the step.
+    let with_kept = LlamaReference::new(&model, LlamaTintConfig::from_tint(&config))
+        .unwrap()
+        .step_memory(&[demos.len()])
+        .with_kept_directions(2)
+        .total();
+    assert!(with_kept > needed);
+    let kept = |limit: u64| {
+        let mut unscaled = config.clone();
+        unscaled.step.inner_lr = 0.0;
+        icl(Some(limit)).with_step_reuse(
+            tint_eval::step_reuse::StepReuse::with_capacity(3),
+            format!("{unscaled:?}"),
+        )
+    };
+    let message = kept(with_kept - 1).score(&request).unwrap_err().to_string();
+    refused_message(message.clone());
+    assert!(message.contains("kept directions"), "{message}");
+    kept(with_kept).score(&request).unwrap();
 
     // Single format: one step on two sequences, bounded by the longer.
     let train = TrainingSequences {

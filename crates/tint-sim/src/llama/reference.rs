@@ -540,54 +540,7 @@ impl<B: Backend> LlamaReference<B> {
 
     /// Checks `input` against the model (shapes, lengths, token ids).
     pub(crate) fn validate(&self, input: &SimInput<B>) -> Result<(), SimError> {
-        let [batch_size, seq_length] = input.dims();
-        let bad = |msg: String| Err(SimError::InvalidInput(msg));
-        if batch_size == 0 || seq_length < 2 {
-            return bad(format!(
-                "input_ids has shape [{batch_size}, {seq_length}]; need at least 1 sequence of 2 tokens"
-            ));
-        }
-        if seq_length > self.params.max_positions {
-            return bad(format!(
-                "sequence length {seq_length} exceeds the model's {} positions",
-                self.params.max_positions
-            ));
-        }
-        if input.train_mask.dims() != [batch_size, seq_length] {
-            return bad(format!(
-                "train_mask has shape {:?}, input_ids [{batch_size}, {seq_length}]",
-                input.train_mask.dims()
-            ));
-        }
-        if let Some(m) = &input.gradient_mask {
-            if m.dims() != [batch_size, seq_length] {
-                return bad(format!(
-                    "gradient_mask has shape {:?}, input_ids [{batch_size}, {seq_length}]",
-                    m.dims()
-                ));
-            }
-        }
-        if let Some(m) = &input.icl_mask {
-            if m.dims() != [batch_size, seq_length, seq_length] {
-                return bad(format!(
-                    "icl_mask has shape {:?}, expected [{batch_size}, {seq_length}, {seq_length}]",
-                    m.dims()
-                ));
-            }
-        }
-        let ids: Vec<i64> = input
-            .input_ids
-            .to_data()
-            .convert::<i64>()
-            .to_vec()
-            .unwrap_or_default();
-        let vocab_size = self.params.vocab_size();
-        if let Some(&id) = ids.iter().find(|&&id| id < 0 || id as usize >= vocab_size) {
-            return bad(format!(
-                "token id {id} is outside the vocabulary of {vocab_size} tokens"
-            ));
-        }
-        Ok(())
+        input.validate_for(self.params.vocab_size(), self.params.max_positions)
     }
 
     /// Rotary tables and masks of one sequence.

@@ -43,6 +43,10 @@ pub struct ReferenceStepMemory {
     pub logits: u64,
     /// [`REFERENCE_WEIGHT_COPIES`] times the updated weights.
     pub weights: u64,
+    /// Descent directions of earlier steps kept beside this one (each the updated weights'
+    /// size; a caller reusing directions across step sizes and cells keeps a few:
+    /// [`Self::with_kept_directions`]); zero unless set.
+    pub kept_directions: u64,
 }
 
 /// The sizes an estimate reads from a model.
@@ -120,7 +124,17 @@ impl ReferenceStepMemory {
             weights: REFERENCE_WEIGHT_COPIES
                 .saturating_mul(updated)
                 .saturating_mul(bytes),
+            kept_directions: 0,
         }
+    }
+
+    /// This estimate with `earlier` descent directions of earlier steps held beside it, each
+    /// the size of the updated weights (a quarter of [`Self::weights`]: this step's own
+    /// direction is its gradients' running sum, already counted there).
+    pub fn with_kept_directions(mut self, earlier: usize) -> Self {
+        self.kept_directions =
+            (earlier as u64).saturating_mul(self.weights / REFERENCE_WEIGHT_COPIES);
+        self
     }
 
     /// The memory of `n` such steps at once (blocks scored in parallel, each with its own
@@ -132,6 +146,7 @@ impl ReferenceStepMemory {
             attention: self.attention.saturating_mul(n),
             logits: self.logits.saturating_mul(n),
             weights: self.weights.saturating_mul(n),
+            kept_directions: self.kept_directions.saturating_mul(n),
         }
     }
 
@@ -141,6 +156,7 @@ impl ReferenceStepMemory {
             .saturating_add(self.attention)
             .saturating_add(self.logits)
             .saturating_add(self.weights)
+            .saturating_add(self.kept_directions)
     }
 
     /// Refuses the step when [`Self::total`] is over `limit` bytes: the error names `what`, the
@@ -152,11 +168,12 @@ impl ReferenceStepMemory {
         admit_estimate(self.total(), what, limit, flag, || {
             format!(
                 "updated layers' traces {:.2} GiB, one layer's attention {:.2} GiB, logits {:.2} \
-                 GiB, gradients and updated weights {:.2} GiB",
+                 GiB, gradients and updated weights {:.2} GiB, kept directions {:.2} GiB",
                 gib(self.traces),
                 gib(self.attention),
                 gib(self.logits),
-                gib(self.weights)
+                gib(self.weights),
+                gib(self.kept_directions)
             )
         })
     }
@@ -248,6 +265,24 @@ mod tests {
             );
             assert!(estimate.total() >= peak_kib * 1024, "{seq}: {estimate:?}");
         }
+    }
+
+    /// Two directions kept from earlier steps add twice the updated weights (a quarter of the
+    /// step's weight copies each), and can take a step over the limit that admits it alone.
+    #[test]
+    fn kept_directions_add_the_updated_weights_each() {
+        let alone = smollm2(1024);
+        let kept = alone.with_kept_directions(2);
+        assert_eq!(kept.kept_directions, 2 * alone.weights / 4);
+        assert_eq!(kept.total(), alone.total() + 2 * alone.weights / 4);
+        assert_eq!(kept.times(3).total(), 3 * kept.total());
+        let limit = alone.total() + alone.weights / 4;
+        alone.admit("alone", limit, "--max-memory-gib").unwrap();
+        let message = kept
+            .admit("with two kept", limit, "--max-memory-gib")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("kept directions"), "{message}");
     }
 
     #[test]
