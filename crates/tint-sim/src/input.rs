@@ -4,7 +4,6 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, DType, Int, Tensor, TensorData};
 
 use crate::error::SimError;
-use crate::params::AuxDims;
 
 /// One batch for the simulator or the functional reference.
 #[derive(Debug, Clone)]
@@ -79,15 +78,10 @@ impl<B: Backend> SimInput<B> {
         self.input_ids.dims()
     }
 
-    /// Checks the shapes against each other and the token ids and length against the model.
-    pub fn validate(&self, dims: &AuxDims, max_seq_length: usize) -> Result<(), SimError> {
-        self.validate_for(dims.vocab_size, max_seq_length)
-    }
-
     /// Checks the shapes against each other, and the token ids and length against a model of
     /// `vocab_size` tokens and `max_positions` positions (the check of every engine, GPT-2/OPT
     /// and LLaMA).
-    pub fn validate_for(&self, vocab_size: usize, max_positions: usize) -> Result<(), SimError> {
+    pub fn validate(&self, vocab_size: usize, max_positions: usize) -> Result<(), SimError> {
         let [batch_size, seq_length] = self.dims();
         let bad = |msg: String| Err(SimError::InvalidInput(msg));
         if batch_size == 0 || seq_length < 2 {

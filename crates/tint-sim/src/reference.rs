@@ -240,7 +240,7 @@ impl<B: Backend> FunctionalReference<B> {
     /// # Shapes
     /// `input.input_ids`: `[batch_size, seq_length]` → logits `[batch_size, seq_length, vocab_size]`.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
-        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        input.validate(self.aux.dims().vocab_size, self.aux.max_seq_length())?;
         crate::sequences::forward_in_parallel(input, |input| {
             self.forward_validated(input).map(|(out, _)| out)
         })
@@ -252,7 +252,7 @@ impl<B: Backend> FunctionalReference<B> {
         &self,
         input: &SimInput<B>,
     ) -> Result<(SimOutput<B>, AuxParams<B>), SimError> {
-        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        input.validate(self.aux.dims().vocab_size, self.aux.max_seq_length())?;
         self.forward_validated(input)
     }
 
@@ -273,7 +273,7 @@ impl<B: Backend> FunctionalReference<B> {
                 "an updated model comes from one sequence; got a batch of {batch_size}"
             )));
         }
-        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        input.validate(self.aux.dims().vocab_size, self.aux.max_seq_length())?;
         let device = self.aux.device();
         let (output, aux) =
             tint_ops::branches::on_worker::<B, _, _>(&device, || self.forward_validated(input))?;
@@ -295,7 +295,7 @@ impl<B: Backend> FunctionalReference<B> {
     pub fn logits(&self, input_ids: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>, SimError> {
         let [batch_size, _] = input_ids.dims();
         let input = SimInput::with_train_lengths(input_ids, &vec![0; batch_size])?;
-        input.validate(&self.aux.dims(), self.aux.max_seq_length())?;
+        input.validate(self.aux.dims().vocab_size, self.aux.max_seq_length())?;
         let mut copies = self.aux.layers.iter().map(|l| l.w_v.dims()[0]);
         if let Some(copies) = copies.find(|&c| c != 1 && c != batch_size) {
             return Err(SimError::InvalidInput(format!(

@@ -485,7 +485,7 @@ impl<B: Backend> TintSimulator<B> {
     /// # Errors
     /// [`SimError::InvalidInput`] for inputs that do not match each other or the model.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
-        input.validate(&self.aux_dims, self.dims.max_seq_length())?;
+        input.validate(self.aux_dims.vocab_size, self.dims.max_seq_length())?;
         crate::sequences::forward_in_parallel(input, |input| self.forward_validated(input))
     }
 

@@ -540,7 +540,7 @@ impl<B: Backend> LlamaReference<B> {
 
     /// Checks `input` against the model (shapes, lengths, token ids).
     pub(crate) fn validate(&self, input: &SimInput<B>) -> Result<(), SimError> {
-        input.validate_for(self.params.vocab_size(), self.params.max_positions)
+        input.validate(self.params.vocab_size(), self.params.max_positions)
     }
 
     /// Rotary tables and masks of one sequence.
