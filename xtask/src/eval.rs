@@ -10,12 +10,11 @@ use tint_eval::icl::run::run_icl;
 use tint_eval::icl::run_settings::IclRunSettings;
 use tint_eval::lm_run::run_lm;
 use tint_eval::lm_settings::LmRunSettings;
-use tint_eval::model_source::Assets;
 use tint_eval::run_env::{code_version, RunEnv};
 use tint_eval::suite::{run_default_suite, SuiteDocs, SuiteProtocol};
-use tint_eval::EvalError;
 use tint_lab::event::{Reporter, RunEvent};
 
+use crate::fetch::FetchedAssets;
 use crate::terminal::Terminal;
 
 use crate::backend::{device, AB, BACKEND_NAME};
@@ -99,18 +98,6 @@ pub(crate) struct LmMergeArgs {
     /// The parts: finished `eval lm` reports.
     #[arg(required = true)]
     parts: Vec<PathBuf>,
-}
-
-/// The offline assets, fetched on demand into the cache (`cargo xtask fetch`).
-pub(crate) struct FetchedAssets;
-
-impl Assets for FetchedAssets {
-    fn asset(&self, name: &str) -> Result<PathBuf, EvalError> {
-        crate::fetch::ensure_asset(name, &crate::fetch::cache_dir()).map_err(|e| EvalError::Asset {
-            name: name.into(),
-            reason: format!("{e:#}"),
-        })
-    }
 }
 
 /// The run environment: the chosen backend's device, the fetched assets, the version of the

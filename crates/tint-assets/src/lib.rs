@@ -48,7 +48,7 @@ pub use cache::{cache_dir, CacheRefusal, CacheStatus, CACHE_ENV};
 pub use error::{AssetError, BlobProblem};
 pub use exclusive_lock::{ExclusiveLock, LockError};
 #[cfg(feature = "fetch")]
-pub use fetch::{ensure_asset, sotu_corpus, sotu_text};
+pub use fetch::ensure_asset;
 #[cfg(feature = "archive")]
 pub use install::install_from_package;
 #[cfg(feature = "archive")]

@@ -71,9 +71,9 @@ pub enum CgtRunError {
     /// [`tint_assets::MAX_TEXT_FILE_BYTES`] (the error names the file).
     #[error("reading the text corpus: {0}")]
     Text(tint_assets::TextFileError),
-    /// The caller could not provide the default text corpus.
+    /// The caller's [`Assets`](tint_lab::Assets) could not provide the default text corpus.
     #[error("fetching the default text corpus, the SOTU addresses and Shakespeare's works (or pass --text FILE|DIR,…: a file of blank-line separated documents, a directory of one document per file): {0}")]
-    Corpus(Box<dyn std::error::Error + Send + Sync>),
+    Corpus(#[source] tint_lab::AssetUnavailable),
 }
 
 impl CgtRunError {

@@ -1,27 +1,15 @@
-//! How a CGT run reports to its front end: the caller's side ([`CgtHost`]: progress through
-//! [`Reporter`], and the default text corpus), and the [`RunEvent`]s a run sends it (a note when an
+//! How a CGT run reports to its front end: the caller's side is [`tint_lab::Host`] (progress
+//! through [`Reporter`](tint_lab::Reporter), the default text corpus through
+//! [`Assets`](tint_lab::Assets)), and these are the [`RunEvent`]s a run sends it (a note when an
 //! experiment starts, a stage per trained variant with its steps as progress, resume notes,
 //! learning-curve points and warnings).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tint_cgt::presets::Variant;
-use tint_lab::event::{Reporter, RunEvent};
+use tint_lab::event::RunEvent;
 
 use super::curve_file::CurvePoint;
-
-/// The caller's side of a CGT experiment: it receives the run's [`RunEvent`]s and provides what the
-/// library does not pick itself.
-pub trait CgtHost: Reporter {
-    /// The default text corpus of the text presets: files of blank-line separated documents and
-    /// directories of one document per file
-    /// ([`read_documents`](crate::text_corpus::read_documents)), asked for only when a text preset
-    /// runs without [`CgtSettings::text`](crate::settings::CgtSettings::text).
-    ///
-    /// # Errors
-    /// The corpus cannot be provided.
-    fn default_corpus(&mut self) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>>;
-}
 
 /// The note that opens an experiment: preset, steps per variant, batch, seeds, backend, run
 /// directory.

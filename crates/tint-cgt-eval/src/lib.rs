@@ -4,7 +4,7 @@
 //! checkpoints, or only the finished ones assembled), evaluated on held-out streams, their context
 //! folded into exported specialised models, SVG charts, and a markdown section with mean ± 95 %
 //! Student-t intervals over seeds (`tint_lab::seed_interval`). This crate does not print: progress
-//! goes to a [`CgtHost`].
+//! goes to a [`tint_lab::Host`], which also provides the default text corpus.
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -16,7 +16,7 @@
 //! | [`variant_run`] | training + evaluation of one (seed, variant) |
 //! | `run_metrics` | the per-run figures of the table's rows and paired differences (methods of [`VariantResult`]) |
 //! | [`evaluation_file`] | `evaluation.json`: a run's per-seed figures, as last evaluated |
-//! | [`host`] | [`CgtHost`] and the progress events a run sends it: how a run reports to its front end |
+//! | [`host`] | the progress events a run sends its [`tint_lab::Host`]: how a run reports to its front end |
 //! | [`run`] | [`run_cgt`], [`CgtOutcome`] |
 //! | [`charts`] | loss and by-pair charts |
 //! | [`curve_file`] | a learning curve's points (`--eval-every`), `curve.jsonl` |
@@ -49,7 +49,6 @@ pub mod variant_result;
 pub mod variant_run;
 
 pub use error::CgtRunError;
-pub use host::CgtHost;
 pub use run::{run_cgt, CgtOutcome};
 pub use settings::CgtSettings;
 pub use variant_result::VariantResult;

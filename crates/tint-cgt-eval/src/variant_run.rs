@@ -33,9 +33,10 @@ use super::conventions::{
 use super::curve_file::{append_point, settle_file, CurvePoint};
 use super::error::CgtRunError;
 use super::evaluation_file::RunEvaluation;
-use super::host::{curve_point, step_done, variant_started, variant_trained, CgtHost};
+use super::host::{curve_point, step_done, variant_started, variant_trained};
 use super::variant_result::VariantResult;
 use tint_assets::write_atomic;
+use tint_lab::Host;
 
 /// One run to do: `preset` holds the evaluation streams (the same for every seed), `seeded` the
 /// training stream and schedule of this seed.
@@ -77,7 +78,7 @@ pub struct VariantJob<'a> {
 pub fn run_variant<B: Backend>(
     job: &VariantJob<'_>,
     devices: &[B::Device],
-    host: &mut dyn CgtHost,
+    host: &mut dyn Host,
 ) -> Result<VariantResult, CgtRunError> {
     let Some(device) = devices.first() else {
         return Err(CgtRunError::InvalidSetting {
@@ -151,7 +152,7 @@ fn train_variant<B: Backend>(
     devices: &[B::Device],
     device: &B::Device,
     dir: &Path,
-    host: &mut dyn CgtHost,
+    host: &mut dyn Host,
 ) -> Result<Trained<B>, CgtRunError> {
     let (preset, variant, seed) = (job.preset, job.variant, job.seed);
     let training = job.seeded.training_for(variant);

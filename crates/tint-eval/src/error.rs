@@ -75,14 +75,10 @@ pub enum EvalError {
         /// What is wrong with it.
         reason: String,
     },
-    /// An offline asset (model, text, data set) could not be obtained.
-    #[error("asset {name}: {reason}")]
-    Asset {
-        /// The asset's name in the manifest.
-        name: String,
-        /// Why it could not be obtained.
-        reason: String,
-    },
+    /// An offline asset (model, text, data set) could not be obtained from the run's
+    /// [`Assets`](tint_lab::Assets).
+    #[error(transparent)]
+    Asset(#[from] tint_lab::AssetUnavailable),
     /// A line of a data file does not follow the expected layout.
     #[error("{path}:{line}: {reason}")]
     Parse {

@@ -14,15 +14,8 @@ use crate::EvalError;
 /// The asset that holds the SmolLM2-135M-Instruct GGUF file.
 pub const SMOLLM2_ASSET: &str = "smollm2";
 
-/// Provides the offline assets by name (`smollm2`, `sotu`, `sentiment-snippets`, …).
-pub trait Assets {
-    /// The main path of asset `name` (fetched into the cache first when it is missing).
-    ///
-    /// # Errors
-    ///
-    /// [`EvalError::Asset`] when the asset cannot be obtained.
-    fn asset(&self, name: &str) -> Result<PathBuf, EvalError>;
-}
+/// Provides the offline assets by name: the one asset trait of every experiment (`tint-lab`).
+pub use tint_lab::host::Assets;
 
 /// Where an auxiliary model comes from.
 #[derive(Debug, Clone, PartialEq)]
