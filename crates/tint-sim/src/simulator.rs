@@ -23,9 +23,10 @@ use tint_ops::{
 use crate::config::{DerivativeMode, TintConfig};
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
 use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
-use crate::reference::{embed, eval_targets, SimOutput};
+use crate::reference::{embed, SimOutput};
+use crate::simulated_step::{simulate, SimulatedFamily};
+use crate::step_config::StepConfig;
 use tint_ops::branches::map_in_order;
 
 pub use crate::config::blocks_per_layer;
@@ -383,11 +384,6 @@ impl<B: Backend> TintSimulator<B> {
         })
     }
 
-    /// The LM head `[vocab_size, D]`.
-    fn head_matrix(&self) -> &Tensor<B, 2> {
-        self.head.lm_head.as_ref().unwrap_or(&self.token_embedding)
-    }
-
     /// The pieces [`Self::from_parts`] needs (also what is saved).
     pub(crate) fn parts(&self) -> SimulatorParts<B> {
         SimulatorParts {
@@ -486,88 +482,19 @@ impl<B: Backend> TintSimulator<B> {
     /// [`SimError::InvalidInput`] for inputs that do not match each other or the model.
     pub fn forward(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
         input.validate(self.aux_dims.vocab_size, self.dims.max_seq_length())?;
-        crate::sequences::forward_in_parallel(input, |input| self.forward_validated(input))
+        crate::sequences::forward_in_parallel(input, |input| simulate(self, input))
     }
 
-    /// [`Self::forward`] on an input that passed [`SimInput::validate`].
-    fn forward_validated(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
-        let [batch_size, seq_length] = input.dims();
-        let dtype = self.token_embedding.dtype();
-        let device = self.token_embedding.device();
-        let dims = self.dims.with_seq_length(seq_length)?;
-        let masks = input.masks(dtype, self.config.official_compat);
-        let mut ctx =
-            SimContext::new(&dims, input.train_mask.clone().float().cast(dtype), &device)?;
-        if let Some(icl) = &input.icl_mask {
-            ctx = ctx.with_icl_mask(icl.clone().float().cast(dtype))?;
-        }
-        let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
+    /// `t` (`[1, P, Ds]`) for a batch of `batch_size`.
+    fn expand_prefix(&self, t: &Tensor<B, 3>, batch_size: usize) -> Tensor<B, 3> {
+        t.clone()
+            .expand([batch_size, self.dims.n_prefixes(), self.dims.d_sim()])
+    }
+
+    /// The index of the first simulated (updated) layer.
+    fn first_simulated_layer(&self) -> usize {
         let n_layers = self.aux_dims.n_layers;
-        let first = n_layers - self.config.simulated_layers(n_layers);
-        // The state is kept as its token rows `[x_t, 0, ...]`; every module reads the prefix block
-        // it needs directly (the modules' `forward_rows`), so the `[P + T, Ds]` state is never
-        // rebuilt between modules.
-        let embeddings = embed(&self.aux_params_view(), input);
-        let mut tokens = Tensor::cat(
-            vec![
-                embeddings,
-                Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
-            ],
-            2,
-        );
-        let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
-        let mut prefixes: Vec<Vec<Tensor<B, 3>>> = self.prefixes[first..]
-            .iter()
-            .map(|blocks| blocks.iter().map(expand).collect())
-            .collect();
-        let mut ln_f_prefix = expand(&self.ln_f_prefix);
-        for l in 0..first {
-            let blocks: Vec<Tensor<B, 3>> = self.prefixes[l].iter().map(expand).collect();
-            tokens = self.forward_layer(tokens, &blocks, &ctx, false).0;
-        }
-        let continued = tokens;
-        let mut pass = self.top_forward(continued.clone(), &prefixes, &ln_f_prefix, &ctx);
-        let first_logits = pass.logits.clone();
-        for _ in 0..self.config.step.n_forward_backward {
-            // Loss gradient (§7) into the token signal (the ln_f memory is already in place), then
-            // ln_f backward + descent.
-            // The pass's logits are `hf Hᵀ` already: the gradient reads their training rows.
-            let grad = loss_gradient_with_logits(
-                pass.hf.clone(),
-                Some(pass.logits.clone()),
-                self.head_matrix(),
-                &input.input_ids,
-                &masks.next_target,
-                self.config.step.loss_gradient,
-            );
-            let signal = Tensor::cat(vec![grad, pass.tokens.clone().narrow(2, d, ds - d)], 2);
-            let mut delta = if self.head.final_norm {
-                let (new_ln_f, delta) =
-                    self.gradient
-                        .backward
-                        .forward_rows(ln_f_prefix.clone(), signal, &ctx);
-                ln_f_prefix = new_ln_f;
-                delta
-            } else {
-                signal
-            };
-            for l in (0..prefixes.len()).rev() {
-                let (out, new_blocks) =
-                    self.backward_layer(delta, &prefixes[l], &pass.acts[l], &ctx);
-                prefixes[l] = new_blocks;
-                delta = out;
-            }
-            pass = self.top_forward(continued.clone(), &prefixes, &ln_f_prefix, &ctx);
-        }
-        let scored = eval_targets(input);
-        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
-        let final_loss = eval_loss(pass.logits.clone(), &input.input_ids, &scored);
-        Ok(SimOutput {
-            first_logits,
-            final_logits: pass.logits,
-            first_loss,
-            final_loss,
-        })
+        n_layers - self.config.simulated_layers(n_layers)
     }
 
     /// The embeddings as an [`AuxParams`] without layers (for [`embed`]).
@@ -585,46 +512,11 @@ impl<B: Backend> TintSimulator<B> {
         }
     }
 
-    /// Layers `first..` and `ln_f` with stored activations, and the logits.
-    ///
-    /// # Shapes
-    /// * `tokens`: `[batch_size, T, Ds]` (token rows of the state)
-    fn top_forward(
-        &self,
-        mut tokens: Tensor<B, 3>,
-        prefixes: &[Vec<Tensor<B, 3>>],
-        ln_f_prefix: &Tensor<B, 3>,
-        ctx: &SimContext<B>,
-    ) -> TopForward<B> {
-        let mut acts = Vec::with_capacity(prefixes.len());
-        for blocks in prefixes {
-            let (out, layer_acts) = self.forward_layer(tokens, blocks, ctx, true);
-            acts.push(layer_acts);
-            tokens = out;
-        }
-        let d = self.dims.d_model();
-        let tokens = if self.head.final_norm {
-            self.gradient
-                .forward
-                .forward_rows(ln_f_prefix.clone(), tokens, ctx)
-        } else {
-            tokens
-        };
-        let hf = layout::contiguous(tokens.clone().narrow(2, 0, d));
-        let logits = head_logits(hf.clone(), self.head_matrix());
-        TopForward {
-            tokens,
-            acts,
-            hf,
-            logits,
-        }
-    }
-
     /// One simulated layer forward (docs/construction.md §5.2; post-LN §16) on the token rows; `keep`
     /// stores the 16 token activations (their memory regions), in the order
     /// `[ln_1, attention, attention c_proj, ln_2, (c_fc, activation, c_proj) per chunk]` whatever the
     /// norm placement.
-    fn forward_layer(
+    fn layer_forward(
         &self,
         tokens: Tensor<B, 3>,
         blocks: &[Tensor<B, 3>],
@@ -722,7 +614,7 @@ impl<B: Backend> TintSimulator<B> {
 
     /// One simulated layer backward + descent (docs/construction.md §8; post-LN §16) on the token rows:
     /// returns the gradient token rows at the layer input and the updated prefix blocks.
-    fn backward_layer(
+    fn layer_backward(
         &self,
         delta: Tensor<B, 3>,
         blocks: &[Tensor<B, 3>],
@@ -825,6 +717,137 @@ impl<B: Backend> TintSimulator<B> {
     }
 }
 
+/// The GPT-2 / OPT family in the shared simulated step: the state is the token rows `[x_t, 0, …]`
+/// (every module reads the prefix block it needs directly, its `forward_rows`, so the
+/// `[P + T, Ds]` state is never rebuilt between modules); LayerNorm (pre- or post-LN, §16) and
+/// `ln_f`, whose bias the step also descends.
+impl<B: Backend> SimulatedFamily<B> for TintSimulator<B> {
+    /// The layer's prefix blocks in schedule order (`blocks_per_layer`).
+    type LayerPrefixes = Vec<Tensor<B, 3>>;
+    type LayerActs = LayerActs<B>;
+    /// Token rows after `ln_f` (`[h_f, 0, …, f(x), x]`).
+    type FinalState = Tensor<B, 3>;
+
+    fn dims(&self) -> &TintDims {
+        &self.dims
+    }
+
+    fn step(&self) -> &StepConfig {
+        &self.config.step
+    }
+
+    fn official_compat(&self) -> bool {
+        self.config.official_compat
+    }
+
+    fn head_matrix(&self) -> &Tensor<B, 2> {
+        self.head.lm_head.as_ref().unwrap_or(&self.token_embedding)
+    }
+
+    fn lower_state(
+        &self,
+        input: &SimInput<B>,
+        dims: &TintDims,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, seq_length] = input.dims();
+        let (d, ds) = (dims.d_model(), dims.d_sim());
+        let (dtype, device) = (self.token_embedding.dtype(), self.token_embedding.device());
+        let embeddings = embed(&self.aux_params_view(), input);
+        let mut tokens = Tensor::cat(
+            vec![
+                embeddings,
+                Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
+            ],
+            2,
+        );
+        for blocks in &self.prefixes[..self.first_simulated_layer()] {
+            let blocks: Vec<Tensor<B, 3>> = blocks
+                .iter()
+                .map(|t| self.expand_prefix(t, batch_size))
+                .collect();
+            tokens = self.layer_forward(tokens, &blocks, ctx, false).0;
+        }
+        tokens
+    }
+
+    fn top_prefixes(&self, batch_size: usize) -> (Vec<Vec<Tensor<B, 3>>>, Tensor<B, 3>) {
+        let prefixes = self.prefixes[self.first_simulated_layer()..]
+            .iter()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .map(|t| self.expand_prefix(t, batch_size))
+                    .collect()
+            })
+            .collect();
+        (prefixes, self.expand_prefix(&self.ln_f_prefix, batch_size))
+    }
+
+    fn forward_layer(
+        &self,
+        state: Tensor<B, 3>,
+        prefixes: &Vec<Tensor<B, 3>>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, LayerActs<B>) {
+        self.layer_forward(state, prefixes, ctx, true)
+    }
+
+    fn final_norm(
+        &self,
+        state: Tensor<B, 3>,
+        final_prefix: &Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, Tensor<B, 3>) {
+        let tokens = if self.head.final_norm {
+            self.gradient
+                .forward
+                .forward_rows(final_prefix.clone(), state, ctx)
+        } else {
+            state
+        };
+        let hf = layout::contiguous(tokens.clone().narrow(2, 0, self.dims.d_model()));
+        (tokens, hf)
+    }
+
+    /// The loss gradient into the token signal (the `ln_f` memory is already in place), then
+    /// `ln_f`'s backward + bias descent.
+    fn final_backward(
+        &self,
+        grad: Tensor<B, 3>,
+        final_state: &Tensor<B, 3>,
+        final_prefix: &mut Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let (d, ds) = (self.dims.d_model(), self.dims.d_sim());
+        let signal = Tensor::cat(vec![grad, final_state.clone().narrow(2, d, ds - d)], 2);
+        if !self.head.final_norm {
+            return signal;
+        }
+        let (new_ln_f, delta) =
+            self.gradient
+                .backward
+                .forward_rows(final_prefix.clone(), signal, ctx);
+        *final_prefix = new_ln_f;
+        delta
+    }
+
+    /// Every layer descends its `ln_1` bias, the lowest one too: its input gradient is computed
+    /// on the way (`lowest` is not used).
+    fn backward_layer(
+        &self,
+        delta: Tensor<B, 3>,
+        prefixes: &mut Vec<Tensor<B, 3>>,
+        acts: &LayerActs<B>,
+        ctx: &SimContext<B>,
+        _lowest: bool,
+    ) -> Tensor<B, 3> {
+        let (out, new_blocks) = self.layer_backward(delta, prefixes, acts, ctx);
+        *prefixes = new_blocks;
+        out
+    }
+}
+
 /// `a + b`, each operand first made contiguous ([`layout::contiguous`]: one memcpy for a row- or
 /// column-range view, nothing for a contiguous tensor). The constructed modules return their token
 /// rows as row-range views of the `[P + T, Ds]` state, which flex does not treat as contiguous
@@ -837,15 +860,6 @@ impl<B: Backend> TintSimulator<B> {
 /// * `a`, `b`: `[batch_size, rows, width]` → `[batch_size, rows, width]`
 pub(crate) fn add_rows<B: Backend>(a: Tensor<B, 3>, b: Tensor<B, 3>) -> Tensor<B, 3> {
     layout::contiguous(a) + layout::contiguous(b)
-}
-
-/// A forward pass from the first simulated layer up.
-struct TopForward<B: Backend> {
-    /// Token rows after ln_f (`[h_f, 0, …, f(x), x]`).
-    tokens: Tensor<B, 3>,
-    acts: Vec<LayerActs<B>>,
-    hf: Tensor<B, 3>,
-    logits: Tensor<B, 3>,
 }
 
 /// The tint-ops options for a configuration.

@@ -35,8 +35,9 @@ use crate::config::{
 };
 use crate::error::SimError;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
-use crate::reference::{eval_targets, SimOutput};
+use crate::reference::SimOutput;
+use crate::simulated_step::{simulate, SimulatedFamily};
+use crate::step_config::StepConfig;
 
 /// TinT sizes and step hyper-parameters of a [`LlamaSimulator`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,7 +103,7 @@ impl LlamaSimulatorConfig {
 
 /// The prefix blocks of one simulated layer, each `[batch_size, P, Ds]`.
 #[derive(Debug, Clone)]
-struct LayerPrefixes<B: Backend> {
+pub(crate) struct LayerPrefixes<B: Backend> {
     attention: AttentionPrefixes<B>,
     mlp_norm: Tensor<B, 3>,
     mlp: SwiGluPrefixes<B>,
@@ -132,19 +133,17 @@ impl<B: Backend> LayerPrefixes<B> {
 
 /// Stored memories of one simulated layer.
 #[derive(Debug, Clone)]
-struct LayerActs<B: Backend> {
+pub(crate) struct LayerActs<B: Backend> {
     attention: AttentionHalfActs<B>,
     mlp: MlpHalfActs<B>,
 }
 
-/// A forward pass from the first simulated layer up.
-struct TopForward<B: Backend> {
-    /// State after the final RMSNorm.
+/// The state after the final RMSNorm and its stored memory (what its backward reads).
+pub(crate) struct FinalNormState<B: Backend> {
+    /// `[batch_size, P + T, Ds]`.
     state: Tensor<B, 3>,
-    acts: Vec<LayerActs<B>>,
-    final_norm_act: Tensor<B, 3>,
-    hf: Tensor<B, 3>,
-    logits: Tensor<B, 3>,
+    /// The token rows' memory of the norm's input.
+    act: Tensor<B, 3>,
 }
 
 /// The TinT simulator of a LLaMA-family auxiliary model.
@@ -397,132 +396,7 @@ impl<B: Backend> LlamaSimulator<B> {
                 self.dims.max_seq_length()
             )));
         }
-        crate::sequences::forward_in_parallel(input, |input| self.forward_validated(input))
-    }
-
-    /// [`Self::forward`] on an input that passed its checks.
-    fn forward_validated(&self, input: &SimInput<B>) -> Result<SimOutput<B>, SimError> {
-        let [batch_size, seq_length] = input.dims();
-        let dtype = self.head_rows.dtype();
-        let device = self.head_rows.device();
-        let dims = self.dims.with_seq_length(seq_length)?;
-        let masks = input.masks(dtype, false);
-        let mut ctx =
-            SimContext::new(&dims, input.train_mask.clone().float().cast(dtype), &device)?;
-        if let Some(icl) = &input.icl_mask {
-            ctx = ctx.with_icl_mask(icl.clone().float().cast(dtype))?;
-        }
-        let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
-        let step = &self.config.step;
-        let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
-        // A `[batch_size, T, D]` token signal as a state: prefix rows 0, token rows [x_t, 0, ...].
-        let widen = |hidden: Tensor<B, 3>| {
-            let tokens = Tensor::cat(
-                vec![
-                    hidden,
-                    Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
-                ],
-                2,
-            );
-            layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens)
-        };
-        // The blocks below the first simulated layer: no step updates them and no later module
-        // reads their memories. The structured execution with exact gates runs them as plain
-        // blocks on the `D` token columns, with the weights read from their prefix rows at
-        // construction (docs/construction.md §15); otherwise each runs as its simulated layer.
-        let state = match &self.lower {
-            LowerLayers::Plain(weights) => widen(self.reference.run_blocks(weights, input)),
-            LowerLayers::Simulated(blocks) => {
-                let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
-                let embeddings = self
-                    .params()
-                    .embedding
-                    .clone()
-                    .select(0, ids)
-                    .reshape([batch_size, seq_length, d]);
-                blocks.iter().fold(widen(embeddings), |state, layer| {
-                    self.forward_layer(state, &layer.map(expand), &ctx).0
-                })
-            }
-        };
-        let mut prefixes: Vec<LayerPrefixes<B>> = self.top.iter().map(|l| l.map(expand)).collect();
-        let final_norm_prefix = expand(&self.final_norm_prefix);
-        let mut pass = self.top_forward(state.clone(), &prefixes, &final_norm_prefix, &ctx);
-        let first_logits = pass.logits.clone();
-        let (update_output, update_value, update_mlp) = (
-            step.updates.attn_output,
-            step.updates.attn_value,
-            step.updates.mlp,
-        );
-        for _ in 0..step.step.n_forward_backward {
-            // The pass's logits are `hf Hᵀ` already: the gradient reads their training rows.
-            let grad = loss_gradient_with_logits(
-                pass.hf.clone(),
-                Some(pass.logits.clone()),
-                &self.head_rows,
-                &input.input_ids,
-                &masks.next_target,
-                step.step.loss_gradient,
-            );
-            let signal = pass
-                .state
-                .clone()
-                .slice_assign([0..batch_size, p..p + seq_length, 0..d], grad);
-            let signal = layout::with_token_memory(
-                signal,
-                p,
-                dims.ln_memory_index(),
-                pass.final_norm_act.clone(),
-            );
-            let mut delta = self.final_norm_backward.forward(
-                layout::with_prefix_rows(signal, final_norm_prefix.clone()),
-                &ctx,
-            );
-            for l in (0..prefixes.len()).rev() {
-                let blocks = &prefixes[l];
-                let acts = &pass.acts[l];
-                let (st, new_mlp) =
-                    self.mlp
-                        .backward(delta, &blocks.mlp_norm, &blocks.mlp, &acts.mlp, &ctx);
-                // The lowest simulated layer's input gradient is read by nothing: descend only
-                // (its RMSNorm backward and residual sum would be dead work).
-                let half = &self.attention;
-                let (st, new_attention) = if l > 0 {
-                    half.backward(
-                        st,
-                        &blocks.attention,
-                        &acts.attention,
-                        &ctx,
-                        update_output,
-                        update_value,
-                    )
-                } else {
-                    half.descend(
-                        st,
-                        &blocks.attention,
-                        &acts.attention,
-                        &ctx,
-                        update_output,
-                        update_value,
-                    )
-                };
-                if update_mlp {
-                    prefixes[l].mlp = new_mlp;
-                }
-                prefixes[l].attention = new_attention;
-                delta = st;
-            }
-            pass = self.top_forward(state.clone(), &prefixes, &final_norm_prefix, &ctx);
-        }
-        let scored = eval_targets(input);
-        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
-        let final_loss = eval_loss(pass.logits.clone(), &input.input_ids, &scored);
-        Ok(SimOutput {
-            first_logits,
-            final_logits: pass.logits,
-            first_loss,
-            final_loss,
-        })
+        crate::sequences::forward_in_parallel(input, |input| simulate(self, input))
     }
 
     /// [`Self::forward`] with the training part of sequence `b` being its first `train_lengths[b]`
@@ -543,7 +417,7 @@ impl<B: Backend> LlamaSimulator<B> {
     }
 
     /// One simulated layer forward: attention half, then MLP half.
-    fn forward_layer(
+    fn layer_forward(
         &self,
         state: Tensor<B, 3>,
         blocks: &LayerPrefixes<B>,
@@ -552,37 +426,6 @@ impl<B: Backend> LlamaSimulator<B> {
         let (h_mid, attention) = self.attention.forward(state, &blocks.attention, ctx);
         let (out, mlp) = self.mlp.forward(h_mid, &blocks.mlp_norm, &blocks.mlp, ctx);
         (out, LayerActs { attention, mlp })
-    }
-
-    /// Layers `first..` and the final RMSNorm with stored memories, and the logits.
-    fn top_forward(
-        &self,
-        mut state: Tensor<B, 3>,
-        prefixes: &[LayerPrefixes<B>],
-        final_norm_prefix: &Tensor<B, 3>,
-        ctx: &SimContext<B>,
-    ) -> TopForward<B> {
-        let mut acts = Vec::with_capacity(prefixes.len());
-        for blocks in prefixes {
-            let (out, layer_acts) = self.forward_layer(state, blocks, ctx);
-            acts.push(layer_acts);
-            state = out;
-        }
-        let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
-        let state = self.final_norm_forward.forward(
-            layout::with_prefix_rows(state, final_norm_prefix.clone()),
-            ctx,
-        );
-        let final_norm_act = layout::token_memory(state.clone(), p, self.dims.ln_memory_index());
-        let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
-        let logits = head_logits(hf.clone(), &self.head_rows);
-        TopForward {
-            state,
-            acts,
-            final_norm_act,
-            hf,
-            logits,
-        }
     }
 
     /// Parameters of one copy of each constructed module kind: (forward modules of a layer,
@@ -649,5 +492,164 @@ impl<B: Backend> LlamaSimulator<B> {
             + forward_modules
             + backward_modules
             + gradient
+    }
+}
+
+/// The LLaMA family in the shared simulated step: the state is `[prefix rows, token rows]`
+/// (`[batch_size, P + T, Ds]`), each layer an attention half and a SwiGLU half, both after an
+/// RMSNorm; the final RMSNorm is not updated.
+impl<B: Backend> SimulatedFamily<B> for LlamaSimulator<B> {
+    type LayerPrefixes = LayerPrefixes<B>;
+    type LayerActs = LayerActs<B>;
+    type FinalState = FinalNormState<B>;
+
+    fn dims(&self) -> &TintDims {
+        &self.dims
+    }
+
+    fn step(&self) -> &StepConfig {
+        &self.config.step.step
+    }
+
+    fn official_compat(&self) -> bool {
+        false
+    }
+
+    fn head_matrix(&self) -> &Tensor<B, 2> {
+        &self.head_rows
+    }
+
+    /// The blocks below the first simulated layer: no step updates them and no later module reads
+    /// their memories. The structured execution with exact gates runs them as plain blocks on the
+    /// `D` token columns, with the weights read from their prefix rows at construction
+    /// (docs/construction.md §15); otherwise each runs as its simulated layer.
+    fn lower_state(
+        &self,
+        input: &SimInput<B>,
+        dims: &TintDims,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, seq_length] = input.dims();
+        let (dtype, device) = (self.head_rows.dtype(), self.head_rows.device());
+        let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
+        // A `[batch_size, T, D]` token signal as a state: prefix rows 0, token rows [x_t, 0, ...].
+        let widen = |hidden: Tensor<B, 3>| {
+            let tokens = Tensor::cat(
+                vec![
+                    hidden,
+                    Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
+                ],
+                2,
+            );
+            layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens)
+        };
+        match &self.lower {
+            LowerLayers::Plain(weights) => widen(self.reference.run_blocks(weights, input)),
+            LowerLayers::Simulated(blocks) => {
+                let ids = input.input_ids.clone().reshape([batch_size * seq_length]);
+                let embeddings = self
+                    .params()
+                    .embedding
+                    .clone()
+                    .select(0, ids)
+                    .reshape([batch_size, seq_length, d]);
+                let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
+                blocks.iter().fold(widen(embeddings), |state, layer| {
+                    self.layer_forward(state, &layer.map(expand), ctx).0
+                })
+            }
+        }
+    }
+
+    fn top_prefixes(&self, batch_size: usize) -> (Vec<LayerPrefixes<B>>, Tensor<B, 3>) {
+        let (p, ds) = (self.dims.n_prefixes(), self.dims.d_sim());
+        let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
+        let prefixes = self.top.iter().map(|l| l.map(expand)).collect();
+        (prefixes, expand(&self.final_norm_prefix))
+    }
+
+    fn forward_layer(
+        &self,
+        state: Tensor<B, 3>,
+        prefixes: &LayerPrefixes<B>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, LayerActs<B>) {
+        self.layer_forward(state, prefixes, ctx)
+    }
+
+    fn final_norm(
+        &self,
+        state: Tensor<B, 3>,
+        final_prefix: &Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> (FinalNormState<B>, Tensor<B, 3>) {
+        let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
+        let state = self
+            .final_norm_forward
+            .forward(layout::with_prefix_rows(state, final_prefix.clone()), ctx);
+        let act = layout::token_memory(state.clone(), p, self.dims.ln_memory_index());
+        let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+        (FinalNormState { state, act }, hf)
+    }
+
+    /// The loss gradient written into the token rows' signal columns, the norm's memory into
+    /// their memory, then the final RMSNorm's backward (its gain is not updated).
+    fn final_backward(
+        &self,
+        grad: Tensor<B, 3>,
+        final_state: &FinalNormState<B>,
+        final_prefix: &mut Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, seq_length, d] = grad.dims();
+        let p = self.dims.n_prefixes();
+        let signal = final_state
+            .state
+            .clone()
+            .slice_assign([0..batch_size, p..p + seq_length, 0..d], grad);
+        let signal = layout::with_token_memory(
+            signal,
+            p,
+            self.dims.ln_memory_index(),
+            final_state.act.clone(),
+        );
+        self.final_norm_backward
+            .forward(layout::with_prefix_rows(signal, final_prefix.clone()), ctx)
+    }
+
+    /// The MLP half's backward + descent, then the attention half's; the lowest simulated layer
+    /// only descends its attention half (its RMSNorm backward and residual sum would be dead
+    /// work).
+    fn backward_layer(
+        &self,
+        delta: Tensor<B, 3>,
+        prefixes: &mut LayerPrefixes<B>,
+        acts: &LayerActs<B>,
+        ctx: &SimContext<B>,
+        lowest: bool,
+    ) -> Tensor<B, 3> {
+        let updates = &self.config.step.updates;
+        let (st, new_mlp) =
+            self.mlp
+                .backward(delta, &prefixes.mlp_norm, &prefixes.mlp, &acts.mlp, ctx);
+        let attention_step = if lowest {
+            SimulatedAttentionHalf::descend
+        } else {
+            SimulatedAttentionHalf::backward
+        };
+        let (st, new_attention) = attention_step(
+            &self.attention,
+            st,
+            &prefixes.attention,
+            &acts.attention,
+            ctx,
+            updates.attn_output,
+            updates.attn_value,
+        );
+        if updates.mlp {
+            prefixes.mlp = new_mlp;
+        }
+        prefixes.attention = new_attention;
+        st
     }
 }
