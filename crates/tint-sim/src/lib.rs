@@ -14,7 +14,7 @@
 //! | [`output`] | [`SimOutput`]: the logits and losses a step returns |
 //! | [`loss`] | loss gradient (§7) and evaluation cross-entropy |
 //! | [`mod@reference`] | [`FunctionalReference`]: the §9 update with plain tensor ops (oracle and fast path) |
-//! | `simulated_step` | the simulated step once for every family: `simulate` over a `SimulatedFamily` (the GPT-2 / OPT and the LLaMA simulator) |
+//! | `family_step` | the TinT step once for every engine and family: `run_rounds` over a `StepFamily` (the GPT-2 / OPT and LLaMA simulators and references), `simulate` for the simulators |
 //! | [`simulator`] | [`TintSimulator`]: the constructed TinT network built from tint-ops modules |
 //! | [`param_count`] | official (§11) and paper (Table 3) parameter counts without building |
 //! | [`flops`] | analytic FLOP counts of a step, dynamic evaluation and a forward |
@@ -49,6 +49,7 @@ pub mod any_model;
 pub mod config;
 pub mod engine;
 pub mod error;
+mod family_step;
 pub mod flops;
 mod from_aux;
 pub mod input;
@@ -61,7 +62,6 @@ pub mod param_count;
 pub mod params;
 pub mod reference;
 pub mod sequences;
-mod simulated_step;
 pub mod simulator;
 pub mod step_config;
 mod updated_params;

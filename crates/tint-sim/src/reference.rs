@@ -10,8 +10,9 @@ use burn::tensor::{Int, Tensor};
 
 use crate::config::TintConfig;
 use crate::error::SimError;
+use crate::family_step::{run_rounds, FinalPass, StepFamily, StepTargets};
 use crate::input::{Masks, SimInput};
-use crate::loss::{eval_loss, head_logits, loss_gradient_with_logits};
+use crate::loss::head_logits;
 use crate::math::{activate, activation_backward, layer_norm_backward, normalize};
 pub use crate::output::SimOutput;
 use crate::params::{AuxParams, LayerNormParams, LayerParams, NormPlacement};
@@ -87,8 +88,7 @@ pub(crate) fn layer_forward<B: Backend>(
     aux: &AuxParams<B>,
     attention_bias: &Tensor<B, 4>,
     eps: f64,
-    keep: bool,
-) -> (Tensor<B, 3>, Option<LayerTrace<B>>) {
+) -> (Tensor<B, 3>, LayerTrace<B>) {
     let n_heads = aux.n_heads;
     let post_ln = aux.norm_placement == NormPlacement::PostLn;
     let a = if post_ln {
@@ -135,7 +135,7 @@ pub(crate) fn layer_forward<B: Backend>(
     } else {
         h_post.clone()
     };
-    let trace = keep.then(|| LayerTrace {
+    let trace = LayerTrace {
         h_in: h,
         a,
         probs,
@@ -145,7 +145,7 @@ pub(crate) fn layer_forward<B: Backend>(
         u,
         v,
         h_post,
-    });
+    };
     (out, trace)
 }
 
@@ -172,49 +172,11 @@ pub(crate) fn embed<B: Backend>(aux: &AuxParams<B>, input: &SimInput<B>) -> Tens
     tokens + positions
 }
 
-/// Logits `LN_f(h) Hᵀ` (`H` the LM head, [`AuxParams::head_matrix`]; no `LN_f` for post-LN OPT) and
-/// the LN_f output.
-fn head<B: Backend>(aux: &AuxParams<B>, h: Tensor<B, 3>, eps: f64) -> (Tensor<B, 3>, Tensor<B, 3>) {
-    let hf = match &aux.ln_f {
-        Some(ln_f) => layer_norm(h, ln_f, eps),
-        None => h,
-    };
-    let logits = head_logits(hf.clone(), aux.head_matrix());
-    (logits, hf)
-}
-
-/// The evaluation targets: position `t` is scored against token `t + 1` iff that token is not a
-/// training token (docs/construction.md §9.3: positions `Ltr-1 .. T-2`).
-pub(crate) fn eval_targets<B: Backend>(input: &SimInput<B>) -> Vec<Vec<bool>> {
-    let [batch_size, seq_length] = input.dims();
-    let train: Vec<bool> = input
-        .train_mask
-        .to_data()
-        .convert::<bool>()
-        .to_vec()
-        .unwrap_or_default();
-    (0..batch_size)
-        .map(|b| {
-            (0..seq_length - 1)
-                .map(|t| !train[b * seq_length + t + 1])
-                .collect()
-        })
-        .collect()
-}
-
 /// The functional reference (docs/construction.md §9): a TinT step computed directly on the auxiliary weights.
 #[derive(Debug, Clone)]
 pub struct FunctionalReference<B: Backend> {
     aux: AuxParams<B>,
     config: TintConfig,
-}
-
-/// A forward pass from layer `first` up, with traces.
-struct TopPass<B: Backend> {
-    traces: Vec<LayerTrace<B>>,
-    h_last: Tensor<B, 3>,
-    hf: Tensor<B, 3>,
-    logits: Tensor<B, 3>,
 }
 
 impl<B: Backend> FunctionalReference<B> {
@@ -305,13 +267,13 @@ impl<B: Backend> FunctionalReference<B> {
         }
         let eps = self.config.epsilon;
         // As in `forward_validated`: the score mask repeated over the heads once.
-        let masks = input.masks(self.aux.dtype(), self.config.official_compat);
-        let attention_bias = masks.attention_bias.repeat_dim(1, self.aux.n_heads);
+        let mut masks = input.masks(self.aux.dtype(), self.config.official_compat);
+        masks.attention_bias = masks.attention_bias.repeat_dim(1, self.aux.n_heads);
         let mut h = embed(&self.aux, &input);
         for layer in &self.aux.layers {
-            h = layer_forward(layer, h, &self.aux, &attention_bias, eps, false).0;
+            h = layer_forward(layer, h, &self.aux, &masks.attention_bias, eps).0;
         }
-        Ok(head(&self.aux, h, eps).0)
+        Ok(self.final_norm(h, &self.aux.ln_f, &masks).logits)
     }
 
     /// [`Self::forward_with_params`] on an input that passed [`SimInput::validate`].
@@ -329,76 +291,118 @@ impl<B: Backend> FunctionalReference<B> {
         let first = dims.n_layers - cfg.simulated_layers(dims.n_layers);
         let mut h = embed(&self.aux, input);
         for layer in &self.aux.layers[..first] {
-            h = layer_forward(
-                layer,
-                h,
-                &self.aux,
-                &masks.attention_bias,
-                cfg.epsilon,
-                false,
-            )
-            .0;
+            h = layer_forward(layer, h, &self.aux, &masks.attention_bias, cfg.epsilon).0;
         }
-        let continued = h;
+        let targets = StepTargets {
+            input_ids: input.input_ids.clone(),
+            next_target: masks.next_target.clone(),
+            loss_gradient: cfg.step.loss_gradient,
+            n_forward_backward: cfg.step.n_forward_backward,
+        };
+        let rounds = run_rounds(
+            self,
+            &masks,
+            &targets,
+            h,
+            self.aux.layers[first..].to_vec(),
+            self.aux.ln_f.clone(),
+        );
         let mut params = self.aux.clone();
-        let mut pass = self.top_pass(&params, continued.clone(), first, &masks);
-        let first_logits = pass.logits.clone();
-        for _ in 0..cfg.step.n_forward_backward {
-            self.descend(&mut params, &pass, first, input, &masks);
-            pass = self.top_pass(&params, continued.clone(), first, &masks);
-        }
-        let scored = eval_targets(input);
-        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
-        let final_loss = eval_loss(pass.logits.clone(), &input.input_ids, &scored);
-        Ok((
-            SimOutput {
-                first_logits,
-                final_logits: pass.logits,
-                first_loss,
-                final_loss,
-            },
-            params,
-        ))
+        params.layers.truncate(first);
+        params.layers.extend(rounds.layers);
+        params.ln_f = rounds.final_weights;
+        let output = SimOutput::scored(input, rounds.first_logits, rounds.final_logits);
+        Ok((output, params))
+    }
+}
+
+/// The GPT-2 / OPT family's functional reference in the shared step: plain tensor maths on the
+/// auxiliary weights (docs/construction.md §9), `[batch_size, T, D]` states; every updated layer
+/// and `ln_f` descend (weights that hold one copy per sequence after the first step).
+impl<B: Backend> StepFamily<B> for FunctionalReference<B> {
+    /// The masks, the score masks repeated over the heads.
+    type Context = Masks<B>;
+    type State = Tensor<B, 3>;
+    type LayerWeights = LayerParams<B>;
+    /// `ln_f` (none for post-LN OPT).
+    type FinalWeights = Option<LayerNormParams<B>>;
+    type LayerActs = LayerTrace<B>;
+    /// The last layer's output, `ln_f`'s input.
+    type FinalState = Tensor<B, 3>;
+
+    fn head_matrix(&self) -> Tensor<B, 2> {
+        self.aux.head_matrix().clone()
     }
 
-    fn top_pass(
+    fn forward_layer(
         &self,
-        params: &AuxParams<B>,
-        mut h: Tensor<B, 3>,
-        first: usize,
+        h: Tensor<B, 3>,
+        layer: &LayerParams<B>,
         masks: &Masks<B>,
-    ) -> TopPass<B> {
-        let mut traces = Vec::with_capacity(params.layers.len() - first);
-        for layer in &params.layers[first..] {
-            let (out, trace) = layer_forward(
-                layer,
-                h,
-                params,
-                &masks.attention_bias,
-                self.config.epsilon,
-                true,
-            );
-            traces.extend(trace);
-            h = out;
-        }
-        let (logits, hf) = head(params, h.clone(), self.config.epsilon);
-        TopPass {
-            traces,
-            h_last: h,
+    ) -> (Tensor<B, 3>, LayerTrace<B>) {
+        layer_forward(
+            layer,
+            h,
+            &self.aux,
+            &masks.attention_bias,
+            self.config.epsilon,
+        )
+    }
+
+    /// Logits `LN_f(h) Hᵀ` (`H` the LM head, [`AuxParams::head_matrix`]; no `LN_f` for post-LN
+    /// OPT).
+    fn final_norm(
+        &self,
+        h: Tensor<B, 3>,
+        ln_f: &Option<LayerNormParams<B>>,
+        _masks: &Masks<B>,
+    ) -> FinalPass<B, Tensor<B, 3>> {
+        let hf = match ln_f {
+            Some(ln_f) => layer_norm(h.clone(), ln_f, self.config.epsilon),
+            None => h.clone(),
+        };
+        let logits = head_logits(hf.clone(), self.aux.head_matrix());
+        FinalPass {
+            state: h,
             hf,
             logits,
         }
     }
 
-    /// One approximate backward pass and descent step (docs/construction.md §9.2) on `params`.
-    fn descend(
+    /// `ln_f`'s backward and its bias's descent (docs/construction.md §9.2).
+    fn final_backward(
         &self,
-        params: &mut AuxParams<B>,
-        pass: &TopPass<B>,
-        first: usize,
-        input: &SimInput<B>,
+        grad: Tensor<B, 3>,
+        h_last: &Tensor<B, 3>,
+        ln_f: &mut Option<LayerNormParams<B>>,
         masks: &Masks<B>,
-    ) {
+    ) -> Tensor<B, 3> {
+        let step = &self.config.step;
+        let Some(ln_f) = ln_f else {
+            return grad;
+        };
+        let delta = layer_norm_backward(
+            h_last.clone(),
+            ln_f.gamma.clone(),
+            grad.clone(),
+            self.config.epsilon,
+            step.derivatives,
+            step.scale_embeddings,
+        );
+        ln_f.beta = descend_bias(&ln_f.beta, &(grad * masks.train.clone()), step.inner_lr);
+        delta
+    }
+
+    /// One layer's approximate backward and descent (docs/construction.md §9.2); every layer
+    /// descends its `ln_1` bias, the lowest one too (`index` is not used).
+    fn backward_layer(
+        &self,
+        delta: Tensor<B, 3>,
+        layer_weights: &mut LayerParams<B>,
+        trace: &LayerTrace<B>,
+        masks: &Masks<B>,
+        _index: usize,
+    ) -> Tensor<B, 3> {
         let cfg = &self.config;
         let (lr, eps, s, mode) = (
             cfg.step.inner_lr,
@@ -406,108 +410,83 @@ impl<B: Backend> FunctionalReference<B> {
             cfg.step.scale_embeddings,
             cfg.step.derivatives,
         );
-        let activation = params.activation;
+        let activation = self.aux.activation;
         let train = &masks.train;
-        let grad = loss_gradient_with_logits(
-            pass.hf.clone(),
-            Some(pass.logits.clone()),
-            params.head_matrix(),
-            &input.input_ids,
-            &masks.next_target,
-            cfg.step.loss_gradient,
-        );
-        let mut delta = match &mut params.ln_f {
-            Some(ln_f) => {
-                let delta = layer_norm_backward(
-                    pass.h_last.clone(),
-                    ln_f.gamma.clone(),
-                    grad.clone(),
-                    eps,
-                    mode,
-                    s,
-                );
-                ln_f.beta = descend_bias(&ln_f.beta, &(grad * train.clone()), lr);
-                delta
-            }
-            None => grad,
-        };
-        let post_ln = params.norm_placement == NormPlacement::PostLn;
-        let d_model = params.dims().d_model;
+        let post_ln = self.aux.norm_placement == NormPlacement::PostLn;
+        let d_model = self.aux.dims().d_model;
         let ln_back = |x: &Tensor<B, 3>, ln: &LayerNormParams<B>, dy: Tensor<B, 3>| {
             layer_norm_backward(x.clone(), ln.gamma.clone(), dy, eps, mode, s)
         };
-        for (l, trace) in pass.traces.iter().enumerate().rev() {
-            let layer = &params.layers[first + l];
-            let n_heads = params.n_heads;
-            // Post-LN: the block ends with LN_2 after the MLP residual add (docs/construction.md §16):
-            // its backward comes first and its bias takes the step of the gradient at its output.
-            let delta_mlp = if post_ln {
-                ln_back(&trace.h_post, &layer.ln_2, delta.clone())
-            } else {
-                delta.clone()
-            };
-            // MLP (all chunks at once: chunking is element-wise equivalent).
-            let delta_train = delta_mlp.clone() * train.clone();
-            let dv = delta_mlp
-                .clone()
-                .matmul(layer.w_proj.clone().swap_dims(1, 2));
-            let du = activation_backward(trace.u.clone(), dv, activation, mode, s);
-            let du_train = du.clone() * train.clone();
-            let dm = du.matmul(layer.w_fc.clone().swap_dims(1, 2));
-            let n_chunks = layer.w_fc.dims()[2] / d_model;
-            let bias_lr = if cfg.official_compat {
-                lr * n_chunks as f64
-            } else {
-                lr
-            };
-            // `delta_mid`: the gradient at the attention residual sum; `ln_1_grad` / `ln_2_grad`:
-            // the gradients at the LayerNorm outputs (their bias steps).
-            let (delta_mid, ln_1_post_grad, ln_2_grad) = if post_ln {
-                let dm_total = delta_mlp + dm;
-                let delta_mid = ln_back(&trace.h_mid, &layer.ln_1, dm_total.clone());
-                (delta_mid, Some(dm_total), delta.clone())
-            } else {
-                let delta_mid = delta.clone() + ln_back(&trace.h_mid, &layer.ln_2, dm.clone());
-                (delta_mid, None, dm)
-            };
-            let delta_mid_train = delta_mid.clone() * train.clone();
-            // Attention output projection and value-only attention backward (stop-gradient on scores).
-            let d_o = delta_mid.clone().matmul(layer.w_o.clone().swap_dims(1, 2));
-            let weights = trace.probs.clone() * masks.backward.clone(); // [B, H, i, j]
-            let dv_att = merge_heads(weights.swap_dims(2, 3).matmul(split_heads(d_o, n_heads)));
-            let dv_att_train = dv_att.clone() * train.clone();
-            let da = dv_att.matmul(layer.w_v.clone().swap_dims(1, 2));
-            let (delta_in, ln_1_grad) = match ln_1_post_grad {
-                Some(grad) => (delta_mid.clone() + da, grad),
-                None => (
-                    delta_mid.clone() + ln_back(&trace.h_in, &layer.ln_1, da.clone()),
-                    da,
-                ),
-            };
-            let updated = LayerParams {
-                ln_1: LayerNormParams {
-                    gamma: layer.ln_1.gamma.clone(),
-                    beta: descend_bias(&layer.ln_1.beta, &(ln_1_grad * train.clone()), lr),
-                },
-                w_q: layer.w_q.clone(),
-                b_q: layer.b_q.clone(),
-                w_k: layer.w_k.clone(),
-                b_k: layer.b_k.clone(),
-                w_v: descend_weight(&layer.w_v, &trace.a, &dv_att_train, lr),
-                b_v: descend_bias(&layer.b_v, &dv_att_train, lr),
-                w_o: descend_weight(&layer.w_o, &trace.o, &delta_mid_train, lr),
-                b_o: descend_bias(&layer.b_o, &delta_mid_train, lr),
-                ln_2: LayerNormParams {
-                    gamma: layer.ln_2.gamma.clone(),
-                    beta: descend_bias(&layer.ln_2.beta, &(ln_2_grad * train.clone()), lr),
-                },
-                w_fc: descend_weight(&layer.w_fc, &trace.m, &du_train, lr),
-                b_fc: descend_bias(&layer.b_fc, &du_train, lr),
-                w_proj: descend_weight(&layer.w_proj, &trace.v, &delta_train, lr),
-                b_proj: descend_bias(&layer.b_proj, &delta_train, bias_lr),
-            };
-            params.layers[first + l] = updated;
-            delta = delta_in;
-        }
+        let layer = &*layer_weights;
+        let n_heads = self.aux.n_heads;
+        // Post-LN: the block ends with LN_2 after the MLP residual add (docs/construction.md §16):
+        // its backward comes first and its bias takes the step of the gradient at its output.
+        let delta_mlp = if post_ln {
+            ln_back(&trace.h_post, &layer.ln_2, delta.clone())
+        } else {
+            delta.clone()
+        };
+        // MLP (all chunks at once: chunking is element-wise equivalent).
+        let delta_train = delta_mlp.clone() * train.clone();
+        let dv = delta_mlp
+            .clone()
+            .matmul(layer.w_proj.clone().swap_dims(1, 2));
+        let du = activation_backward(trace.u.clone(), dv, activation, mode, s);
+        let du_train = du.clone() * train.clone();
+        let dm = du.matmul(layer.w_fc.clone().swap_dims(1, 2));
+        let n_chunks = layer.w_fc.dims()[2] / d_model;
+        let bias_lr = if cfg.official_compat {
+            lr * n_chunks as f64
+        } else {
+            lr
+        };
+        // `delta_mid`: the gradient at the attention residual sum; `ln_1_grad` / `ln_2_grad`:
+        // the gradients at the LayerNorm outputs (their bias steps).
+        let (delta_mid, ln_1_post_grad, ln_2_grad) = if post_ln {
+            let dm_total = delta_mlp + dm;
+            let delta_mid = ln_back(&trace.h_mid, &layer.ln_1, dm_total.clone());
+            (delta_mid, Some(dm_total), delta.clone())
+        } else {
+            let delta_mid = delta.clone() + ln_back(&trace.h_mid, &layer.ln_2, dm.clone());
+            (delta_mid, None, dm)
+        };
+        let delta_mid_train = delta_mid.clone() * train.clone();
+        // Attention output projection and value-only attention backward (stop-gradient on scores).
+        let d_o = delta_mid.clone().matmul(layer.w_o.clone().swap_dims(1, 2));
+        let weights = trace.probs.clone() * masks.backward.clone(); // [B, H, i, j]
+        let dv_att = merge_heads(weights.swap_dims(2, 3).matmul(split_heads(d_o, n_heads)));
+        let dv_att_train = dv_att.clone() * train.clone();
+        let da = dv_att.matmul(layer.w_v.clone().swap_dims(1, 2));
+        let (delta_in, ln_1_grad) = match ln_1_post_grad {
+            Some(grad) => (delta_mid.clone() + da, grad),
+            None => (
+                delta_mid.clone() + ln_back(&trace.h_in, &layer.ln_1, da.clone()),
+                da,
+            ),
+        };
+        let updated = LayerParams {
+            ln_1: LayerNormParams {
+                gamma: layer.ln_1.gamma.clone(),
+                beta: descend_bias(&layer.ln_1.beta, &(ln_1_grad * train.clone()), lr),
+            },
+            w_q: layer.w_q.clone(),
+            b_q: layer.b_q.clone(),
+            w_k: layer.w_k.clone(),
+            b_k: layer.b_k.clone(),
+            w_v: descend_weight(&layer.w_v, &trace.a, &dv_att_train, lr),
+            b_v: descend_bias(&layer.b_v, &dv_att_train, lr),
+            w_o: descend_weight(&layer.w_o, &trace.o, &delta_mid_train, lr),
+            b_o: descend_bias(&layer.b_o, &delta_mid_train, lr),
+            ln_2: LayerNormParams {
+                gamma: layer.ln_2.gamma.clone(),
+                beta: descend_bias(&layer.ln_2.beta, &(ln_2_grad * train.clone()), lr),
+            },
+            w_fc: descend_weight(&layer.w_fc, &trace.m, &du_train, lr),
+            b_fc: descend_bias(&layer.b_fc, &du_train, lr),
+            w_proj: descend_weight(&layer.w_proj, &trace.v, &delta_train, lr),
+            b_proj: descend_bias(&layer.b_proj, &delta_train, bias_lr),
+        };
+        *layer_weights = updated;
+        delta_in
     }
 }

@@ -22,10 +22,11 @@ use tint_ops::{
 
 use crate::config::{DerivativeMode, TintConfig};
 use crate::error::SimError;
+use crate::family_step::{simulate, FinalPass, SimulatedFamily, StepFamily};
 use crate::input::SimInput;
+use crate::loss::head_logits;
 use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
 use crate::reference::{embed, SimOutput};
-use crate::simulated_step::{simulate, SimulatedFamily};
 use crate::step_config::StepConfig;
 use tint_ops::branches::map_in_order;
 
@@ -721,13 +722,95 @@ impl<B: Backend> TintSimulator<B> {
 /// (every module reads the prefix block it needs directly, its `forward_rows`, so the
 /// `[P + T, Ds]` state is never rebuilt between modules); LayerNorm (pre- or post-LN, §16) and
 /// `ln_f`, whose bias the step also descends.
-impl<B: Backend> SimulatedFamily<B> for TintSimulator<B> {
+impl<B: Backend> StepFamily<B> for TintSimulator<B> {
+    type Context = SimContext<B>;
+    type State = Tensor<B, 3>;
     /// The layer's prefix blocks in schedule order (`blocks_per_layer`).
-    type LayerPrefixes = Vec<Tensor<B, 3>>;
+    type LayerWeights = Vec<Tensor<B, 3>>;
+    /// `ln_f`'s prefix block.
+    type FinalWeights = Tensor<B, 3>;
     type LayerActs = LayerActs<B>;
     /// Token rows after `ln_f` (`[h_f, 0, …, f(x), x]`).
     type FinalState = Tensor<B, 3>;
 
+    fn head_matrix(&self) -> Tensor<B, 2> {
+        self.head
+            .lm_head
+            .as_ref()
+            .unwrap_or(&self.token_embedding)
+            .clone()
+    }
+
+    fn forward_layer(
+        &self,
+        state: Tensor<B, 3>,
+        prefixes: &Vec<Tensor<B, 3>>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, LayerActs<B>) {
+        self.layer_forward(state, prefixes, ctx, true)
+    }
+
+    fn final_norm(
+        &self,
+        state: Tensor<B, 3>,
+        final_prefix: &Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> FinalPass<B, Tensor<B, 3>> {
+        let tokens = if self.head.final_norm {
+            self.gradient
+                .forward
+                .forward_rows(final_prefix.clone(), state, ctx)
+        } else {
+            state
+        };
+        let hf = layout::contiguous(tokens.clone().narrow(2, 0, self.dims.d_model()));
+        let logits = head_logits(hf.clone(), &self.head_matrix());
+        FinalPass {
+            state: tokens,
+            hf,
+            logits,
+        }
+    }
+
+    /// The loss gradient into the token signal (the `ln_f` memory is already in place), then
+    /// `ln_f`'s backward + bias descent.
+    fn final_backward(
+        &self,
+        grad: Tensor<B, 3>,
+        final_state: &Tensor<B, 3>,
+        final_prefix: &mut Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let (d, ds) = (self.dims.d_model(), self.dims.d_sim());
+        let signal = Tensor::cat(vec![grad, final_state.clone().narrow(2, d, ds - d)], 2);
+        if !self.head.final_norm {
+            return signal;
+        }
+        let (new_ln_f, delta) =
+            self.gradient
+                .backward
+                .forward_rows(final_prefix.clone(), signal, ctx);
+        *final_prefix = new_ln_f;
+        delta
+    }
+
+    /// Every layer descends its `ln_1` bias, the lowest one too: its input gradient is computed
+    /// on the way (`index` is not used).
+    fn backward_layer(
+        &self,
+        delta: Tensor<B, 3>,
+        prefixes: &mut Vec<Tensor<B, 3>>,
+        acts: &LayerActs<B>,
+        ctx: &SimContext<B>,
+        _index: usize,
+    ) -> Tensor<B, 3> {
+        let (out, new_blocks) = self.layer_backward(delta, prefixes, acts, ctx);
+        *prefixes = new_blocks;
+        out
+    }
+}
+
+impl<B: Backend> SimulatedFamily<B> for TintSimulator<B> {
     fn dims(&self) -> &TintDims {
         &self.dims
     }
@@ -738,10 +821,6 @@ impl<B: Backend> SimulatedFamily<B> for TintSimulator<B> {
 
     fn official_compat(&self) -> bool {
         self.config.official_compat
-    }
-
-    fn head_matrix(&self) -> &Tensor<B, 2> {
-        self.head.lm_head.as_ref().unwrap_or(&self.token_embedding)
     }
 
     fn lower_state(
@@ -782,69 +861,6 @@ impl<B: Backend> SimulatedFamily<B> for TintSimulator<B> {
             })
             .collect();
         (prefixes, self.expand_prefix(&self.ln_f_prefix, batch_size))
-    }
-
-    fn forward_layer(
-        &self,
-        state: Tensor<B, 3>,
-        prefixes: &Vec<Tensor<B, 3>>,
-        ctx: &SimContext<B>,
-    ) -> (Tensor<B, 3>, LayerActs<B>) {
-        self.layer_forward(state, prefixes, ctx, true)
-    }
-
-    fn final_norm(
-        &self,
-        state: Tensor<B, 3>,
-        final_prefix: &Tensor<B, 3>,
-        ctx: &SimContext<B>,
-    ) -> (Tensor<B, 3>, Tensor<B, 3>) {
-        let tokens = if self.head.final_norm {
-            self.gradient
-                .forward
-                .forward_rows(final_prefix.clone(), state, ctx)
-        } else {
-            state
-        };
-        let hf = layout::contiguous(tokens.clone().narrow(2, 0, self.dims.d_model()));
-        (tokens, hf)
-    }
-
-    /// The loss gradient into the token signal (the `ln_f` memory is already in place), then
-    /// `ln_f`'s backward + bias descent.
-    fn final_backward(
-        &self,
-        grad: Tensor<B, 3>,
-        final_state: &Tensor<B, 3>,
-        final_prefix: &mut Tensor<B, 3>,
-        ctx: &SimContext<B>,
-    ) -> Tensor<B, 3> {
-        let (d, ds) = (self.dims.d_model(), self.dims.d_sim());
-        let signal = Tensor::cat(vec![grad, final_state.clone().narrow(2, d, ds - d)], 2);
-        if !self.head.final_norm {
-            return signal;
-        }
-        let (new_ln_f, delta) =
-            self.gradient
-                .backward
-                .forward_rows(final_prefix.clone(), signal, ctx);
-        *final_prefix = new_ln_f;
-        delta
-    }
-
-    /// Every layer descends its `ln_1` bias, the lowest one too: its input gradient is computed
-    /// on the way (`lowest` is not used).
-    fn backward_layer(
-        &self,
-        delta: Tensor<B, 3>,
-        prefixes: &mut Vec<Tensor<B, 3>>,
-        acts: &LayerActs<B>,
-        ctx: &SimContext<B>,
-        _lowest: bool,
-    ) -> Tensor<B, 3> {
-        let (out, new_blocks) = self.layer_backward(delta, prefixes, acts, ctx);
-        *prefixes = new_blocks;
-        out
     }
 }
 

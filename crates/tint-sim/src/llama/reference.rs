@@ -13,17 +13,17 @@ use tint_aux::AuxModel;
 use tint_ops::rotary::{apply_rotary, rotary_tables_dtype};
 
 use super::config::LlamaTintConfig;
-use super::math::{rms_gain_gradient, rms_norm, rms_norm_backward, swiglu, swiglu_backward};
+use super::math::{rms_norm, swiglu};
 use super::params::{LlamaLayerParams, LlamaParams};
-use super::step_gradients::{LayerGradients, StepGradients};
 use crate::error::SimError;
+use crate::family_step::run_rounds;
 use crate::input::SimInput;
-use crate::loss::{eval_loss, loss_gradient_with_logits};
 use crate::reference::SimOutput;
-use crate::step_config::AttentionBackwardMode;
 
 mod direction;
+mod sequence_step;
 pub use direction::LlamaDirection;
+use sequence_step::SequenceStep;
 
 /// Where a pass reports its intermediates by name; `None`: nowhere, and nothing is computed for
 /// observation alone.
@@ -35,7 +35,7 @@ const MASKED_SCORE: f64 = -1.0e30;
 
 /// Activations of one block kept for its backward pass.
 #[derive(Debug, Clone)]
-struct LayerTrace<B: Backend> {
+pub(crate) struct LayerTrace<B: Backend> {
     /// Block input `[seq_length, d_model]`.
     h_in: Tensor<B, 2>,
     /// `RMSNorm₁(h_in)` `[seq_length, d_model]`.
@@ -59,7 +59,7 @@ struct LayerTrace<B: Backend> {
 }
 
 /// Per-sequence constants: rotary tables and float masks.
-struct SequenceContext<B: Backend> {
+pub(crate) struct SequenceContext<B: Backend> {
     /// Token ids `[seq_length]`.
     ids: Tensor<B, 1, Int>,
     /// RoPE tables `[seq_length, head_dim]`.
@@ -73,14 +73,6 @@ struct SequenceContext<B: Backend> {
     train: Tensor<B, 2>,
     /// `[seq_length, 1]`: 1 where the target `t + 1` of position `t` counts in the loss.
     next_target: Tensor<B, 2>,
-}
-
-/// A forward pass from layer `first` up, with traces.
-struct TopPass<B: Backend> {
-    traces: Vec<LayerTrace<B>>,
-    h_last: Tensor<B, 2>,
-    hf: Tensor<B, 2>,
-    logits: Tensor<B, 2>,
 }
 
 /// The LLaMA functional reference.
@@ -205,8 +197,7 @@ fn layer_forward<B: Backend>(
     params: &LlamaParams<B>,
     h: Tensor<B, 2>,
     ctx: &SequenceContext<B>,
-    keep: bool,
-) -> (Tensor<B, 2>, Option<LayerTrace<B>>) {
+) -> (Tensor<B, 2>, LayerTrace<B>) {
     let eps = params.rms_eps;
     let a = rms_norm(h.clone(), &layer.attn_norm, eps);
     let q_rot = rotate(
@@ -229,7 +220,7 @@ fn layer_forward<B: Backend>(
     let up = m.clone().matmul(layer.w_up.clone());
     let hidden = swiglu(gate_pre.clone(), up.clone());
     let out = h_mid.clone() + hidden.clone().matmul(layer.w_down.clone());
-    let trace = keep.then(|| LayerTrace {
+    let trace = LayerTrace {
         h_in: h,
         a,
         q_rot,
@@ -240,7 +231,7 @@ fn layer_forward<B: Backend>(
         gate_pre,
         up,
         hidden,
-    });
+    };
     (out, trace)
 }
 
@@ -405,7 +396,7 @@ impl<B: Backend> LlamaReference<B> {
             .map(|ctx| {
                 let mut h = params.embedding.clone().select(0, ctx.ids.clone());
                 for layer in &params.layers {
-                    h = layer_forward(layer, params, h, ctx, false).0;
+                    h = layer_forward(layer, params, h, ctx).0;
                 }
                 let hf = rms_norm(h, &params.final_norm, params.rms_eps);
                 // [seq_length, vocab_size] → [1, seq_length, vocab_size]
@@ -448,8 +439,6 @@ impl<B: Backend> LlamaReference<B> {
         input: &SimInput<B>,
         mut observe: Observer<'_, B>,
     ) -> Result<(SimOutput<B>, Vec<LlamaParams<B>>), SimError> {
-        let [_, seq_length] = input.dims();
-        let train = bool_rows(&input.train_mask);
         let (mut first_logits, mut final_logits, mut updated) = (vec![], vec![], vec![]);
         for (b, ctx) in self.sequence_contexts(input).iter().enumerate() {
             let (first, last, params) = match observe.as_deref_mut() {
@@ -460,27 +449,46 @@ impl<B: Backend> LlamaReference<B> {
                 }
                 None => self.run_sequence(ctx, None),
             };
-            first_logits.push(first.unsqueeze_dim::<3>(0));
-            final_logits.push(last.unsqueeze_dim::<3>(0));
+            first_logits.push(first);
+            final_logits.push(last);
             updated.push(params);
         }
         let first_logits = Tensor::cat(first_logits, 0);
         let final_logits = Tensor::cat(final_logits, 0);
-        let scored: Vec<Vec<bool>> = train
-            .iter()
-            .map(|row| (0..seq_length - 1).map(|t| !row[t + 1]).collect())
-            .collect();
-        let first_loss = eval_loss(first_logits.clone(), &input.input_ids, &scored);
-        let final_loss = eval_loss(final_logits.clone(), &input.input_ids, &scored);
-        Ok((
-            SimOutput {
-                first_logits,
-                final_logits,
-                first_loss,
-                final_loss,
-            },
-            updated,
-        ))
+        let output = SimOutput::scored(input, first_logits, final_logits);
+        Ok((output, updated))
+    }
+
+    /// First logits, final logits `[1, seq_length, vocab_size]` and updated weights of one
+    /// sequence: the shared step ([`run_rounds`]) of its [`SequenceStep`].
+    fn run_sequence(
+        &self,
+        ctx: &SequenceContext<B>,
+        observe: Observer<'_, B>,
+    ) -> (Tensor<B, 3>, Tensor<B, 3>, LlamaParams<B>) {
+        let step = SequenceStep::new(self, observe);
+        let first = step.first;
+        let rounds = run_rounds(
+            &step,
+            ctx,
+            &step.targets(ctx),
+            step.lower_state(ctx),
+            self.params.layers[first..].to_vec(),
+            self.params.final_norm.clone(),
+        );
+        if step.observing() {
+            let [_, seq_length, vocab_size] = rounds.final_logits.dims();
+            let logits = rounds
+                .final_logits
+                .clone()
+                .reshape([seq_length, vocab_size]);
+            step.observe("final_logits", logits);
+        }
+        let mut params = self.params.clone();
+        params.layers.truncate(first);
+        params.layers.extend(rounds.layers);
+        params.final_norm = rounds.final_weights;
+        (rounds.first_logits, rounds.final_logits, params)
     }
 
     /// Runs `layers` (plain blocks, bottom to top, with this model's heads, rotary tables and
@@ -501,7 +509,7 @@ impl<B: Backend> LlamaReference<B> {
             .map(|ctx| {
                 let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
                 for layer in layers {
-                    h = layer_forward(layer, &self.params, h, ctx, false).0;
+                    h = layer_forward(layer, &self.params, h, ctx).0;
                 }
                 h.unsqueeze_dim::<3>(0)
             })
@@ -597,249 +605,5 @@ impl<B: Backend> LlamaReference<B> {
             train: float(train_values).reshape([seq_length, 1]),
             next_target: float(next_target).reshape([seq_length, 1]),
         }
-    }
-
-    /// First logits, final logits `[seq_length, vocab_size]` and updated weights of one sequence.
-    fn run_sequence(
-        &self,
-        ctx: &SequenceContext<B>,
-        mut observe: Observer<'_, B>,
-    ) -> (Tensor<B, 2>, Tensor<B, 2>, LlamaParams<B>) {
-        let (h, first, mut pass) = self.first_pass(ctx);
-        let mut params = self.params.clone();
-        let first_logits = pass.logits.clone();
-        if let Some(observe) = observe.as_deref_mut() {
-            for (l, trace) in pass.traces.iter().enumerate() {
-                let l = first + l;
-                for (name, t) in [
-                    ("h_in", &trace.h_in),
-                    ("a", &trace.a),
-                    ("o", &trace.o),
-                    ("h_mid", &trace.h_mid),
-                    ("m", &trace.m),
-                    ("gate_pre", &trace.gate_pre),
-                    ("up", &trace.up),
-                    ("hidden", &trace.hidden),
-                ] {
-                    observe(&format!("L{l} {name}"), t.clone());
-                }
-            }
-            observe("h_last", pass.h_last.clone());
-            observe("hf", pass.hf.clone());
-            observe("first_logits", first_logits.clone());
-        }
-        for k in 0..self.config.step.n_forward_backward {
-            let gradients = match observe.as_deref_mut() {
-                Some(observe) => {
-                    let prefix = if k == 0 {
-                        String::new()
-                    } else {
-                        format!("s{k} ")
-                    };
-                    let mut step_observe =
-                        |name: &str, t: Tensor<B, 2>| observe(&format!("{prefix}{name}"), t);
-                    self.step_gradients(&params, &pass, first, ctx, Some(&mut step_observe))
-                }
-                None => self.step_gradients(&params, &pass, first, ctx, None),
-            };
-            gradients.descend(&mut params, self.config.step.inner_lr);
-            pass = top_pass(&params, h.clone(), first, ctx);
-        }
-        if let Some(observe) = observe {
-            observe("final_logits", pass.logits.clone());
-        }
-        (first_logits, pass.logits, params)
-    }
-
-    /// The first forward pass of one sequence: the input of the first updated layer, that
-    /// layer's index, and the traced pass through the updated layers.
-    fn first_pass(&self, ctx: &SequenceContext<B>) -> (Tensor<B, 2>, usize, TopPass<B>) {
-        let n_layers = self.params.layers.len();
-        let first = n_layers - self.config.simulated_layers(n_layers);
-        let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
-        for layer in &self.params.layers[..first] {
-            h = layer_forward(layer, &self.params, h, ctx, false).0;
-        }
-        let pass = top_pass(&self.params, h.clone(), first, ctx);
-        (h, first, pass)
-    }
-
-    /// One approximate backward pass on `params` (the weights of `pass`): the gradient of every
-    /// weight the step updates, which [`StepGradients::descend`] scales by `η` and subtracts. The
-    /// observed `dw_*` are `−η ×` those gradients (computed only with an observer).
-    fn step_gradients(
-        &self,
-        params: &LlamaParams<B>,
-        pass: &TopPass<B>,
-        first: usize,
-        ctx: &SequenceContext<B>,
-        mut observer: Observer<'_, B>,
-    ) -> StepGradients<B> {
-        let observing = observer.is_some();
-        let mut observe = |name: &str, t: Tensor<B, 2>| {
-            if let Some(observe) = observer.as_deref_mut() {
-                observe(name, t);
-            }
-        };
-        let cfg = &self.config;
-        let (lr, s, mode, eps) = (
-            cfg.step.inner_lr,
-            cfg.step.scale_embeddings,
-            cfg.step.derivatives,
-            params.rms_eps,
-        );
-        let updates = cfg.updates;
-        let train = &ctx.train;
-        let mut gradients = StepGradients {
-            final_norm: None,
-            first,
-            layers: Vec::with_capacity(pass.traces.len()),
-        };
-        let [seq_length, d_model] = pass.hf.dims();
-        // The pass's logits are `hf Hᵀ` already: the gradient reads their training rows.
-        let grad = loss_gradient_with_logits(
-            pass.hf.clone().unsqueeze_dim::<3>(0),
-            Some(pass.logits.clone().unsqueeze_dim::<3>(0)),
-            &params.head_rows(),
-            &ctx.ids.clone().reshape([1, seq_length]),
-            &ctx.next_target.clone().unsqueeze_dim::<3>(0),
-            cfg.step.loss_gradient,
-        )
-        .reshape([seq_length, d_model]);
-        observe("grad", grad.clone());
-        let mut delta = rms_norm_backward(
-            pass.h_last.clone(),
-            &params.final_norm,
-            grad.clone(),
-            eps,
-            mode,
-            s,
-        );
-        observe("delta_top", delta.clone());
-        if updates.norm_gains {
-            gradients.final_norm = Some(rms_gain_gradient(pass.h_last.clone(), grad, train, eps));
-        }
-        let n_rep = params.n_heads / params.n_kv_heads;
-        for (l, trace) in pass.traces.iter().enumerate().rev() {
-            let layer = &params.layers[first + l];
-            let mut see = |name: &str, t: &Tensor<B, 2>| {
-                if observing {
-                    observe(&format!("L{} {name}", first + l), t.clone());
-                }
-            };
-            let mut layer_gradients = LayerGradients::default();
-            // SwiGLU MLP.
-            let d_hidden = delta.clone().matmul(layer.w_down.clone().transpose());
-            see("d_hidden", &d_hidden);
-            let (d_gate, d_up) =
-                swiglu_backward(trace.gate_pre.clone(), trace.up.clone(), d_hidden, mode, s);
-            see("d_gate", &d_gate);
-            see("d_up", &d_up);
-            let dm = d_gate.clone().matmul(layer.w_gate.clone().transpose())
-                + d_up.clone().matmul(layer.w_up.clone().transpose());
-            see("dm", &dm);
-            if updates.mlp {
-                layer_gradients.w_down = Some(weight_gradient(
-                    &trace.hidden,
-                    &(delta.clone() * train.clone()),
-                ));
-                layer_gradients.w_gate = Some(weight_gradient(&trace.m, &(d_gate * train.clone())));
-                layer_gradients.w_up = Some(weight_gradient(&trace.m, &(d_up * train.clone())));
-            }
-            if updates.norm_gains {
-                layer_gradients.mlp_norm = Some(rms_gain_gradient(
-                    trace.h_mid.clone(),
-                    dm.clone(),
-                    train,
-                    eps,
-                ));
-            }
-            let rms2_back =
-                rms_norm_backward(trace.h_mid.clone(), &layer.mlp_norm, dm, eps, mode, s);
-            see("rms2_back", &rms2_back);
-            let delta_mid = delta.clone() + rms2_back;
-            see("delta_mid", &delta_mid);
-            // Output projection and value-only attention backward (scores recomputed, not differentiated).
-            let d_o = delta_mid.clone().matmul(layer.w_o.clone().transpose());
-            see("d_o", &d_o);
-            if updates.attn_output {
-                layer_gradients.w_o = Some(weight_gradient(
-                    &trace.o,
-                    &(delta_mid.clone() * train.clone()),
-                ));
-            }
-            let probs = attention_probs(&trace.q_rot, &trace.k_rot, &ctx.attention_bias);
-            let weights = probs.clone() * ctx.backward_mask.clone(); // [n_heads, i, j]
-            let d_o_heads = split_heads(d_o, params.n_heads); // [n_heads, i, head_dim]
-            let dv_heads = weights.swap_dims(1, 2).matmul(d_o_heads.clone()); // [n_heads, j, head_dim]
-            let dv = merge_heads(sum_kv_groups(dv_heads, n_rep)); // [seq_length, n_kv · head_dim]
-            see("dv", &dv);
-            let mut da = dv.clone().matmul(layer.w_v.clone().transpose());
-            if cfg.step.attention_backward == AttentionBackwardMode::Exact {
-                let d_scores =
-                    attention_score_backward(layer, params, trace, probs, d_o_heads, ctx);
-                see("da_scores", &d_scores);
-                da = da + d_scores;
-            }
-            see("da", &da);
-            if updates.attn_value {
-                layer_gradients.w_v = Some(weight_gradient(&trace.a, &(dv * train.clone())));
-            }
-            if updates.norm_gains {
-                layer_gradients.attn_norm = Some(rms_gain_gradient(
-                    trace.h_in.clone(),
-                    da.clone(),
-                    train,
-                    eps,
-                ));
-            }
-            let rms1_back =
-                rms_norm_backward(trace.h_in.clone(), &layer.attn_norm, da, eps, mode, s);
-            see("rms1_back", &rms1_back);
-            let delta_in = delta_mid + rms1_back;
-            see("delta_in", &delta_in);
-            if observing {
-                for (name, gradient, old) in [
-                    ("dw_gate", &layer_gradients.w_gate, &layer.w_gate),
-                    ("dw_up", &layer_gradients.w_up, &layer.w_up),
-                    ("dw_down", &layer_gradients.w_down, &layer.w_down),
-                    ("dw_o", &layer_gradients.w_o, &layer.w_o),
-                    ("dw_v", &layer_gradients.w_v, &layer.w_v),
-                ] {
-                    match gradient {
-                        Some(g) => see(name, &g.clone().mul_scalar(-lr)),
-                        None => see(name, &old.zeros_like()),
-                    }
-                }
-            }
-            gradients.layers.push(layer_gradients);
-            delta = delta_in;
-        }
-        // Bottom to top, as the layers.
-        gradients.layers.reverse();
-        gradients
-    }
-}
-
-/// Layers `first..` with traces, the final norm and the logits.
-fn top_pass<B: Backend>(
-    params: &LlamaParams<B>,
-    mut h: Tensor<B, 2>,
-    first: usize,
-    ctx: &SequenceContext<B>,
-) -> TopPass<B> {
-    let mut traces = Vec::with_capacity(params.layers.len() - first);
-    for layer in &params.layers[first..] {
-        let (out, trace) = layer_forward(layer, params, h, ctx, true);
-        traces.extend(trace);
-        h = out;
-    }
-    let hf = rms_norm(h.clone(), &params.final_norm, params.rms_eps);
-    let logits = hf.clone().matmul(params.head_rows().transpose());
-    TopPass {
-        traces,
-        h_last: h,
-        hf,
-        logits,
     }
 }

@@ -34,9 +34,10 @@ use crate::config::{
     DerivativeMode, Execution, GateMode, TintConfig, TintSizes, DEFAULT_GATE_SCALE,
 };
 use crate::error::SimError;
+use crate::family_step::{simulate, FinalPass, SimulatedFamily, StepFamily};
 use crate::input::SimInput;
+use crate::loss::head_logits;
 use crate::reference::SimOutput;
-use crate::simulated_step::{simulate, SimulatedFamily};
 use crate::step_config::StepConfig;
 
 /// TinT sizes and step hyper-parameters of a [`LlamaSimulator`].
@@ -498,11 +499,111 @@ impl<B: Backend> LlamaSimulator<B> {
 /// The LLaMA family in the shared simulated step: the state is `[prefix rows, token rows]`
 /// (`[batch_size, P + T, Ds]`), each layer an attention half and a SwiGLU half, both after an
 /// RMSNorm; the final RMSNorm is not updated.
-impl<B: Backend> SimulatedFamily<B> for LlamaSimulator<B> {
-    type LayerPrefixes = LayerPrefixes<B>;
+impl<B: Backend> StepFamily<B> for LlamaSimulator<B> {
+    type Context = SimContext<B>;
+    type State = Tensor<B, 3>;
+    type LayerWeights = LayerPrefixes<B>;
+    /// The final RMSNorm's prefix block.
+    type FinalWeights = Tensor<B, 3>;
     type LayerActs = LayerActs<B>;
     type FinalState = FinalNormState<B>;
 
+    fn head_matrix(&self) -> Tensor<B, 2> {
+        self.head_rows.clone()
+    }
+
+    fn forward_layer(
+        &self,
+        state: Tensor<B, 3>,
+        prefixes: &LayerPrefixes<B>,
+        ctx: &SimContext<B>,
+    ) -> (Tensor<B, 3>, LayerActs<B>) {
+        self.layer_forward(state, prefixes, ctx)
+    }
+
+    fn final_norm(
+        &self,
+        state: Tensor<B, 3>,
+        final_prefix: &Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> FinalPass<B, FinalNormState<B>> {
+        let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
+        let state = self
+            .final_norm_forward
+            .forward(layout::with_prefix_rows(state, final_prefix.clone()), ctx);
+        let act = layout::token_memory(state.clone(), p, self.dims.ln_memory_index());
+        let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
+        let logits = head_logits(hf.clone(), &self.head_rows);
+        FinalPass {
+            state: FinalNormState { state, act },
+            hf,
+            logits,
+        }
+    }
+
+    /// The loss gradient written into the token rows' signal columns, the norm's memory into
+    /// their memory, then the final RMSNorm's backward (its gain is not updated).
+    fn final_backward(
+        &self,
+        grad: Tensor<B, 3>,
+        final_state: &FinalNormState<B>,
+        final_prefix: &mut Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, seq_length, d] = grad.dims();
+        let p = self.dims.n_prefixes();
+        let signal = final_state
+            .state
+            .clone()
+            .slice_assign([0..batch_size, p..p + seq_length, 0..d], grad);
+        let signal = layout::with_token_memory(
+            signal,
+            p,
+            self.dims.ln_memory_index(),
+            final_state.act.clone(),
+        );
+        self.final_norm_backward
+            .forward(layout::with_prefix_rows(signal, final_prefix.clone()), ctx)
+    }
+
+    /// The MLP half's backward + descent, then the attention half's; the lowest simulated layer
+    /// only descends its attention half (its RMSNorm backward and residual sum would be dead
+    /// work).
+    fn backward_layer(
+        &self,
+        delta: Tensor<B, 3>,
+        prefixes: &mut LayerPrefixes<B>,
+        acts: &LayerActs<B>,
+        ctx: &SimContext<B>,
+        index: usize,
+    ) -> Tensor<B, 3> {
+        let updates = &self.config.step.updates;
+        let (st, new_mlp) =
+            self.mlp
+                .backward(delta, &prefixes.mlp_norm, &prefixes.mlp, &acts.mlp, ctx);
+        let attention_step = if index == 0 {
+            SimulatedAttentionHalf::descend
+        } else {
+            SimulatedAttentionHalf::backward
+        };
+        let (st, new_attention) = attention_step(
+            &self.attention,
+            st,
+            &prefixes.attention,
+            &acts.attention,
+            ctx,
+            updates.attn_output,
+            updates.attn_value,
+        );
+        if updates.mlp {
+            prefixes.mlp = new_mlp;
+        }
+        prefixes.attention = new_attention;
+        st
+    }
+}
+
+impl<B: Backend> SimulatedFamily<B> for LlamaSimulator<B> {
     fn dims(&self) -> &TintDims {
         &self.dims
     }
@@ -513,10 +614,6 @@ impl<B: Backend> SimulatedFamily<B> for LlamaSimulator<B> {
 
     fn official_compat(&self) -> bool {
         false
-    }
-
-    fn head_matrix(&self) -> &Tensor<B, 2> {
-        &self.head_rows
     }
 
     /// The blocks below the first simulated layer: no step updates them and no later module reads
@@ -566,90 +663,5 @@ impl<B: Backend> SimulatedFamily<B> for LlamaSimulator<B> {
         let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
         let prefixes = self.top.iter().map(|l| l.map(expand)).collect();
         (prefixes, expand(&self.final_norm_prefix))
-    }
-
-    fn forward_layer(
-        &self,
-        state: Tensor<B, 3>,
-        prefixes: &LayerPrefixes<B>,
-        ctx: &SimContext<B>,
-    ) -> (Tensor<B, 3>, LayerActs<B>) {
-        self.layer_forward(state, prefixes, ctx)
-    }
-
-    fn final_norm(
-        &self,
-        state: Tensor<B, 3>,
-        final_prefix: &Tensor<B, 3>,
-        ctx: &SimContext<B>,
-    ) -> (FinalNormState<B>, Tensor<B, 3>) {
-        let (p, d) = (self.dims.n_prefixes(), self.dims.d_model());
-        let state = self
-            .final_norm_forward
-            .forward(layout::with_prefix_rows(state, final_prefix.clone()), ctx);
-        let act = layout::token_memory(state.clone(), p, self.dims.ln_memory_index());
-        let hf = layout::token_rows(state.clone(), p).narrow(2, 0, d);
-        (FinalNormState { state, act }, hf)
-    }
-
-    /// The loss gradient written into the token rows' signal columns, the norm's memory into
-    /// their memory, then the final RMSNorm's backward (its gain is not updated).
-    fn final_backward(
-        &self,
-        grad: Tensor<B, 3>,
-        final_state: &FinalNormState<B>,
-        final_prefix: &mut Tensor<B, 3>,
-        ctx: &SimContext<B>,
-    ) -> Tensor<B, 3> {
-        let [batch_size, seq_length, d] = grad.dims();
-        let p = self.dims.n_prefixes();
-        let signal = final_state
-            .state
-            .clone()
-            .slice_assign([0..batch_size, p..p + seq_length, 0..d], grad);
-        let signal = layout::with_token_memory(
-            signal,
-            p,
-            self.dims.ln_memory_index(),
-            final_state.act.clone(),
-        );
-        self.final_norm_backward
-            .forward(layout::with_prefix_rows(signal, final_prefix.clone()), ctx)
-    }
-
-    /// The MLP half's backward + descent, then the attention half's; the lowest simulated layer
-    /// only descends its attention half (its RMSNorm backward and residual sum would be dead
-    /// work).
-    fn backward_layer(
-        &self,
-        delta: Tensor<B, 3>,
-        prefixes: &mut LayerPrefixes<B>,
-        acts: &LayerActs<B>,
-        ctx: &SimContext<B>,
-        lowest: bool,
-    ) -> Tensor<B, 3> {
-        let updates = &self.config.step.updates;
-        let (st, new_mlp) =
-            self.mlp
-                .backward(delta, &prefixes.mlp_norm, &prefixes.mlp, &acts.mlp, ctx);
-        let attention_step = if lowest {
-            SimulatedAttentionHalf::descend
-        } else {
-            SimulatedAttentionHalf::backward
-        };
-        let (st, new_attention) = attention_step(
-            &self.attention,
-            st,
-            &prefixes.attention,
-            &acts.attention,
-            ctx,
-            updates.attn_output,
-            updates.attn_value,
-        );
-        if updates.mlp {
-            prefixes.mlp = new_mlp;
-        }
-        prefixes.attention = new_attention;
-        st
     }
 }

@@ -7,7 +7,7 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
-use super::params::LlamaParams;
+use super::params::{LlamaLayerParams, LlamaParams};
 
 /// The gradients of one layer's updated weights (`None`: the weight is not updated).
 #[derive(Debug, Clone)]
@@ -35,6 +35,19 @@ impl<B: Backend> Default for LayerGradients<B> {
     }
 }
 
+impl<B: Backend> LayerGradients<B> {
+    /// Subtracts `lr` times every gradient from its weight in `layer`.
+    pub(crate) fn descend_layer(&self, layer: &mut LlamaLayerParams<B>, lr: f64) {
+        descend(&mut layer.attn_norm, &self.attn_norm, lr);
+        descend(&mut layer.w_v, &self.w_v, lr);
+        descend(&mut layer.w_o, &self.w_o, lr);
+        descend(&mut layer.mlp_norm, &self.mlp_norm, lr);
+        descend(&mut layer.w_gate, &self.w_gate, lr);
+        descend(&mut layer.w_up, &self.w_up, lr);
+        descend(&mut layer.w_down, &self.w_down, lr);
+    }
+}
+
 /// The gradients of one step: the final norm's gain and those of the updated layers.
 #[derive(Debug, Clone)]
 pub(crate) struct StepGradients<B: Backend> {
@@ -47,7 +60,11 @@ pub(crate) struct StepGradients<B: Backend> {
 }
 
 /// `w − η g`, the descent of one weight (the step's own operation).
-fn descend<B: Backend, const D: usize>(w: &mut Tensor<B, D>, g: &Option<Tensor<B, D>>, lr: f64) {
+pub(crate) fn descend<B: Backend, const D: usize>(
+    w: &mut Tensor<B, D>,
+    g: &Option<Tensor<B, D>>,
+    lr: f64,
+) {
     if let Some(g) = g {
         *w = w.clone() - g.clone().mul_scalar(lr);
     }
@@ -92,13 +109,7 @@ impl<B: Backend> StepGradients<B> {
     pub(crate) fn descend(&self, params: &mut LlamaParams<B>, lr: f64) {
         descend(&mut params.final_norm, &self.final_norm, lr);
         for (layer, g) in params.layers[self.first..].iter_mut().zip(&self.layers) {
-            descend(&mut layer.attn_norm, &g.attn_norm, lr);
-            descend(&mut layer.w_v, &g.w_v, lr);
-            descend(&mut layer.w_o, &g.w_o, lr);
-            descend(&mut layer.mlp_norm, &g.mlp_norm, lr);
-            descend(&mut layer.w_gate, &g.w_gate, lr);
-            descend(&mut layer.w_up, &g.w_up, lr);
-            descend(&mut layer.w_down, &g.w_down, lr);
+            g.descend_layer(layer, lr);
         }
     }
 }

@@ -4,8 +4,10 @@
 
 use burn::tensor::backend::Backend;
 
-use super::LlamaReference;
+use super::sequence_step::SequenceStep;
+use super::{LlamaReference, SequenceContext};
 use crate::error::SimError;
+use crate::family_step::{top_pass, StepFamily};
 use crate::input::SimInput;
 use crate::llama::step_gradients::StepGradients;
 
@@ -72,9 +74,7 @@ impl<B: Backend> LlamaReference<B> {
         let gradients = tint_ops::branches::on_worker::<B, _, _>(&device, || {
             let gradients_of = |input: &SimInput<B>| {
                 let contexts = self.sequence_contexts(input);
-                let ctx = &contexts[0];
-                let (_, first, pass) = self.first_pass(ctx);
-                self.step_gradients(&self.params, &pass, first, ctx, None)
+                self.step_gradients(&contexts[0])
             };
             inputs[1..]
                 .iter()
@@ -86,5 +86,39 @@ impl<B: Backend> LlamaReference<B> {
             base: self.clone(),
             gradients,
         })
+    }
+
+    /// The gradients of one step on one sequence, from the base weights: the first pass, the loss
+    /// gradient and the backward of [`SequenceStep`] (the step's own operations), without the
+    /// descent.
+    fn step_gradients(&self, ctx: &SequenceContext<B>) -> StepGradients<B> {
+        let step = SequenceStep::new(self, None);
+        let first = step.first;
+        let pass = top_pass(
+            &step,
+            step.lower_state(ctx),
+            &self.params.layers[first..],
+            &self.params.final_norm,
+            ctx,
+        );
+        let grad = step
+            .targets(ctx)
+            .loss_gradient(&pass.last, &step.head_matrix());
+        let (mut delta, final_norm) =
+            step.final_gradients(grad, &pass.last.state, &self.params.final_norm, ctx);
+        let mut layers = Vec::with_capacity(pass.acts.len());
+        for (l, trace) in pass.acts.iter().enumerate().rev() {
+            let (delta_in, gradients) =
+                step.layer_gradients(delta, &self.params.layers[first + l], trace, ctx, l);
+            layers.push(gradients);
+            delta = delta_in;
+        }
+        // Bottom to top, as the layers.
+        layers.reverse();
+        StepGradients {
+            final_norm,
+            first,
+            layers,
+        }
     }
 }
