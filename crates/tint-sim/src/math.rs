@@ -13,6 +13,37 @@ const GELU_C: f64 = 0.797_884_560_802_865_4;
 /// Cubic coefficient of `gelu_new`.
 const GELU_A: f64 = 0.044_715;
 
+/// Heads split out of the last dimension and moved before the sequence: `[.., seq_length, n ·
+/// head_dim]` → `[.., n, seq_length, head_dim]` (`E = D + 1`, checked when compiled). One function for
+/// the GPT-2 / OPT reference's batches (`[batch_size, seq_length, d_model]`) and the LLaMA
+/// reference's sequence (`[seq_length, n · head_dim]`).
+pub(crate) fn split_heads<B: Backend, const D: usize, const E: usize>(
+    x: Tensor<B, D>,
+    n: usize,
+) -> Tensor<B, E> {
+    const { assert!(E == D + 1 && D >= 2) };
+    let dims = x.dims();
+    let mut shape = [0; E];
+    shape[..D - 1].copy_from_slice(&dims[..D - 1]);
+    shape[D - 1] = n;
+    shape[D] = dims[D - 1] / n;
+    x.reshape(shape).swap_dims(D - 2, D - 1)
+}
+
+/// The inverse of [`split_heads`]: `[.., n, seq_length, head_dim]` → `[.., seq_length, n ·
+/// head_dim]` (`E = D + 1`, checked when compiled).
+pub(crate) fn merge_heads<B: Backend, const E: usize, const D: usize>(
+    x: Tensor<B, E>,
+) -> Tensor<B, D> {
+    const { assert!(E == D + 1 && D >= 2) };
+    let dims = x.dims();
+    let mut shape = [0; D];
+    shape[..D - 2].copy_from_slice(&dims[..E - 3]);
+    shape[D - 2] = dims[E - 2];
+    shape[D - 1] = dims[E - 3] * dims[E - 1];
+    x.swap_dims(E - 3, E - 2).reshape(shape)
+}
+
 /// `f(x) = (x - mean) / sqrt(var + eps)` over the last dimension (biased variance, no affine).
 ///
 /// # Shapes
@@ -113,6 +144,41 @@ mod tests {
     use burn::tensor::{Distribution, Tolerance};
 
     type TestBackend = burn::backend::Flex;
+
+    /// Element `[b, h, t, i]` of the split heads is element `[b, t, h · head_dim + i]` of the
+    /// input, for a batch (rank 3) and one sequence (rank 2), and merging gives the input back
+    /// (layout only: equal to the bit).
+    #[test]
+    fn split_heads_moves_each_head_before_the_sequence_and_merge_undoes_it() {
+        let device = Default::default();
+        let (batch, seq, heads, head_dim) = (2, 3, 4, 5);
+        let width = heads * head_dim;
+        let values: Vec<f32> = (0..batch * seq * width).map(|v| v as f32).collect();
+        let x = Tensor::<TestBackend, 1>::from_floats(values.as_slice(), &device)
+            .reshape([batch, seq, width]);
+        let split: Tensor<TestBackend, 4> = split_heads(x.clone(), heads);
+        assert_eq!(split.dims(), [batch, heads, seq, head_dim]);
+        let got: Vec<f32> = split.clone().into_data().to_vec().unwrap();
+        for b in 0..batch {
+            for h in 0..heads {
+                for t in 0..seq {
+                    for i in 0..head_dim {
+                        let at = ((b * heads + h) * seq + t) * head_dim + i;
+                        assert_eq!(got[at], values[(b * seq + t) * width + h * head_dim + i]);
+                    }
+                }
+            }
+        }
+        let merged: Tensor<TestBackend, 3> = merge_heads(split.clone());
+        assert_eq!(merged.into_data(), x.clone().into_data());
+        // One sequence: the same as the first batch entry.
+        let first: Tensor<TestBackend, 2> = x.clone().narrow(0, 0, 1).reshape([seq, width]);
+        let split_one: Tensor<TestBackend, 3> = split_heads(first.clone(), heads);
+        let expected = split.narrow(0, 0, 1).reshape([heads, seq, head_dim]);
+        assert_eq!(split_one.clone().into_data(), expected.into_data());
+        let merged_one: Tensor<TestBackend, 2> = merge_heads(split_one);
+        assert_eq!(merged_one.into_data(), first.into_data());
+    }
 
     /// Finite differences at scale s in the cancellation-free forms of tint-ops agree with the
     /// exact derivative to `|v|^2 |f''| / (2 s)`, without the round-off of a naive difference.

@@ -13,7 +13,9 @@ use crate::error::SimError;
 use crate::family_step::{run_rounds, FinalPass, StepFamily, StepTargets};
 use crate::input::{Masks, SimInput};
 use crate::loss::head_logits;
-use crate::math::{activate, activation_backward, layer_norm_backward, normalize};
+use crate::math::{
+    activate, activation_backward, layer_norm_backward, merge_heads, normalize, split_heads,
+};
 pub use crate::output::SimOutput;
 use crate::params::{AuxParams, LayerNormParams, LayerParams, NormPlacement};
 
@@ -42,20 +44,6 @@ pub(crate) struct LayerTrace<B: Backend> {
 
 fn layer_norm<B: Backend>(x: Tensor<B, 3>, ln: &LayerNormParams<B>, eps: f64) -> Tensor<B, 3> {
     normalize(x, eps) * ln.gamma.clone() + ln.beta.clone()
-}
-
-/// `[batch_size, seq_length, d_model]` → `[batch_size, n_heads, seq_length, head_dim]`.
-fn split_heads<B: Backend>(x: Tensor<B, 3>, n_heads: usize) -> Tensor<B, 4> {
-    let [batch_size, seq_length, d_model] = x.dims();
-    x.reshape([batch_size, seq_length, n_heads, d_model / n_heads])
-        .swap_dims(1, 2)
-}
-
-/// `[batch_size, n_heads, seq_length, head_dim]` → `[batch_size, seq_length, d_model]`.
-fn merge_heads<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 3> {
-    let [batch_size, n_heads, seq_length, head_dim] = x.dims();
-    x.swap_dims(1, 2)
-        .reshape([batch_size, seq_length, n_heads * head_dim])
 }
 
 /// Descent step `W - eta x^T (train * dy)` for weights `[copies, in, out]`.

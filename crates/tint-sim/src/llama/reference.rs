@@ -18,6 +18,7 @@ use super::params::{LlamaLayerParams, LlamaParams};
 use crate::error::SimError;
 use crate::family_step::run_rounds;
 use crate::input::SimInput;
+use crate::math::{merge_heads, split_heads};
 use crate::reference::SimOutput;
 
 mod direction;
@@ -80,18 +81,6 @@ pub(crate) struct SequenceContext<B: Backend> {
 pub struct LlamaReference<B: Backend> {
     params: LlamaParams<B>,
     config: LlamaTintConfig,
-}
-
-/// `[seq_length, n · head_dim]` → `[n, seq_length, head_dim]`.
-fn split_heads<B: Backend>(x: Tensor<B, 2>, n: usize) -> Tensor<B, 3> {
-    let [seq_length, width] = x.dims();
-    x.reshape([seq_length, n, width / n]).swap_dims(0, 1)
-}
-
-/// `[n, seq_length, head_dim]` → `[seq_length, n · head_dim]`.
-fn merge_heads<B: Backend>(x: Tensor<B, 3>) -> Tensor<B, 2> {
-    let [n, seq_length, head_dim] = x.dims();
-    x.swap_dims(0, 1).reshape([seq_length, n * head_dim])
 }
 
 /// `[n_kv, s, d]` → `[n_kv · n_rep, s, d]`: query head `h` reads key/value head `h / n_rep`.

@@ -11,13 +11,14 @@ use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
 use super::{
-    attention_probs, attention_score_backward, layer_forward, merge_heads, split_heads,
-    sum_kv_groups, weight_gradient, LayerTrace, LlamaReference, Observer, SequenceContext,
+    attention_probs, attention_score_backward, layer_forward, sum_kv_groups, weight_gradient,
+    LayerTrace, LlamaReference, Observer, SequenceContext,
 };
 use crate::family_step::{FinalPass, StepFamily, StepTargets, TopPass};
 use crate::llama::math::{rms_gain_gradient, rms_norm, rms_norm_backward, swiglu_backward};
 use crate::llama::params::LlamaLayerParams;
 use crate::llama::step_gradients::{descend, LayerGradients};
+use crate::math::{merge_heads, split_heads};
 use crate::step_config::AttentionBackwardMode;
 
 /// One sequence's step of a [`LlamaReference`]: the reference, the index of its first updated
