@@ -3,6 +3,8 @@
 //! - [`atomic_write`]: crash-safe output files, used by every crate that writes a report or result;
 //! - [`r_data`]: the reader of R's serialization format (`.rds`, `.rda`);
 //! - [`text_file`]: text files read whole with a bound on their size (corpora, token ids);
+//! - [`provider`]: [`Assets`], what provides the assets to a library run by name (the front end
+//!   fetches them), and [`AssetUnavailable`];
 //! - with the feature `archive`: the asset table (`manifest`), SHA-256 sums (`checksum`), the cache
 //!   and its per-asset records (`cache`), the archive readers (`archive`: zip, tar, gzip, ar/.deb,
 //!   xz), the R lazy-load extraction (`lazy_load`), installing an asset from its package file
@@ -14,6 +16,7 @@
 
 pub mod atomic_write;
 pub mod exclusive_lock;
+pub mod provider;
 pub mod r_data;
 pub mod text_file;
 
@@ -55,4 +58,5 @@ pub use install::install_from_package;
 pub use manifest::{Asset, Client, Pick, ASSETS};
 #[cfg(feature = "archive")]
 pub use progress::Progress;
+pub use provider::{AssetUnavailable, Assets, NoAssets};
 pub use text_file::{read_text_limited, TextFileError, MAX_TEXT_FILE_BYTES};

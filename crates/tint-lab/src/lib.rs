@@ -9,7 +9,7 @@
 //! | [`bootstrap`] | the percentile bootstrap of every resampled interval (perplexity, paired differences) |
 //! | [`paired`] | paired differences from a baseline with bootstrap intervals (per unit, or per cluster: a query with its seeds) |
 //! | [`event`] | [`RunEvent`] and [`Reporter`]: what every run reports while it works, and what receives it |
-//! | [`host`] | [`Host`]: the caller's side of a run, a [`Reporter`] that also provides the offline [`Assets`] |
+//! | [`host`] | [`Host`]: the caller's side of a run, a [`Reporter`] that also provides the offline [`Assets`] (tint-assets' provider trait) |
 //! | [`progress`] | progress of a long run on the terminal: a bar, or lines with the ETA when piped |
 //! | [`table`] | [`Table`]: the one markdown table type of the reports |
 //! | [`seed_interval`] | the mean over seeds and the half-width of its 95 % Student-t interval |
