@@ -9,7 +9,7 @@ use anyhow::Result;
 use tint_cgt_eval::args::CgtArgs;
 use tint_cgt_eval::run_cgt;
 use tint_lab::event::{Reporter, RunEvent};
-use tint_lab::{AssetUnavailable, Assets};
+use tint_lab::{AssetError, Assets};
 
 use crate::backend::{devices, B, BACKEND_NAME};
 use crate::fetch::FetchedAssets;
@@ -57,7 +57,7 @@ impl Reporter for CgtTerminal {
 }
 
 impl Assets for CgtTerminal {
-    fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
+    fn asset(&self, name: &str) -> Result<PathBuf, AssetError> {
         FetchedAssets.asset(name)
     }
 }

@@ -12,7 +12,7 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use tint_assets::cache::cache_status;
 use tint_assets::{Progress, ASSETS};
-use tint_lab::{AssetUnavailable, Assets};
+use tint_lab::{AssetError, Assets};
 
 /// Arguments of `cargo xtask fetch`.
 #[derive(clap::Args, Debug)]
@@ -73,11 +73,8 @@ pub(crate) fn ensure_asset(name: &str, cache: &Path) -> Result<PathBuf> {
 pub(crate) struct FetchedAssets;
 
 impl Assets for FetchedAssets {
-    fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
-        ensure_asset(name, &cache_dir()).map_err(|e| AssetUnavailable {
-            name: name.into(),
-            reason: format!("{e:#}"),
-        })
+    fn asset(&self, name: &str) -> Result<PathBuf, AssetError> {
+        with_progress_typed(|progress| tint_assets::ensure_asset(name, &cache_dir(), progress))
     }
 }
 
@@ -89,8 +86,15 @@ pub(crate) fn smollm2_gguf() -> Result<PathBuf> {
 /// Runs `job` with a progress callback that shows each step as a spinner (cleared when the next step
 /// starts or the job ends) and prints the installed assets.
 fn with_progress<T>(
-    job: impl FnOnce(&mut dyn FnMut(Progress<'_>)) -> Result<T, tint_assets::AssetError>,
+    job: impl FnOnce(&mut dyn FnMut(Progress<'_>)) -> Result<T, AssetError>,
 ) -> Result<T> {
+    Ok(with_progress_typed(job)?)
+}
+
+/// [`with_progress`] keeping the job's [`AssetError`] (what a library's [`Assets`] returns).
+fn with_progress_typed<T>(
+    job: impl FnOnce(&mut dyn FnMut(Progress<'_>)) -> Result<T, AssetError>,
+) -> Result<T, AssetError> {
     let mut bar: Option<ProgressBar> = None;
     let result = job(&mut |event| {
         if let Some(bar) = bar.take() {
@@ -108,7 +112,7 @@ fn with_progress<T>(
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    Ok(result?)
+    result
 }
 
 /// The spinner message of a step (`None` for the final event).

@@ -24,6 +24,15 @@ pub enum AssetError {
         #[source]
         source: io::Error,
     },
+    /// The caller's [`Assets`](crate::provider::Assets) did not provide an asset (a run that
+    /// needs none, a test's folder without it, …).
+    #[error("asset {name}: {reason}")]
+    Unavailable {
+        /// The asset's name in the manifest.
+        name: String,
+        /// Why it was not provided.
+        reason: String,
+    },
     /// An asset name that the manifest does not hold.
     #[error("unknown asset {name:?}; known: {known}")]
     UnknownAsset {

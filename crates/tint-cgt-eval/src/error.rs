@@ -73,7 +73,7 @@ pub enum CgtRunError {
     Text(tint_assets::TextFileError),
     /// The caller's [`Assets`](tint_lab::Assets) could not provide the default text corpus.
     #[error("fetching the default text corpus, the SOTU addresses and Shakespeare's works (or pass --text FILE|DIR,…: a file of blank-line separated documents, a directory of one document per file): {0}")]
-    Corpus(#[source] tint_lab::AssetUnavailable),
+    Corpus(#[source] tint_assets::AssetError),
 }
 
 impl CgtRunError {

@@ -372,7 +372,7 @@ mod tests {
     }
 
     impl tint_lab::Assets for Recorder {
-        fn asset(&self, name: &str) -> Result<PathBuf, tint_lab::AssetUnavailable> {
+        fn asset(&self, name: &str) -> Result<PathBuf, tint_assets::AssetError> {
             tint_lab::NoAssets("no corpus in tests").asset(name)
         }
     }

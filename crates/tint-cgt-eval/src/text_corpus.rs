@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use tint_cgt::data::{TextCorpus, TextMixture};
 use tint_cgt::presets::DataPreset;
 
-use tint_lab::{AssetUnavailable, Assets};
+use tint_lab::Assets;
 
 use super::error::CgtRunError;
 
@@ -27,12 +27,7 @@ pub const SHAKESPEARE_ASSET: &str = "shakespeare";
 /// as [`read_documents`] for the works.
 pub fn default_documents(assets: &dyn Assets) -> Result<Vec<Vec<u8>>, CgtRunError> {
     let sotu = assets.asset(SOTU_ASSET).map_err(CgtRunError::Corpus)?;
-    let addresses = tint_assets::corpus::concat_texts(&sotu).map_err(|e| {
-        CgtRunError::Corpus(AssetUnavailable {
-            name: SOTU_ASSET.to_string(),
-            reason: e.to_string(),
-        })
-    })?;
+    let addresses = tint_assets::corpus::concat_texts(&sotu).map_err(CgtRunError::Corpus)?;
     let mut documents = TextCorpus::documents_of(&addresses);
     let works = assets
         .asset(SHAKESPEARE_ASSET)
@@ -134,11 +129,13 @@ mod tests {
             .collect()
     }
 
+    use tint_assets::AssetError;
+
     /// Assets in a folder: `<root>/<name>`, or the reason `name` is refused.
     struct FolderAssets(PathBuf);
 
     impl Assets for FolderAssets {
-        fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
+        fn asset(&self, name: &str) -> Result<PathBuf, AssetError> {
             let path = self.0.join(name);
             match path.is_dir() {
                 true => Ok(path),

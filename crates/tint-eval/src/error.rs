@@ -78,7 +78,7 @@ pub enum EvalError {
     /// An offline asset (model, text, data set) could not be obtained from the run's
     /// [`Assets`](tint_lab::Assets).
     #[error(transparent)]
-    Asset(#[from] tint_lab::AssetUnavailable),
+    Asset(#[from] tint_assets::AssetError),
     /// A line of a data file does not follow the expected layout.
     #[error("{path}:{line}: {reason}")]
     Parse {

@@ -3,7 +3,8 @@
 //! once; a library run asks its host for an asset by name instead of reading a cache path of its
 //! own.
 
-pub use tint_assets::provider::{AssetUnavailable, Assets, NoAssets};
+pub use tint_assets::provider::{Assets, NoAssets};
+pub use tint_assets::AssetError;
 
 use crate::event::Reporter;
 
@@ -31,7 +32,7 @@ mod tests {
     }
 
     impl Assets for Recorder {
-        fn asset(&self, name: &str) -> Result<PathBuf, AssetUnavailable> {
+        fn asset(&self, name: &str) -> Result<PathBuf, AssetError> {
             match name {
                 "sotu" => Ok(PathBuf::from("/cache/sotu/data")),
                 _ => NoAssets("not in this test's cache").asset(name),
@@ -39,7 +40,7 @@ mod tests {
         }
     }
 
-    fn use_host(host: &mut dyn Host) -> Result<PathBuf, AssetUnavailable> {
+    fn use_host(host: &mut dyn Host) -> Result<PathBuf, AssetError> {
         host.event(RunEvent::Stage("reading".into()));
         host.asset("sotu")
     }
@@ -47,7 +48,7 @@ mod tests {
     #[test]
     fn a_reporter_with_assets_is_a_host() {
         let mut host = Recorder(Vec::new());
-        assert_eq!(use_host(&mut host), Ok(PathBuf::from("/cache/sotu/data")));
+        assert_eq!(use_host(&mut host).unwrap(), PathBuf::from("/cache/sotu/data"));
         assert_eq!(host.0, [RunEvent::Stage("reading".into())]);
         assert_eq!(
             host.asset("smollm2").unwrap_err().to_string(),

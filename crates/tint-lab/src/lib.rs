@@ -29,6 +29,6 @@ pub mod seed_interval;
 pub mod table;
 
 pub use event::{OnEvent, Reporter, RunEvent};
-pub use host::{AssetUnavailable, Assets, Host, NoAssets};
+pub use host::{AssetError, Assets, Host, NoAssets};
 pub use repeats::first_repeat;
 pub use table::{Align, Table};
