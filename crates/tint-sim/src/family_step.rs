@@ -322,3 +322,166 @@ fn eval_targets<B: Backend>(input: &SimInput<B>) -> Vec<Vec<bool>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use burn::backend::Flex;
+    use burn::tensor::{Distribution, TensorData};
+
+    use super::*;
+
+    type B = Flex;
+
+    /// A family of linear layers `h ← h W` without a final norm, whose backward is the exact
+    /// gradient of the linear maps and whose descent is SGD with step `lr`: the driver's rounds can
+    /// be written out by hand. Records the calls in order.
+    struct Linear {
+        head: Tensor<B, 2>,
+        lr: f64,
+        calls: RefCell<Vec<String>>,
+    }
+
+    impl StepFamily<B> for Linear {
+        type Context = ();
+        type State = Tensor<B, 3>;
+        type LayerWeights = Tensor<B, 2>;
+        type FinalWeights = ();
+        /// The layer's input.
+        type LayerActs = Tensor<B, 3>;
+        type FinalState = ();
+
+        fn head_matrix(&self) -> Tensor<B, 2> {
+            self.head.clone()
+        }
+
+        fn forward_layer(
+            &self,
+            h: Tensor<B, 3>,
+            w: &Tensor<B, 2>,
+            _: &(),
+        ) -> (Tensor<B, 3>, Tensor<B, 3>) {
+            (h.clone().matmul(w.clone().unsqueeze_dim::<3>(0)), h)
+        }
+
+        fn final_norm(&self, h: Tensor<B, 3>, _: &(), _: &()) -> FinalPass<B, ()> {
+            let logits = crate::loss::head_logits(h.clone(), &self.head);
+            FinalPass {
+                state: (),
+                hf: h,
+                logits,
+            }
+        }
+
+        fn final_backward(&self, grad: Tensor<B, 3>, _: &(), _: &mut (), _: &()) -> Tensor<B, 3> {
+            self.calls.borrow_mut().push("final".into());
+            grad
+        }
+
+        fn backward_layer(
+            &self,
+            delta: Tensor<B, 3>,
+            w: &mut Tensor<B, 2>,
+            input: &Tensor<B, 3>,
+            _: &(),
+            index: usize,
+        ) -> Tensor<B, 3> {
+            self.calls.borrow_mut().push(format!("layer {index}"));
+            let delta_in = delta
+                .clone()
+                .matmul(w.clone().transpose().unsqueeze_dim::<3>(0));
+            let [_, t, d] = input.dims();
+            let grad_w = input
+                .clone()
+                .reshape([t, d])
+                .transpose()
+                .matmul(delta.reshape([t, d]));
+            *w = w.clone() - grad_w.mul_scalar(self.lr);
+            delta_in
+        }
+
+        fn passed(&self, round: usize, _: &TopPass<B, Self>) {
+            self.calls.borrow_mut().push(format!("pass {round}"));
+        }
+    }
+
+    /// Two rounds on two linear layers equal SGD written out by hand with the same loss gradient
+    /// (the same float operations in the same order: tolerance 0), the passes and backwards come in
+    /// the step's order (the final norm first, then the layers from the top with their indices), and
+    /// the updated weights are returned.
+    #[test]
+    fn rounds_are_sgd_on_the_updated_layers_from_the_top() {
+        let device = Default::default();
+        let (t, d, vocab, lr) = (5, 3, 7, 0.1);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let x = Tensor::<B, 3>::random([1, t, d], normal, &device);
+        let layers = vec![
+            Tensor::<B, 2>::random([d, d], normal, &device),
+            Tensor::<B, 2>::random([d, d], normal, &device),
+        ];
+        let head = Tensor::<B, 2>::random([vocab, d], normal, &device);
+        let ids: Vec<i64> = (0..t as i64).map(|i| (3 * i + 1) % vocab as i64).collect();
+        let targets = StepTargets {
+            input_ids: Tensor::from_data(TensorData::new(ids, [1, t]), &device),
+            next_target: Tensor::from_data(
+                TensorData::new(vec![1.0f32, 1.0, 0.0, 0.0, 0.0], [1, t, 1]),
+                &device,
+            ),
+            loss_gradient: LossGradientKind::Prediction,
+            n_forward_backward: 2,
+        };
+        let family = Linear {
+            head: head.clone(),
+            lr,
+            calls: RefCell::new(Vec::new()),
+        };
+        let rounds = run_rounds(&family, &(), &targets, x.clone(), layers.clone(), ());
+        assert_eq!(
+            family.calls.borrow().as_slice(),
+            [
+                "pass 0", "final", "layer 1", "layer 0", "pass 1", "final", "layer 1", "layer 0",
+                "pass 2"
+            ]
+        );
+
+        // By hand.
+        let lift = |w: &Tensor<B, 2>| w.clone().unsqueeze_dim::<3>(0);
+        let (mut w1, mut w2) = (layers[0].clone(), layers[1].clone());
+        let logits_of = |w1: &Tensor<B, 2>, w2: &Tensor<B, 2>| {
+            let hf = x.clone().matmul(lift(w1)).matmul(lift(w2));
+            (hf.clone(), crate::loss::head_logits(hf, &head))
+        };
+        let first = logits_of(&w1, &w2).1;
+        for _ in 0..2 {
+            let h1 = x.clone().matmul(lift(&w1));
+            let (hf, logits) = logits_of(&w1, &w2);
+            let grad = loss_gradient_with_logits(
+                hf,
+                Some(logits),
+                &head,
+                &targets.input_ids,
+                &targets.next_target,
+                LossGradientKind::Prediction,
+            );
+            let delta_1 = grad
+                .clone()
+                .matmul(w2.clone().transpose().unsqueeze_dim::<3>(0));
+            let step = |input: Tensor<B, 3>, delta: Tensor<B, 3>| {
+                input
+                    .reshape([t, d])
+                    .transpose()
+                    .matmul(delta.reshape([t, d]))
+                    .mul_scalar(lr)
+            };
+            let new_w2 = w2.clone() - step(h1, grad);
+            let new_w1 = w1.clone() - step(x.clone(), delta_1);
+            (w1, w2) = (new_w1, new_w2);
+        }
+        let last = logits_of(&w1, &w2).1;
+        assert_eq!(rounds.first_logits.into_data(), first.into_data());
+        assert_eq!(rounds.final_logits.into_data(), last.into_data());
+        assert_eq!(rounds.layers[0].clone().into_data(), w1.into_data());
+        assert_eq!(rounds.layers[1].clone().into_data(), w2.into_data());
+    }
+}
