@@ -48,7 +48,10 @@ mod tests {
     #[test]
     fn a_reporter_with_assets_is_a_host() {
         let mut host = Recorder(Vec::new());
-        assert_eq!(use_host(&mut host).unwrap(), PathBuf::from("/cache/sotu/data"));
+        assert_eq!(
+            use_host(&mut host).unwrap(),
+            PathBuf::from("/cache/sotu/data")
+        );
         assert_eq!(host.0, [RunEvent::Stage("reading".into())]);
         assert_eq!(
             host.asset("smollm2").unwrap_err().to_string(),
