@@ -44,7 +44,8 @@ pub(crate) struct EvalArgs {
     #[arg(long, value_enum, conflicts_with = "quick")]
     protocol: Option<SuiteProtocol>,
     /// GiB a training step (dynamic evaluation's forward and backward) may need by its estimate
-    /// (logits, the blocks' intermediates, stored block inputs, gradients kept for reuse); a step
+    /// (logits, the blocks' intermediates, stored block inputs, gradients kept for reuse, what
+    /// another method keeps at the same time); a step
     /// over it is refused before it allocates, with the estimate and its parts. Default: three
     /// quarters of the machine's memory.
     #[arg(long, global = true)]

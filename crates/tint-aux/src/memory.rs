@@ -131,6 +131,9 @@ pub struct BackwardMemory {
     /// gradient across step sizes and cells keeps a few: [`Self::with_kept_gradients`]); zero
     /// unless set.
     pub kept_gradients: u64,
+    /// What another method keeps at the same time (`eval icl` keeps TinT's descent directions
+    /// while dynamic evaluation steps): [`Self::with_kept_beside`]; zero unless set.
+    pub kept_beside: u64,
 }
 
 impl BackwardMemory {
@@ -185,6 +188,7 @@ impl BackwardMemory {
             blocks: one_block.saturating_mul(held),
             stored_inputs,
             kept_gradients: 0,
+            kept_beside: 0,
         }
     }
 
@@ -193,6 +197,12 @@ impl BackwardMemory {
     /// `count` steps' gradients counts them all, the one this step makes included.
     pub fn with_kept_gradients(mut self, count: usize, bytes_each: u64) -> Self {
         self.kept_gradients = (count as u64).saturating_mul(bytes_each);
+        self
+    }
+
+    /// This estimate with `bytes` another method holds at the same time (its kept steps).
+    pub fn with_kept_beside(mut self, bytes: u64) -> Self {
+        self.kept_beside = bytes;
         self
     }
 
@@ -223,6 +233,7 @@ impl BackwardMemory {
             .saturating_add(self.blocks)
             .saturating_add(self.stored_inputs)
             .saturating_add(self.kept_gradients)
+            .saturating_add(self.kept_beside)
     }
 
     /// Refuses the step when [`Self::total`] is over `limit` bytes, as [`ForwardMemory::admit`].
@@ -233,11 +244,13 @@ impl BackwardMemory {
         admit_estimate(self.total(), what, limit, flag, || {
             format!(
                 "logits and their gradients {:.2} GiB, blocks' intermediates {:.2} GiB, stored \
-                 block inputs {:.2} GiB, kept gradients {:.2} GiB",
+                 block inputs {:.2} GiB, kept gradients {:.2} GiB, another method's kept steps {:.2} \
+                 GiB",
                 gib(self.logits),
                 gib(self.blocks),
                 gib(self.stored_inputs),
-                gib(self.kept_gradients)
+                gib(self.kept_gradients),
+                gib(self.kept_beside)
             )
         })
     }
@@ -425,6 +438,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(message.contains("kept gradients 1.50 GiB"), "{message}");
+        // What another method keeps at the same time counts too, named apart.
+        let beside = alone.with_kept_beside(2 * each);
+        assert_eq!(beside.total(), alone.total() + 2 * each);
+        let message = beside
+            .admit("dyn-eval's step", limit, "--max-memory-gib")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("another method's kept steps 1.00 GiB"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ use crate::lm_settings::LmRunSettings;
 use crate::lm_split::{LmSplit, SplitSpec};
 use crate::lm_tune::tune_lm;
 use crate::method::Method;
-use crate::methods::{tint_method_name, Tint, UnadaptedNlls};
+use crate::methods::{tint_method_name, KeptSteps, Tint, UnadaptedNlls};
 use crate::results_doc::write_file;
 use crate::resume::{merge, Fingerprint};
 use crate::run_env::RunEnv;
@@ -92,7 +92,7 @@ fn admit_step_memory<B: Backend>(
         Tint::reference(model, tint_config.clone())?.admit_steps(
             &[args.block_size],
             workers,
-            0,
+            KeptSteps::default(),
             limit,
             &blocks,
             flag,

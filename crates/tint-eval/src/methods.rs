@@ -533,10 +533,21 @@ impl<B: Backend> Tint<B> {
     }
 }
 
+/// The steps kept beside a TinT step, which its memory admission ([`Tint::admit_steps`]) counts
+/// with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeptSteps {
+    /// Descent directions of earlier steps of this method (for a grid's other step sizes and the
+    /// seeds' cells), each the updated weights' size.
+    pub directions: usize,
+    /// Bytes another method keeps at the same time (`eval icl`: dynamic evaluation's gradients).
+    pub other_bytes: u64,
+}
+
 impl<B: Backend> Tint<B> {
     /// Refuses `parallel` steps at once, each on sequences of `seq_lengths` (one after another)
-    /// with `kept_directions` directions of earlier steps held beside it, whose memory estimate
-    /// ([`TintStep::step_memory`] with them, `parallel` times) is over `limit` bytes: the error
+    /// with the steps `kept` beside it, whose memory estimate ([`TintStep::step_memory`] with
+    /// them, `parallel` times, the other method's bytes once) is over `limit` bytes: the error
     /// names `what` runs, the estimate's parts and `flag`, which raises the limit. Admits every
     /// step of an engine without an estimate.
     ///
@@ -546,7 +557,7 @@ impl<B: Backend> Tint<B> {
         &self,
         seq_lengths: &[usize],
         parallel: usize,
-        kept_directions: usize,
+        kept: KeptSteps,
         limit: u64,
         what: &str,
         flag: &str,
@@ -554,13 +565,24 @@ impl<B: Backend> Tint<B> {
         let Some(memory) = self.engine.step_memory(seq_lengths) else {
             return Ok(());
         };
-        let memory = memory.with_kept_directions(kept_directions);
-        memory.times(parallel.max(1)).admit(
+        let memory = memory
+            .with_kept_directions(kept.directions)
+            .times(parallel.max(1))
+            .with_kept_beside(kept.other_bytes);
+        memory.admit(
             &format!("{}'s step on {what}", tint_method_name(self.engine())),
             limit,
             flag,
         )?;
         Ok(())
+    }
+
+    /// The bytes of one descent direction of the step ([`TintStep::direction`]: the updated
+    /// weights' size, as its memory estimate counts it); 0 for an engine without an estimate.
+    pub fn direction_bytes(&self) -> u64 {
+        self.engine
+            .step_memory(&[1])
+            .map_or(0, |memory| memory.direction_bytes())
     }
 
     /// The step size `η` of the step.

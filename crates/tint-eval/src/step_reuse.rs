@@ -11,7 +11,7 @@
 //! the last block's dynamic-evaluation gradient ([`crate::methods::DynEval::sharing_gradients`]) or
 //! the functional reference's descent direction ([`crate::methods::Tint::sharing_directions`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 
@@ -27,8 +27,22 @@ pub struct StepKey {
     pub targets: Vec<Vec<bool>>,
 }
 
-/// The kept gradients, oldest first, and what each was computed from.
-type Kept<T> = VecDeque<(StepKey, Rc<T>)>;
+/// The kept gradients, oldest first, what each was computed from and the bytes it holds.
+type Kept<T> = VecDeque<(StepKey, Rc<T>, u64)>;
+
+/// The bytes a [`StepReuse`]'s kept gradients hold now, as declared when each was kept
+/// ([`StepReuse::get_or_compute_sized`]): what another method's step admission counts beside its
+/// own (`eval icl` keeps dynamic evaluation's gradients and TinT's directions at once). A cheap
+/// handle that follows the reuse.
+#[derive(Debug, Clone, Default)]
+pub struct HeldBytes(Rc<Cell<u64>>);
+
+impl HeldBytes {
+    /// The bytes held now.
+    pub fn get(&self) -> u64 {
+        self.0.get()
+    }
+}
 
 /// The last gradients computed (at most `capacity`), shared by the methods built for the values
 /// of one grid and by the cells that train on the same sets (a cheap handle: clones share the
@@ -37,6 +51,7 @@ pub struct StepReuse<T: ?Sized> {
     slots: Rc<RefCell<Kept<T>>>,
     capacity: usize,
     reused: Rc<RefCell<usize>>,
+    held: HeldBytes,
 }
 
 impl<T: ?Sized> Clone for StepReuse<T> {
@@ -45,6 +60,7 @@ impl<T: ?Sized> Clone for StepReuse<T> {
             slots: Rc::clone(&self.slots),
             capacity: self.capacity,
             reused: Rc::clone(&self.reused),
+            held: self.held.clone(),
         }
     }
 }
@@ -64,6 +80,7 @@ impl<T: ?Sized> StepReuse<T> {
             slots: Rc::new(RefCell::new(VecDeque::new())),
             capacity: capacity.max(1),
             reused: Rc::new(RefCell::new(0)),
+            held: HeldBytes::default(),
         }
     }
 
@@ -74,25 +91,46 @@ impl<T: ?Sized> StepReuse<T> {
 
     /// The gradient of `key`: a kept one computed from the same key, else `compute()`'s, which
     /// is kept in place of the oldest when all slots are full (that one is dropped before
-    /// `compute` runs: memory); an error when `compute` fails, which keeps nothing new.
+    /// `compute` runs: memory); an error when `compute` fails, which keeps nothing new. Kept as
+    /// holding no bytes ([`Self::get_or_compute_sized`] declares them).
     pub fn get_or_compute<E>(
         &self,
         key: StepKey,
         compute: impl FnOnce() -> Result<Rc<T>, E>,
     ) -> Result<Rc<T>, E> {
-        if let Some((_, value)) = self.slots.borrow().iter().find(|(kept, _)| *kept == key) {
+        self.get_or_compute_sized(key, 0, compute)
+    }
+
+    /// [`Self::get_or_compute`], a computed gradient kept as holding `bytes` ([`Self::held`]).
+    pub fn get_or_compute_sized<E>(
+        &self,
+        key: StepKey,
+        bytes: u64,
+        compute: impl FnOnce() -> Result<Rc<T>, E>,
+    ) -> Result<Rc<T>, E> {
+        if let Some((_, value, _)) = self.slots.borrow().iter().find(|(kept, ..)| *kept == key) {
             *self.reused.borrow_mut() += 1;
             return Ok(Rc::clone(value));
         }
         {
             let mut slots = self.slots.borrow_mut();
             while slots.len() >= self.capacity {
-                slots.pop_front();
+                if let Some((_, _, dropped)) = slots.pop_front() {
+                    self.held.0.set(self.held.get().saturating_sub(dropped));
+                }
             }
         }
         let value = compute()?;
-        self.slots.borrow_mut().push_back((key, Rc::clone(&value)));
+        self.slots
+            .borrow_mut()
+            .push_back((key, Rc::clone(&value), bytes));
+        self.held.0.set(self.held.get().saturating_add(bytes));
         Ok(value)
+    }
+
+    /// The bytes its kept gradients hold now, as a handle that follows it.
+    pub fn held(&self) -> HeldBytes {
+        self.held.clone()
     }
 
     /// How many times a kept gradient was reused.
@@ -111,6 +149,34 @@ mod tests {
             ids: vec![vec![1, id]],
             targets: vec![vec![false, true]],
         }
+    }
+
+    /// The held bytes follow what is kept: added when a gradient is kept, subtracted when it is
+    /// dropped for a newer one, unchanged by a reuse or a failed computation; clones share them.
+    #[test]
+    fn held_bytes_follow_the_kept_gradients() {
+        let reuse: StepReuse<f64> = StepReuse::with_capacity(2);
+        let held = reuse.clone().held();
+        let keep = |k: StepKey, bytes: u64| {
+            reuse
+                .get_or_compute_sized::<()>(k, bytes, || Ok(Rc::new(1.0)))
+                .unwrap();
+        };
+        keep(key("a", 1), 100);
+        keep(key("a", 2), 30);
+        assert_eq!(held.get(), 130);
+        keep(key("a", 1), 999);
+        assert_eq!(held.get(), 130, "a reuse keeps nothing new");
+        keep(key("a", 3), 7);
+        assert_eq!(held.get(), 37, "the oldest (100) dropped");
+        assert!(reuse
+            .get_or_compute_sized(key("a", 4), 50, || Err::<Rc<f64>, ()>(()))
+            .is_err());
+        assert_eq!(
+            held.get(),
+            7,
+            "dropped to make room; the failure keeps nothing"
+        );
     }
 
     /// `get(key, v)`: the value of `key` from `reuse`, computing `v` (and counting it in

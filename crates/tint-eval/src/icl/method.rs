@@ -15,7 +15,7 @@ use tint_aux::{
 
 use super::prompt::{DemoFormat, TrainingSequences};
 use crate::non_finite::{adapted_origin, weights_origin, NonFiniteOrigin};
-use crate::step_reuse::{StepKey, StepReuse};
+use crate::step_reuse::{HeldBytes, StepKey, StepReuse};
 use crate::EvalError;
 
 /// What a method scores: candidate continuations of a context, and which part of the context is
@@ -335,6 +335,9 @@ pub struct DynEvalIcl<'a, B: AutodiffBackend> {
     family: &'static str,
     /// Bytes a step may need by its estimate ([`BackwardMemory`]); `None`: no limit.
     memory_limit: Option<u64>,
+    /// What another method keeps at the same time, counted beside each step
+    /// ([`Self::with_kept_beside`]).
+    kept_beside: Option<HeldBytes>,
 }
 
 impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
@@ -361,6 +364,13 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
         self
     }
 
+    /// This method's step admission counting what another method's reuse holds at the time
+    /// (`eval icl`: TinT's kept descent directions, resident while dynamic evaluation steps).
+    pub fn with_kept_beside(mut self, held: HeldBytes) -> Self {
+        self.kept_beside = Some(held);
+        self
+    }
+
     /// Dynamic evaluation of `model` with `config`, named `dyn-eval`.
     pub fn new(model: &'a AuxModel<B>, config: DynEvalConfig) -> Self {
         Self {
@@ -373,6 +383,7 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
             reuse: None,
             family: "dyn-eval",
             memory_limit: None,
+            kept_beside: None,
         }
     }
 }
@@ -406,6 +417,7 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
             let kept = self.reuse.as_ref().map_or(0, StepReuse::capacity);
             BackwardMemory::of_model(self.model, batch, max_len, self.config.memory)
                 .with_kept_gradients(kept, selected_param_bytes(self.model, &self.config.params))
+                .with_kept_beside(self.kept_beside.as_ref().map_or(0, HeldBytes::get))
                 .admit(
                     &format!(
                         "{}'s step on {batch} training sequence(s) of up to {max_len} positions",
@@ -437,8 +449,11 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
                     targets: train.targets.clone(),
                 };
                 let (model, batch) = (self.model, ids.clone());
+                let bytes = selected_param_bytes(model, &config.params);
                 reuse
-                    .get_or_compute(key, || sgd_gradient(model, batch, &config).map(Rc::new))?
+                    .get_or_compute_sized(key, bytes, || {
+                        sgd_gradient(model, batch, &config).map(Rc::new)
+                    })?
                     .step(config.lr)?
             }
             _ => sgd_update(self.model, ids, &config)?,

@@ -389,6 +389,7 @@ fn build_method<'a, AB: AutodiffBackend>(
             let method = DynEvalIcl::new(models.model, config)
                 .named(spec.method.name())
                 .with_step_reuse(models.dyn_eval_steps.clone())
+                .with_kept_beside(models.tint_steps.held())
                 .with_memory_limit(models.memory_limit);
             (Box::new(method), settings)
         }
@@ -411,6 +412,7 @@ fn build_method<'a, AB: AutodiffBackend>(
             );
             let icl = TintIcl::new(tint, label, models.device)
                 .with_step_reuse(models.tint_steps.clone(), direction_settings)
+                .with_kept_beside(models.dyn_eval_steps.held())
                 .with_memory_limit(models.memory_limit);
             (Box::new(icl), settings)
         }

@@ -35,9 +35,9 @@ use super::method::{
     IclMethod, ScoreRequest,
 };
 use super::prompt::{DemoFormat, TrainingSequences};
-use crate::methods::Tint;
+use crate::methods::{KeptSteps, Tint};
 use crate::non_finite::{weights_origin, NonFiniteOrigin};
-use crate::step_reuse::{StepKey, StepReuse};
+use crate::step_reuse::{HeldBytes, StepKey, StepReuse};
 use crate::EvalError;
 
 /// TinT (simulator or functional reference) behind [`IclMethod`].
@@ -63,6 +63,9 @@ pub struct TintIcl<B: Backend> {
     reuse: Option<(StepReuse<dyn StepDirection<B>>, String)>,
     /// Bytes a training step may need at most ([`Tint::admit_steps`]); `None`: no limit.
     memory_limit: Option<u64>,
+    /// What another method keeps at the same time, counted beside each step
+    /// ([`Self::with_kept_beside`]).
+    kept_beside: Option<HeldBytes>,
 }
 
 /// An update trained once on a demonstration prefix, with what it was trained on.
@@ -96,6 +99,7 @@ impl<B: Backend> TintIcl<B> {
             positions_reused_before: 0,
             reuse: None,
             memory_limit: None,
+            kept_beside: None,
         }
     }
 
@@ -119,10 +123,13 @@ impl<B: Backend> TintIcl<B> {
             "{} training sequence(s) of up to {longest} positions",
             seq_lengths.len()
         );
-        let kept = self
-            .reuse
-            .as_ref()
-            .map_or(0, |(reuse, _)| reuse.capacity() - 1);
+        let kept = KeptSteps {
+            directions: self
+                .reuse
+                .as_ref()
+                .map_or(0, |(reuse, _)| reuse.capacity() - 1),
+            other_bytes: self.kept_beside.as_ref().map_or(0, HeldBytes::get),
+        };
         self.tint
             .admit_steps(seq_lengths, 1, kept, limit, &what, "--max-memory-gib")
     }
@@ -137,6 +144,13 @@ impl<B: Backend> TintIcl<B> {
         settings: impl Into<String>,
     ) -> Self {
         self.reuse = Some((reuse, settings.into()));
+        self
+    }
+
+    /// This method's step admission counting what another method's reuse holds at the time
+    /// (`eval icl`: dynamic evaluation's kept gradients, resident while TinT steps).
+    pub fn with_kept_beside(mut self, held: HeldBytes) -> Self {
+        self.kept_beside = Some(held);
         self
     }
 
@@ -245,7 +259,7 @@ impl<B: Backend> TintIcl<B> {
                     ids,
                     targets,
                 };
-                reuse.get_or_compute(key, compute)?
+                reuse.get_or_compute_sized(key, self.tint.direction_bytes(), compute)?
             }
             None => compute()?,
         };

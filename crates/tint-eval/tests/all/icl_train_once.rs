@@ -34,6 +34,15 @@ const MIN_EFFECT: f64 = 1e-2;
 /// The micro model's step size in the other ICL tests (icl_end_to_end.rs).
 const INNER_LR: f64 = 1e-1;
 
+/// A key of another method's step reuse (what it was computed from does not matter here).
+fn other_key() -> tint_eval::step_reuse::StepKey {
+    tint_eval::step_reuse::StepKey {
+        settings: "another method".into(),
+        ids: vec![vec![1, 2]],
+        targets: vec![vec![false, true]],
+    }
+}
+
 fn micro_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/official-tint/micro-gpt2-random")
 }
@@ -565,6 +574,23 @@ fn a_dyn_eval_step_over_the_memory_limit_is_refused_before_it_runs() {
     assert!(message.contains("kept gradients"), "{message}");
     kept(with_kept).adapt(&train).unwrap();
 
+    // What another method's reuse holds when the step runs (TinT's directions in `eval icl`)
+    // counts beside it: read at the step, so what it keeps after this method was built counts.
+    let other: tint_eval::step_reuse::StepReuse<f64> =
+        tint_eval::step_reuse::StepReuse::with_capacity(2);
+    let beside = |limit: u64| {
+        DynEvalIcl::new(&model, config.clone())
+            .with_kept_beside(other.held())
+            .with_memory_limit(limit)
+    };
+    let (mut refused, mut admitted) = (beside(needed + 999), beside(needed + 1000));
+    other
+        .get_or_compute_sized::<()>(other_key(), 1000, || Ok(std::rc::Rc::new(1.0)))
+        .unwrap();
+    let message = refused.adapt(&train).unwrap_err().to_string();
+    assert!(message.contains("another method's kept steps"), "{message}");
+    admitted.adapt(&train).unwrap();
+
     let mut admitted = DynEvalIcl::new(&model, config.clone()).with_memory_limit(needed);
     let mut unlimited = DynEvalIcl::new(&model, config);
     admitted.adapt(&train).unwrap();
@@ -657,6 +683,22 @@ fn a_tint_reference_step_over_the_memory_limit_is_refused_before_it_runs() {
     refused_message(message.clone());
     assert!(message.contains("kept directions"), "{message}");
     kept(with_kept).score(&request).unwrap();
+
+    // What another method's reuse holds when the step runs (dynamic evaluation's gradients in
+    // `eval icl`) counts beside it.
+    let other: tint_eval::step_reuse::StepReuse<f64> =
+        tint_eval::step_reuse::StepReuse::with_capacity(1);
+    other
+        .get_or_compute_sized::<()>(other_key(), 1000, || Ok(std::rc::Rc::new(1.0)))
+        .unwrap();
+    let beside = |limit: u64| icl(Some(limit)).with_kept_beside(other.held());
+    let message = beside(needed + 999)
+        .score(&request)
+        .unwrap_err()
+        .to_string();
+    refused_message(message.clone());
+    assert!(message.contains("another method's kept steps"), "{message}");
+    beside(needed + 1000).score(&request).unwrap();
 
     // Single format: one step on two sequences, bounded by the longer.
     let train = TrainingSequences {

@@ -47,6 +47,9 @@ pub struct ReferenceStepMemory {
     /// size; a caller reusing directions across step sizes and cells keeps a few:
     /// [`Self::with_kept_directions`]); zero unless set.
     pub kept_directions: u64,
+    /// What another method keeps at the same time (`eval icl` keeps dynamic evaluation's
+    /// gradients while TinT steps): [`Self::with_kept_beside`]; zero unless set.
+    pub kept_beside: u64,
 }
 
 /// The sizes an estimate reads from a model.
@@ -125,6 +128,7 @@ impl ReferenceStepMemory {
                 .saturating_mul(updated)
                 .saturating_mul(bytes),
             kept_directions: 0,
+            kept_beside: 0,
         }
     }
 
@@ -132,13 +136,24 @@ impl ReferenceStepMemory {
     /// the size of the updated weights (a quarter of [`Self::weights`]: this step's own
     /// direction is its gradients' running sum, already counted there).
     pub fn with_kept_directions(mut self, earlier: usize) -> Self {
-        self.kept_directions =
-            (earlier as u64).saturating_mul(self.weights / REFERENCE_WEIGHT_COPIES);
+        self.kept_directions = (earlier as u64).saturating_mul(self.direction_bytes());
         self
     }
 
+    /// This estimate with `bytes` another method holds at the same time (its kept steps).
+    pub fn with_kept_beside(mut self, bytes: u64) -> Self {
+        self.kept_beside = bytes;
+        self
+    }
+
+    /// The bytes of one kept descent direction: the updated weights' size (a quarter of
+    /// [`Self::weights`]), what [`Self::with_kept_directions`] counts per direction.
+    pub fn direction_bytes(&self) -> u64 {
+        self.weights / REFERENCE_WEIGHT_COPIES
+    }
+
     /// The memory of `n` such steps at once (blocks scored in parallel, each with its own
-    /// update): every part `n` times.
+    /// update): every part of the steps `n` times (another method's kept steps once).
     pub fn times(&self, n: usize) -> Self {
         let n = n as u64;
         Self {
@@ -147,6 +162,7 @@ impl ReferenceStepMemory {
             logits: self.logits.saturating_mul(n),
             weights: self.weights.saturating_mul(n),
             kept_directions: self.kept_directions.saturating_mul(n),
+            kept_beside: self.kept_beside,
         }
     }
 
@@ -157,6 +173,7 @@ impl ReferenceStepMemory {
             .saturating_add(self.logits)
             .saturating_add(self.weights)
             .saturating_add(self.kept_directions)
+            .saturating_add(self.kept_beside)
     }
 
     /// Refuses the step when [`Self::total`] is over `limit` bytes: the error names `what`, the
@@ -168,12 +185,14 @@ impl ReferenceStepMemory {
         admit_estimate(self.total(), what, limit, flag, || {
             format!(
                 "updated layers' traces {:.2} GiB, one layer's attention {:.2} GiB, logits {:.2} \
-                 GiB, gradients and updated weights {:.2} GiB, kept directions {:.2} GiB",
+                 GiB, gradients and updated weights {:.2} GiB, kept directions {:.2} GiB, another \
+                 method's kept steps {:.2} GiB",
                 gib(self.traces),
                 gib(self.attention),
                 gib(self.logits),
                 gib(self.weights),
-                gib(self.kept_directions)
+                gib(self.kept_directions),
+                gib(self.kept_beside)
             )
         })
     }
@@ -283,6 +302,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(message.contains("kept directions"), "{message}");
+        // What another method keeps at the same time counts once, however many steps run.
+        let each = alone.direction_bytes();
+        assert_eq!(each, alone.weights / 4);
+        let beside = alone.with_kept_beside(each);
+        assert_eq!(beside.total(), alone.total() + each);
+        assert_eq!(beside.times(3).total(), 3 * alone.total() + each);
+        let message = beside
+            .admit("beside another method's", limit - 1, "--max-memory-gib")
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("another method's kept steps"), "{message}");
     }
 
     #[test]
