@@ -338,6 +338,9 @@ pub struct DynEvalIcl<'a, B: AutodiffBackend> {
     /// What another method keeps at the same time, counted beside each step
     /// ([`Self::with_kept_beside`]).
     kept_beside: Option<HeldBytes>,
+    /// Bytes of the parameters the step trains: one kept gradient
+    /// ([`selected_param_bytes`], read once: the model and the selection do not change).
+    gradient_bytes: u64,
 }
 
 impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
@@ -373,6 +376,7 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
 
     /// Dynamic evaluation of `model` with `config`, named `dyn-eval`.
     pub fn new(model: &'a AuxModel<B>, config: DynEvalConfig) -> Self {
+        let gradient_bytes = selected_param_bytes(model, &config.params);
         Self {
             model,
             config,
@@ -384,6 +388,7 @@ impl<'a, B: AutodiffBackend> DynEvalIcl<'a, B> {
             family: "dyn-eval",
             memory_limit: None,
             kept_beside: None,
+            gradient_bytes,
         }
     }
 }
@@ -416,7 +421,7 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
             // the step (the one this step makes among them).
             let kept = self.reuse.as_ref().map_or(0, StepReuse::capacity);
             BackwardMemory::of_model(self.model, batch, max_len, self.config.memory)
-                .with_kept_gradients(kept, selected_param_bytes(self.model, &self.config.params))
+                .with_kept_gradients(kept, self.gradient_bytes)
                 .with_kept_beside(self.kept_beside.as_ref().map_or(0, HeldBytes::get))
                 .admit(
                     &format!(
@@ -449,9 +454,8 @@ impl<B: AutodiffBackend> IclMethod for DynEvalIcl<'_, B> {
                     targets: train.targets.clone(),
                 };
                 let (model, batch) = (self.model, ids.clone());
-                let bytes = selected_param_bytes(model, &config.params);
                 reuse
-                    .get_or_compute_sized(key, bytes, || {
+                    .get_or_compute_sized(key, self.gradient_bytes, || {
                         sgd_gradient(model, batch, &config).map(Rc::new)
                     })?
                     .step(config.lr)?

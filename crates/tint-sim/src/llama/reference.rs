@@ -16,7 +16,7 @@ use super::config::LlamaTintConfig;
 use super::math::{rms_norm, swiglu};
 use super::params::{LlamaLayerParams, LlamaParams};
 use crate::error::SimError;
-use crate::family_step::run_rounds;
+use crate::family_step::{run_rounds, StepFamily};
 use crate::input::SimInput;
 use crate::math::{merge_heads, split_heads};
 use crate::reference::SimOutput;
@@ -378,19 +378,14 @@ impl<B: Backend> LlamaReference<B> {
         let [batch_size, _] = input_ids.dims();
         let input = SimInput::with_train_lengths(input_ids, &vec![0; batch_size])?;
         self.validate(&input)?;
-        let params = &self.params;
+        // The final norm and head of the step's passes: `[1, seq_length, vocab_size]` a sequence.
+        let step = SequenceStep::new(self, None);
         let logits = self
             .sequence_contexts(&input)
             .iter()
             .map(|ctx| {
-                let mut h = params.embedding.clone().select(0, ctx.ids.clone());
-                for layer in &params.layers {
-                    h = layer_forward(layer, params, h, ctx).0;
-                }
-                let hf = rms_norm(h, &params.final_norm, params.rms_eps);
-                // [seq_length, vocab_size] → [1, seq_length, vocab_size]
-                hf.matmul(params.head_rows().transpose())
-                    .unsqueeze_dim::<3>(0)
+                let h = self.embedded_through(&self.params.layers, ctx);
+                step.final_norm(h, &self.params.final_norm, ctx).logits
             })
             .collect();
         Ok(Tensor::cat(logits, 0))
@@ -495,15 +490,26 @@ impl<B: Backend> LlamaReference<B> {
         let hidden = self
             .sequence_contexts(input)
             .iter()
-            .map(|ctx| {
-                let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
-                for layer in layers {
-                    h = layer_forward(layer, &self.params, h, ctx).0;
-                }
-                h.unsqueeze_dim::<3>(0)
-            })
+            .map(|ctx| self.embedded_through(layers, ctx).unsqueeze_dim::<3>(0))
             .collect();
         Tensor::cat(hidden, 0)
+    }
+
+    /// The embedded tokens of `ctx`'s sequence through `layers` (plain blocks, bottom to top, no
+    /// trace kept): what enters the block above them.
+    ///
+    /// # Shapes
+    /// → `[seq_length, d_model]`
+    fn embedded_through(
+        &self,
+        layers: &[LlamaLayerParams<B>],
+        ctx: &SequenceContext<B>,
+    ) -> Tensor<B, 2> {
+        let mut h = self.params.embedding.clone().select(0, ctx.ids.clone());
+        for layer in layers {
+            h = layer_forward(layer, &self.params, h, ctx).0;
+        }
+        h
     }
 
     /// The rotary tables and masks of every sequence of `input`.

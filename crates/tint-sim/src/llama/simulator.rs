@@ -417,18 +417,6 @@ impl<B: Backend> LlamaSimulator<B> {
         self.forward(&SimInput::with_train_lengths(input_ids, train_lengths)?)
     }
 
-    /// One simulated layer forward: attention half, then MLP half.
-    fn layer_forward(
-        &self,
-        state: Tensor<B, 3>,
-        blocks: &LayerPrefixes<B>,
-        ctx: &SimContext<B>,
-    ) -> (Tensor<B, 3>, LayerActs<B>) {
-        let (h_mid, attention) = self.attention.forward(state, &blocks.attention, ctx);
-        let (out, mlp) = self.mlp.forward(h_mid, &blocks.mlp_norm, &blocks.mlp, ctx);
-        (out, LayerActs { attention, mlp })
-    }
-
     /// Parameters of one copy of each constructed module kind: (forward modules of a layer,
     /// backward modules of a layer, final-norm gradient module). Modules shared by the SwiGLU
     /// chunks and by the gate/up projections count once (paper J.3 parameter sharing).
@@ -512,13 +500,18 @@ impl<B: Backend> StepFamily<B> for LlamaSimulator<B> {
         self.head_rows.clone()
     }
 
+    /// One simulated layer forward: attention half, then MLP half.
     fn forward_layer(
         &self,
         state: Tensor<B, 3>,
         prefixes: &LayerPrefixes<B>,
         ctx: &SimContext<B>,
     ) -> (Tensor<B, 3>, LayerActs<B>) {
-        self.layer_forward(state, prefixes, ctx)
+        let (h_mid, attention) = self.attention.forward(state, &prefixes.attention, ctx);
+        let (out, mlp) = self
+            .mlp
+            .forward(h_mid, &prefixes.mlp_norm, &prefixes.mlp, ctx);
+        (out, LayerActs { attention, mlp })
     }
 
     fn final_norm(
@@ -652,7 +645,7 @@ impl<B: Backend> SimulatedFamily<B> for LlamaSimulator<B> {
                     .reshape([batch_size, seq_length, d]);
                 let expand = |t: &Tensor<B, 3>| t.clone().expand([batch_size, p, ds]);
                 blocks.iter().fold(widen(embeddings), |state, layer| {
-                    self.layer_forward(state, &layer.map(expand), ctx).0
+                    self.forward_layer(state, &layer.map(expand), ctx).0
                 })
             }
         }

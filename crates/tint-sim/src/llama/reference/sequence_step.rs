@@ -70,12 +70,8 @@ impl<'r, 'o, B: Backend> SequenceStep<'r, 'o, B> {
     /// # Shapes
     /// → `[seq_length, d_model]`
     pub(crate) fn lower_state(&self, ctx: &SequenceContext<B>) -> Tensor<B, 2> {
-        let params = &self.reference.params;
-        let mut h = params.embedding.clone().select(0, ctx.ids.clone());
-        for layer in &params.layers[..self.first] {
-            h = layer_forward(layer, params, h, ctx).0;
-        }
-        h
+        let reference = self.reference;
+        reference.embedded_through(&reference.params.layers[..self.first], ctx)
     }
 
     /// What the loss gradient of this sequence reads.
