@@ -43,6 +43,10 @@ pub(crate) trait StepFamily<B: Backend> {
     fn head_matrix(&self) -> Tensor<B, 2>;
 
     /// One updated layer forward, storing what its backward reads.
+    ///
+    /// # Shapes
+    /// `state` (the family's: `[batch_size, rows, Ds]`, `[batch_size, T, D]` or `[T, D]`) → the
+    /// same shape
     fn forward_layer(
         &self,
         state: Self::State,
@@ -78,6 +82,9 @@ pub(crate) trait StepFamily<B: Backend> {
     /// One updated layer's backward + descent: updates `weights` and returns the gradient at the
     /// layer's input. `index`: the layer's place among the updated layers, 0 the lowest (whose
     /// input gradient nothing reads).
+    ///
+    /// # Shapes
+    /// `delta` (the gradient at the layer's output, shaped as its state) → the same shape
     fn backward_layer(
         &self,
         delta: Self::State,
