@@ -99,7 +99,13 @@ impl BenchHost for ChildProcesses {
         request: &ChildRequest,
         model_dir: &std::path::Path,
     ) -> Result<Measurement, BenchError> {
-        let output = Command::new(&self.exe)
+        let mut command = Command::new(&self.exe);
+        // Each child keeps the pages its allocator frees, as `cargo xtask` (.cargo/config.toml)
+        // runs the parent, also when the parent binary was started directly.
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            command.env("MIMALLOC_PURGE_DELAY", "-1");
+        }
+        let output = command
             .args(request.child_args(model_dir))
             .output()
             .map_err(|e| BenchError::Child {
