@@ -32,8 +32,8 @@ BATCHES=${BATCHES:-1 2}
 REPEAT=${REPEAT:-3}
 COMMIT=1722081db59c1a9459941ec9e2c2f039fba9f331
 # Our binary's allocator keeps the pages it frees, as `cargo xtask` runs it (.cargo/config.toml's
-# [env]): the copied binary below is started directly, so the script sets it. Runs before
-# 2026-12-06 had mimalloc's default (purge after 1 s), ~5 % slower on the constructed step.
+# [env]): the copied binary below is started directly, so the script sets it. Runs before commit
+# bae30c6 (2026-12-05, night) had mimalloc's default (purge after 1 s): ~6 % slower constructed steps.
 export MIMALLOC_PURGE_DELAY=${MIMALLOC_PURGE_DELAY:--1}
 mkdir -p "$DEST/official_run" "$OUT/logs"
 
