@@ -349,6 +349,8 @@ impl FlexTensor {
         let (shape, strides) = collapsed.as_slices();
         let offset = self.layout.start_offset() as isize;
         let all_positive = strides.iter().all(|&s| s >= 0);
+        // PATCH: the layout's contiguous runs, for the row-run copy below.
+        let blocks = self.layout.strided_blocks();
 
         if shape.len() <= 1 && all_positive {
             // 0-D scalar or 1-D run with a uniform stride. Empty
@@ -375,13 +377,16 @@ impl FlexTensor {
                     }
                 }
             }
-        } else if all_positive && strides.last() == Some(&1) && shape[shape.len() - 1] >= ROW_RUN {
-            // PATCH: the innermost dimension is a contiguous run (a column range of contiguous
-            // rows, a row range of a batched tensor): one `extend_from_slice` (memcpy) per run,
-            // in the order of the output. The tiled copy below moved such runs one element at a
-            // time, and layouts that do not collapse to 2-D went to the element-by-element
-            // `StridedIter` walk.
-            copy_row_runs(&mut dst, src, offset, shape, strides);
+        } else if all_positive && blocks.block_len() >= ROW_RUN {
+            // PATCH: the innermost dimensions form contiguous runs (a column range of contiguous
+            // rows, a row range of a batched tensor): one `extend_from_slice` (memcpy) per run of
+            // `Layout::strided_blocks`, in the order of the output. The tiled copy below moved
+            // such runs one element at a time, and layouts that do not collapse to 2-D went to the
+            // element-by-element `StridedIter` walk.
+            let run = blocks.block_len();
+            for start in blocks.block_starts() {
+                dst.extend_from_slice(&src[start..start + run]);
+            }
         } else if shape.len() == 2 && all_positive {
             // 2D positive-stride (transpose-like): tile both dims so
             // reads stay in cache. The loop-nesting chooser inside
@@ -563,48 +568,10 @@ fn collapse_for_copy(shape: &[usize], strides: &[isize]) -> CollapsedLayout {
     out
 }
 
-/// PATCH: the shortest innermost run [`FlexTensor::copy_contiguous`] copies with one memcpy
-/// per run ([`copy_row_runs`]); shorter runs keep the tiled / strided copies.
+/// PATCH: the shortest contiguous run ([`Layout::strided_blocks`]) that
+/// [`FlexTensor::copy_contiguous`] copies with one memcpy per run; shorter runs keep the tiled /
+/// strided copies.
 const ROW_RUN: usize = 16;
-
-/// PATCH: appends to `dst` the elements of the positive-stride layout `(shape, strides)` at
-/// `offset` whose innermost stride is 1, one contiguous run of `shape[last]` elements at a time,
-/// in row-major order of the outer dimensions.
-fn copy_row_runs<E: Copy>(
-    dst: &mut Vec<E>,
-    src: &[E],
-    offset: isize,
-    shape: &[usize],
-    strides: &[isize],
-) {
-    let rank = shape.len();
-    let run = shape[rank - 1];
-    let outer = &shape[..rank - 1];
-    if outer.iter().any(|&d| d == 0) || run == 0 {
-        return;
-    }
-    let mut index = alloc::vec![0usize; outer.len()];
-    let mut base = offset;
-    loop {
-        let start = base as usize;
-        dst.extend_from_slice(&src[start..start + run]);
-        // Next outer index (row-major), keeping `base` = offset + Σ index[d] · strides[d].
-        let mut d = outer.len();
-        loop {
-            if d == 0 {
-                return;
-            }
-            d -= 1;
-            index[d] += 1;
-            base += strides[d];
-            if index[d] < outer[d] {
-                break;
-            }
-            base -= strides[d] * outer[d] as isize;
-            index[d] = 0;
-        }
-    }
-}
 
 /// Tiled 2D copy from a strided source into a contiguous destination.
 /// The loop nesting is chosen so the innermost read walks whichever
