@@ -10,7 +10,8 @@ B times (T = 256, the first 128 tokens training; Ds 640, P 32, Hs 20, all layers
 1e-4: the settings of scripts/official_side_by_side.sh). Prints each round's median / minimum per
 binary, then the median and minimum over all timed steps. Each binary's logits go to
 `$TMPDIR/ab-LABEL.safetensors`: `cmp` two of them to check that a speed change kept the outputs.
-`MIMALLOC_PURGE_DELAY` is dropped from the environment unless a variant sets it. Run it on an
+Every binary runs with `MIMALLOC_PURGE_DELAY=-1`, as `cargo xtask` and
+scripts/official_side_by_side.sh run it, unless its variant sets another value. Run it on an
 otherwise idle machine (docs/performance.md: "Performance is measured side by side").
 """
 import json
@@ -35,8 +36,7 @@ variants = []
 for arg in sys.argv[4:]:
     label, rest = arg.split("=", 1)
     binary, *settings = rest.split(":")
-    env = dict(os.environ)
-    env.pop("MIMALLOC_PURGE_DELAY", None)
+    env = dict(os.environ, MIMALLOC_PURGE_DELAY="-1")
     for setting in settings:
         key, value = setting.split("=", 1)
         env[key] = value
