@@ -13,7 +13,8 @@ use crate::{
     gates::{GateKind, Gates},
     hsplit::{BlockKind, DimStructure, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
     layout,
-    linear::{cat_columns, column_view, columns},
+    layout::cat_columns,
+    linear::{column_view, columns},
     options::{ActivationKind, Derivative, Execution, TintOptions},
     precision::in_float64,
 };

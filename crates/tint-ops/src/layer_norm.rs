@@ -14,9 +14,7 @@ use crate::{
     error::TintOpsError,
     group_norm::NormKind,
     layout,
-    linear::{
-        cat_columns, column_view, columns, prefix_weight_and_bias, DescentUpdate, LinearDescent,
-    },
+    linear::{column_view, columns, prefix_weight_and_bias, DescentUpdate, LinearDescent},
     norm::NormBackward,
     options::{Derivative, TintOptions},
 };
@@ -109,7 +107,7 @@ impl<B: Backend> LayerNormBackwardDescent<B> {
         // `s f(dz/s + x) - s zhat` (zhat = f(x) stored by the forward) in the cancellation-free
         // form (crate::difference; docs/tint-llama.md, "Float32 numerics").
         let signal = layer_norm_difference(x, dz, backward.epsilon, scale);
-        let out = cat_columns(vec![
+        let out = layout::cat_columns(vec![
             (Some(signal), d),
             (None, mem - d),
             (Some(column_view(&tokens, mem, ds - mem)), ds - mem),

@@ -141,6 +141,31 @@ pub fn repeat_columns<B: Backend>(column: Tensor<B, 3>, width: usize) -> Tensor<
     contiguous(column.expand([batch_size, rows, width]))
 }
 
+/// Concatenates `parts` along dim 2, `(Some(t), _)` = `t`, `(None, width)` = a zero block of that
+/// width (empty blocks are skipped); at least one part must be a tensor.
+///
+/// # Shapes
+/// * tensors: `[batch_size, rows, *]` → `[batch_size, rows, Σ widths]`
+pub fn cat_columns<B: Backend>(parts: Vec<(Option<Tensor<B, 3>>, usize)>) -> Tensor<B, 3> {
+    let like = parts
+        .iter()
+        .find_map(|(t, _)| t.clone())
+        .expect("cat_columns needs one tensor");
+    let [batch_size, rows, _] = like.dims();
+    let (device, dtype) = (like.device(), like.dtype());
+    let tensors: Vec<Tensor<B, 3>> = parts
+        .into_iter()
+        .filter(|(t, width)| t.is_some() || *width > 0)
+        .map(|(t, width)| {
+            t.unwrap_or_else(|| Tensor::zeros([batch_size, rows, width], (&device, dtype)))
+        })
+        .collect();
+    if tensors.len() == 1 {
+        return tensors.into_iter().next().expect("one part");
+    }
+    Tensor::cat(tensors, 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

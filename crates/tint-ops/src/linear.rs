@@ -21,6 +21,7 @@ use crate::{
     error::TintOpsError,
     gates::{GateKind, Gates},
     hsplit::{DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
+    layout::cat_columns,
     options::{Execution, TintOptions},
 };
 
@@ -103,31 +104,6 @@ fn split_rows<B: Backend>(state: &Tensor<B, 3>, n_prefixes: usize) -> (Tensor<B,
         crate::layout::prefix_rows(state.clone(), n_prefixes),
         crate::layout::token_rows(state.clone(), n_prefixes),
     )
-}
-
-/// Concatenates `parts` along dim 2, `(Some(t), _)` = `t`, `(None, width)` = a zero block of that
-/// width (empty blocks are skipped); at least one part must be a tensor.
-///
-/// # Shapes
-/// * tensors: `[batch_size, rows, *]` → `[batch_size, rows, Σ widths]`
-pub(crate) fn cat_columns<B: Backend>(parts: Vec<(Option<Tensor<B, 3>>, usize)>) -> Tensor<B, 3> {
-    let like = parts
-        .iter()
-        .find_map(|(t, _)| t.clone())
-        .expect("cat_columns needs one tensor");
-    let [batch_size, rows, _] = like.dims();
-    let (device, dtype) = (like.device(), like.dtype());
-    let tensors: Vec<Tensor<B, 3>> = parts
-        .into_iter()
-        .filter(|(t, width)| t.is_some() || *width > 0)
-        .map(|(t, width)| {
-            t.unwrap_or_else(|| Tensor::zeros([batch_size, rows, width], (&device, dtype)))
-        })
-        .collect();
-    if tensors.len() == 1 {
-        return tensors.into_iter().next().expect("one part");
-    }
-    Tensor::cat(tensors, 2)
 }
 
 /// Query scatter used by LinearBackward (query) and LinearDescent (key): a dimension-wise op over

@@ -20,7 +20,8 @@ use crate::{
     group_norm::{constructed_norm_difference, NormKind},
     hsplit::{DimWise, DimWiseBuilder},
     layout,
-    linear::{cat_columns, columns, LinearBackward, LinearForward},
+    layout::cat_columns,
+    linear::{columns, LinearBackward, LinearForward},
     options::{Derivative, TintOptions},
 };
 

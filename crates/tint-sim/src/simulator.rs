@@ -829,17 +829,10 @@ impl<B: Backend> SimulatedFamily<B> for TintSimulator<B> {
         dims: &TintDims,
         ctx: &SimContext<B>,
     ) -> Tensor<B, 3> {
-        let [batch_size, seq_length] = input.dims();
+        let batch_size = input.dims()[0];
         let (d, ds) = (dims.d_model(), dims.d_sim());
-        let (dtype, device) = (self.token_embedding.dtype(), self.token_embedding.device());
         let embeddings = embed(&self.aux_params_view(), input);
-        let mut tokens = Tensor::cat(
-            vec![
-                embeddings,
-                Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
-            ],
-            2,
-        );
+        let mut tokens = layout::cat_columns(vec![(Some(embeddings), d), (None, ds - d)]);
         for blocks in &self.prefixes[..self.first_simulated_layer()] {
             let blocks: Vec<Tensor<B, 3>> = blocks
                 .iter()

@@ -624,13 +624,7 @@ impl<B: Backend> SimulatedFamily<B> for LlamaSimulator<B> {
         let (p, d, ds) = (dims.n_prefixes(), dims.d_model(), dims.d_sim());
         // A `[batch_size, T, D]` token signal as a state: prefix rows 0, token rows [x_t, 0, ...].
         let widen = |hidden: Tensor<B, 3>| {
-            let tokens = Tensor::cat(
-                vec![
-                    hidden,
-                    Tensor::zeros([batch_size, seq_length, ds - d], (&device, dtype)),
-                ],
-                2,
-            );
+            let tokens = layout::cat_columns(vec![(Some(hidden), d), (None, ds - d)]);
             layout::join_rows(Tensor::zeros([batch_size, p, ds], (&device, dtype)), tokens)
         };
         match &self.lower {
