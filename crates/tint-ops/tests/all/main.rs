@@ -7,6 +7,7 @@
 mod common;
 
 mod attention_math;
+mod flex_exp;
 mod flex_mends;
 mod prefix_layout;
 mod theorem_c2;

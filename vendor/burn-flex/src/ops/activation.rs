@@ -93,7 +93,13 @@ impl ActivationOps<Flex> for Flex {
     }
 
     fn sigmoid(tensor: FloatTensor<Flex>) -> FloatTensor<Flex> {
-        unary_op(tensor, sigmoid_f32, sigmoid_f64)
+        // PATCH: f32 through the vectorised `sigmoid_in_place`, bit for bit `sigmoid_f32` (tint).
+        crate::ops::unary::unary_op_batched_f32(
+            tensor,
+            crate::ops::exp_f32::sigmoid_in_place,
+            sigmoid_f32,
+            sigmoid_f64,
+        )
     }
 
     fn sigmoid_backward(output: FloatTensor<Flex>, grad: FloatTensor<Flex>) -> FloatTensor<Flex> {
@@ -367,13 +373,15 @@ fn softmax_row_f32_simd<S: macerator::Simd>(input: &[f32], output: &mut [f32]) {
     }
 
     // Pass 2: compute exp(x - max), store in output, accumulate sum.
-    // Scalar exp (no SIMD exp in macerator). This pass is the one that
-    // actually does memory reads + writes on the whole row, so scalar
-    // here still lands us at memory bandwidth.
-    let mut sum = 0.0f32;
+    // PATCH (tint): the differences first, then the vectorised `exp` of
+    // `exp_f32` (bit for bit `f32::exp`), then the sum in the same order
+    // as before: the same values as the scalar `exp` loop.
     for idx in 0..len {
-        let e = (input[idx] - max_val).exp();
-        output[idx] = e;
+        output[idx] = input[idx] - max_val;
+    }
+    crate::ops::exp_f32::exp_in_place(output);
+    let mut sum = 0.0f32;
+    for &e in output.iter() {
         sum += e;
     }
 

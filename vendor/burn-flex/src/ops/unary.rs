@@ -163,7 +163,50 @@ where
 
 /// Exponential: e^x
 pub fn exp(tensor: FlexTensor) -> FlexTensor {
-    unary_op(tensor, |x| x.exp(), |x| x.exp())
+    // PATCH: f32 through the vectorised `exp_in_place`, bit for bit `f32::exp` (tint).
+    unary_op_batched_f32(
+        tensor,
+        crate::ops::exp_f32::exp_in_place,
+        |x| x.exp(),
+        |x| x.exp(),
+    )
+}
+
+/// PATCH (tint): [`unary_op`] whose f32 case runs `f32_kernel` over whole slices (a vectorised
+/// kernel equal to `f32_op` element by element); other dtypes as [`unary_op`].
+pub(crate) fn unary_op_batched_f32<F32Op, F64Op>(
+    tensor: FlexTensor,
+    f32_kernel: fn(&mut [f32]),
+    f32_op: F32Op,
+    f64_op: F64Op,
+) -> FlexTensor
+where
+    F32Op: Fn(f32) -> f32 + Copy,
+    F64Op: Fn(f64) -> f64 + Copy,
+{
+    if tensor.dtype() != DType::F32 {
+        return unary_op(tensor, f32_op, f64_op);
+    }
+    let n = tensor.layout().num_elements();
+    let layout = tensor.layout().clone();
+    let has_negative_strides = layout.strides().iter().any(|&s| s < 0);
+    if tensor.is_unique() && layout.is_contiguous() && layout.start_offset() == 0 {
+        let mut tensor = tensor;
+        f32_kernel(&mut tensor.storage_mut::<f32>()[..n]);
+        return tensor;
+    }
+    // As `unary_op_typed`: storage covering exactly the view (e.g. transposed) keeps its layout.
+    if !has_negative_strides && layout.start_offset() == 0 && tensor.storage::<f32>().len() == n {
+        let mut result: Vec<f32> = tensor.storage::<f32>().to_vec();
+        f32_kernel(&mut result);
+        return FlexTensor::new(Bytes::from_elems(result), layout, DType::F32);
+    }
+    let mut tensor = tensor.to_contiguous();
+    if !tensor.is_unique() {
+        return unary_op(tensor, f32_op, f64_op);
+    }
+    f32_kernel(&mut tensor.storage_mut::<f32>()[..n]);
+    tensor
 }
 
 /// Natural logarithm: ln(x)
