@@ -501,10 +501,22 @@ impl<B: Backend> TintAttention<B> {
             };
             out.reshape([batch_size, len, n_live, d]).swap_dims(1, 2) // [batch_size, live, len, d]
         };
-        let q = project(&self.query, Qkv::Query, query_rows, q_start);
-        let k = project(&self.key, Qkv::Key, key_rows.clone(), k_start);
-        let v = project(&self.value, Qkv::Value, key_rows, k_start);
-        let (device, dtype) = (q.device(), q.dtype());
+        // The three projections are independent: parallel tasks on CPU backends
+        // (`crate::branches`; each is mostly single-threaded copies and element-wise ops).
+        let device = hidden.device();
+        let value_rows = key_rows.clone();
+        let ((q, k), v) = crate::branches::join::<B, _, _, _, _>(
+            &device,
+            || {
+                crate::branches::join::<B, _, _, _, _>(
+                    &device,
+                    || project(&self.query, Qkv::Query, query_rows, q_start),
+                    || project(&self.key, Qkv::Key, key_rows, k_start),
+                )
+            },
+            || project(&self.value, Qkv::Value, value_rows, k_start),
+        );
+        let dtype = q.dtype();
         // Query row `i` sees the keys `j` with `k_start + j <= q_start + i`. `hidden` is the value
         // of the hidden keys: 0 for the multiplicative mask of linear scoring, the additive score
         // of softmax scoring. Built once per row ranges and kept on the device.
