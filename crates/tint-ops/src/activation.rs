@@ -210,7 +210,7 @@ impl<B: Backend> ActivationForward<B> {
 
     /// Whether the structured execution is selected and the module has the constructed structure
     /// (exact gate, identity `c_fc`, `c_proj` keeping exactly the heads below the memory).
-    fn is_structured(&self) -> bool {
+    pub(crate) fn is_structured(&self) -> bool {
         let mem = self.memory_index;
         let hd = self.c_proj.block_size;
         let kept = |i: usize, k: &BlockKind| (*k == BlockKind::Identity) == (i * hd < mem);

@@ -85,6 +85,7 @@ pub mod layer_norm;
 pub mod layout;
 pub mod linear;
 pub mod mask_cache;
+pub mod mlp_chunk;
 pub mod norm;
 pub mod options;
 pub mod param_count;

@@ -29,6 +29,7 @@ use crate::params::{Activation, AuxDims, AuxParams, NormPlacement};
 use crate::reference::{embed, SimOutput};
 use crate::step_config::StepConfig;
 use tint_ops::branches::map_in_order;
+use tint_ops::mlp_chunk::structured_chunk_rows;
 
 pub use crate::config::blocks_per_layer;
 
@@ -579,6 +580,17 @@ impl<B: Backend> TintSimulator<B> {
         // The `Di / D` MLP chunks are independent given `m` (on CPU backends parallel tasks,
         // `crate::branches`); their outputs are added in chunk order, as one loop would.
         let chunks = map_in_order::<B, _, _>(&m.device(), self.n_chunks(), |k| {
+            // Structured: the chunk at the signal's width (the same values, two fewer `Ds`-wide rows).
+            let prefixes = [&blocks[6 + 3 * k], &blocks[7 + 3 * k], &blocks[8 + 3 * k]];
+            if let Some(rows) =
+                structured_chunk_rows(&fb.fc, &fb.activation, &fb.proj, prefixes, &m, keep)
+            {
+                let acts = match rows.stored {
+                    Some([u, v, y]) => [Some(u), Some(v), Some(y)],
+                    None => [None, None, None],
+                };
+                return (rows.output, acts);
+            }
             let u = fb
                 .fc
                 .forward_rows(blocks[6 + 3 * k].clone(), m.clone(), ctx);
