@@ -31,7 +31,8 @@ pub struct ChunkRows<B: Backend> {
 /// (the constructed layout); `None` otherwise (the caller runs the modules one by one).
 ///
 /// # Shapes
-/// * `prefixes`: the three modules' prefix blocks, each `[batch_size, P, Ds]`; `m`:
+/// * `prefixes`: the three modules' prefix blocks, each `[batch_size, P, Ds]` (the activation's is
+///   not read: its structured form reads no prefix block); `m`:
 ///   `[batch_size, T, Ds]` → output `[batch_size, T, Ds]`, stored `[batch_size, T, Ds - mem]` each
 pub fn structured_chunk_rows<B: Backend>(
     fc: &LinearForward<B>,
