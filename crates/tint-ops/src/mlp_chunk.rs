@@ -116,15 +116,11 @@ mod tests {
                     let v =
                         activation.forward_rows_zero_padded(prefixes[1].clone(), u.clone(), &ctx);
                     let y = proj.forward_rows(prefixes[2].clone(), v.clone(), &ctx);
-                    let chunk = structured_chunk_rows(
-                        &fc,
-                        &activation,
-                        &proj,
-                        [&prefixes[0], &prefixes[1], &prefixes[2]],
-                        &m,
-                        true,
-                    )
-                    .expect("structured modules");
+                    let chunk_of = |fc: &LinearForward<TestBackend>, keep: bool| {
+                        let blocks = [&prefixes[0], &prefixes[1], &prefixes[2]];
+                        structured_chunk_rows(fc, &activation, &proj, blocks, &m, keep)
+                    };
+                    let chunk = chunk_of(&fc, true).expect("structured modules");
                     let case = format!("{kind:?}, Ds {ds}, B {batch_size}");
                     assert_eq!(bits(chunk.output), bits(y.clone()), "output, {case}");
                     let stored = chunk.stored.expect("kept");
@@ -140,15 +136,7 @@ mod tests {
                     let fc =
                         LinearForward::<TestBackend>::new(&dims, Some(mem), &constructed, &device)
                             .unwrap();
-                    let none = structured_chunk_rows(
-                        &fc,
-                        &activation,
-                        &proj,
-                        [&prefixes[0], &prefixes[1], &prefixes[2]],
-                        &m,
-                        false,
-                    );
-                    assert!(none.is_none(), "a constructed c_fc, {case}");
+                    assert!(chunk_of(&fc, false).is_none(), "a constructed c_fc, {case}");
                 }
             }
         }

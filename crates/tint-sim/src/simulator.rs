@@ -585,10 +585,9 @@ impl<B: Backend> TintSimulator<B> {
             if let Some(rows) =
                 structured_chunk_rows(&fb.fc, &fb.activation, &fb.proj, prefixes, &m, keep)
             {
-                let acts = match rows.stored {
-                    Some([u, v, y]) => [Some(u), Some(v), Some(y)],
-                    None => [None, None, None],
-                };
+                let acts = rows
+                    .stored
+                    .map_or([None, None, None], |stored| stored.map(Some));
                 return (rows.output, acts);
             }
             let u = fb

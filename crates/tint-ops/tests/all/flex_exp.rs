@@ -1,5 +1,5 @@
-//! The vectorised f32 `exp` of the vendored burn-flex (vendor/README.md, "burn-flex 0.21.0", the
-//! third mend; `burn_flex::ops::exp_f32`) and the ops that use it — `exp`, `sigmoid`, `softmax` on
+//! The vectorised f32 `exp` of the vendored burn-flex (vendor/README.md, "burn-flex: a vectorised
+//! f32 `exp`"; `burn_flex::ops::exp_f32`) and the ops that use it — `exp`, `sigmoid`, `softmax` on
 //! the `flex` backend — against the scalar forms they replace, bit for bit (tolerance 0): the
 //! kernel repeats glibc's `expf` operation for operation, so any difference is a bug. On a libm
 //! other than x86-64 glibc with FMA, `f32::exp` itself may round differently; these tests state

@@ -7,17 +7,19 @@
 //! glibc's `expf` (`sysdeps/ieee754/flt-32/e_expf.c`, from ARM's optimized-routines; on FMA
 //! machines the `__expf_fma` build) is a table method in double precision: `x N / ln 2 = k + r`
 //! (`N = 32`), `2^(k/N)` from a 32-entry table with the exponent added, `2^(r/N)` by a cubic, one
-//! rounding to f32 at the end. The kernel below is that method with the same constants and the same
-//! operations fused (`mul_add` where the FMA build issues `vfmadd`/`vfmsub`), so each step rounds
-//! as in glibc and the f32 result is the same bits. Inputs outside `|x| < 88` (overflow,
-//! underflow, infinities, NaN), where glibc branches to special cases, go to `f32::exp` itself.
+//! rounding to f32 at the end. The kernels below are that method with the same constants and the
+//! same operations fused (`_mm*_fmadd_pd` / `_mm*_fmsub_pd` where the FMA build issues
+//! `vfmadd` / `vfmsub`), so each step rounds as in glibc and the f32 result is the same bits.
+//! Inputs outside `|x| < 88` (overflow, underflow, infinities, NaN), where glibc branches to
+//! special cases, go to `f32::exp` itself.
 //!
-//! On x86-64 CPUs with AVX2 and FMA (detected at run time) the kernel takes 8 values at a time
-//! with AVX2 intrinsics (two halves of 4 doubles, the table read a gather); elsewhere, and for
-//! the last `len % 8` values, it calls `f32::exp` (so do builds without `std`, which cannot detect
-//! the CPU's features). Evidence that the bits agree: `crates/tint-ops/tests/all/flex_mends.rs` in the tint workspace (every
-//! 7th f32 bit pattern of `|x| < 88` and the boundaries against `f32::exp`; an ignored test walks
-//! all of them).
+//! On x86-64 the kernel is chosen at run time ([`ExpKernel`]): 16 values at a time with AVX-512F
+//! (the table read by two permutes and a blend), else 8 at a time with AVX2 and FMA (a gather),
+//! else `f32::exp` per value, as on other CPUs and in builds without `std` (which cannot detect
+//! the CPU's features); a vector kernel hands its last `len % 16` or `len % 8` values on to the
+//! next. Evidence that the bits agree: `crates/tint-ops/tests/all/flex_exp.rs` in the tint
+//! workspace (every 61st f32 bit pattern of `|x| < 88` and the edges, by each kernel the CPU has,
+//! against `f32::exp`; an ignored test walks all of them).
 
 /// `tab[i] = bits(2^(i/32)) - (i << 47)`: glibc's `__exp2f_data.tab` (the exponent of `2^(k/32)`
 /// is added back as `k << 47`).
