@@ -222,6 +222,80 @@ pub struct PositionProjection<B: Backend> {
 }
 
 impl<B: Backend> PositionProjection<B> {
+    /// `content + term(which, position_index, heads)` (the term repeated over the batch; `content`
+    /// itself when every `λ` is zero): on burn-flex in one pass (module `flex_position`), the
+    /// term built and added otherwise.
+    ///
+    /// # Shapes
+    /// * `content`: `[batch_size, n_rows, heads.len() * d]`, `position_index`: `[n_rows]` → as `content`
+    pub fn add_term(
+        &self,
+        content: Tensor<B, 3>,
+        which: Qkv,
+        position_index: Tensor<B, 1, Int>,
+        heads: Range<usize>,
+    ) -> Tensor<B, 3> {
+        if crate::flex_host::is_flex::<B>() {
+            if let Some(lambda) = self.live_lambda(which, heads.clone()) {
+                let pos = self.position_rows(which, position_index.clone());
+                if let (Ok(c), Ok(p)) = (
+                    crate::flex_host::into_flex(content.clone()),
+                    crate::flex_host::into_flex(pos),
+                ) {
+                    if let Some(sum) = crate::flex_position::add_head_terms(c, &p, lambda) {
+                        return crate::flex_host::from_flex(sum);
+                    }
+                }
+            } else {
+                return content;
+            }
+        }
+        self.add_term_generic(content, which, position_index, heads)
+    }
+
+    /// The generic form of [`PositionProjection::add_term`] (the reference of the host kernel,
+    /// module `flex_position`).
+    ///
+    /// # Shapes
+    /// As [`PositionProjection::add_term`].
+    pub(crate) fn add_term_generic(
+        &self,
+        content: Tensor<B, 3>,
+        which: Qkv,
+        position_index: Tensor<B, 1, Int>,
+        heads: Range<usize>,
+    ) -> Tensor<B, 3> {
+        let batch_size = content.dims()[0];
+        match self.term(which, position_index, heads) {
+            // Same-shape add: a batch-broadcast operand makes flex walk element by element.
+            Some(term) if batch_size > 1 => content + Tensor::cat(vec![term; batch_size], 0),
+            Some(term) => content + term,
+            None => content,
+        }
+    }
+
+    /// `λ` of `which` on `heads`, or `None` when all of them are zero.
+    fn live_lambda(&self, which: Qkv, heads: Range<usize>) -> Option<&[f64]> {
+        let [_, nh] = self.lambda.dims();
+        let row = which as usize * nh;
+        let lambda = &self.lambda_values[row + heads.start..row + heads.end];
+        lambda.iter().any(|&l| l != 0.0).then_some(lambda)
+    }
+
+    /// `W^p pos + b` of q, k or v: one-hot position times `W^p` is a row gather.
+    ///
+    /// # Shapes
+    /// * `position_index`: `[n_rows]` → `[n_rows, d]`
+    fn position_rows(&self, which: Qkv, position_index: Tensor<B, 1, Int>) -> Tensor<B, 2> {
+        let [_, three_d] = self.weight.dims();
+        let d = three_d / 3;
+        self.weight
+            .val()
+            .select(0, position_index)
+            .narrow(1, which as usize * d, d)
+            + self.bias.val().narrow(0, which as usize * d, d).unsqueeze()
+    }
+
     /// The position term `λ[h] · W^p pos` of q, k or v for the given rows and the heads `heads`
     /// (laid out head after head), or `None` if `λ = 0` on all of them. Heads outside `heads` are
     /// never built: the attention reads only its live heads, and the terms of the others were
@@ -235,24 +309,13 @@ impl<B: Backend> PositionProjection<B> {
         position_index: Tensor<B, 1, Int>,
         heads: Range<usize>,
     ) -> Option<Tensor<B, 3>> {
-        let [_, nh] = self.lambda.dims();
-        let row = which as usize * nh;
-        let lambda = &self.lambda_values[row + heads.start..row + heads.end];
-        if lambda.iter().all(|&l| l == 0.0) {
-            return None;
-        }
+        let lambda = self.live_lambda(which, heads)?;
         let [_, three_d] = self.weight.dims();
         let d = three_d / 3;
         let n_rows = position_index.dims()[0];
-        // One-hot position times W^p is a row gather.
-        let pos = self
-            .weight
-            .val()
-            .select(0, position_index)
-            .narrow(1, which as usize * d, d)
-            + self.bias.val().narrow(0, which as usize * d, d).unsqueeze(); // [n_rows, d]
-                                                                            // λ[h] · pos per head, laid out head after head along the row (no broadcast product); a run
-                                                                            // of heads with λ = 0 is one zero block.
+        let pos = self.position_rows(which, position_index); // [n_rows, d]
+                                                             // λ[h] · pos per head, laid out head after head along the row (no broadcast product); a run
+                                                             // of heads with λ = 0 is one zero block.
         let mut parts: Vec<Tensor<B, 2>> = Vec::with_capacity(lambda.len());
         let mut zero_heads = 0;
         for &l in lambda {
@@ -488,17 +551,9 @@ impl<B: Backend> TintAttention<B> {
                 proj.forward_columns(x, cols.clone())
             };
             let index = position_index.clone().narrow(0, start, len);
-            let out = match self.positions.term(which, index, heads.clone()) {
-                Some(term) => {
-                    // Same-shape add: a batch-broadcast operand makes flex walk element by element.
-                    if batch_size > 1 {
-                        content + Tensor::cat(vec![term; batch_size], 0)
-                    } else {
-                        content + term
-                    }
-                }
-                None => content,
-            };
+            let out = self
+                .positions
+                .add_term(content, which, index, heads.clone());
             out.reshape([batch_size, len, n_live, d]).swap_dims(1, 2) // [batch_size, live, len, d]
         };
         // The three projections are independent: parallel tasks on CPU backends

@@ -20,67 +20,7 @@ use burn::{
 };
 
 use crate::host::tensor_from_f64;
-
-/// One run of output columns of an H-split op with 0/1-structured weights, detected at
-/// construction; [`apply_segments`] evaluates a plan on a `[rows, width]` view without transposes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Segment {
-    /// `len` output columns copy input columns `[source, source + len)`.
-    Copy {
-        /// First input column.
-        source: usize,
-        /// Number of columns.
-        len: usize,
-    },
-    /// `len` zero columns.
-    Zero {
-        /// Number of columns.
-        len: usize,
-    },
-    /// `len` columns `Σ coef · input[source .. source + len)` over the terms (dimension-wise mixing).
-    Sum {
-        /// `(first input column, coefficient)` per term.
-        terms: Vec<(usize, f64)>,
-        /// Number of columns.
-        len: usize,
-    },
-    /// Output column `c` = input column `index[c]` (a 0/1 selection matrix).
-    Gather {
-        /// Input column of each output column.
-        index: Vec<usize>,
-    },
-    /// Split-wise block `block` applied as a matmul (`len` = block size).
-    Dense {
-        /// Block index.
-        block: usize,
-        /// Block size.
-        len: usize,
-    },
-    /// Output columns `[offset, offset + width)` of split-wise block `block` ([`restrict_plan`]).
-    PartialDense {
-        /// Block index.
-        block: usize,
-        /// Block size.
-        len: usize,
-        /// First kept column of the block output.
-        offset: usize,
-        /// Number of kept columns.
-        width: usize,
-    },
-}
-
-impl Segment {
-    fn len(&self) -> usize {
-        match self {
-            Segment::Copy { len, .. }
-            | Segment::Zero { len }
-            | Segment::Sum { len, .. }
-            | Segment::Dense { len, .. } => *len,
-            Segment::PartialDense { width, .. } => *width,
-            Segment::Gather { index } => index.len(),
-        }
-    }
-}
+pub use crate::segment::Segment;
 
 /// Appends `next` to a plan, merging it with the last segment where both are contiguous copies,
 /// zeros or gathers.
@@ -105,6 +45,66 @@ fn push_segment(plan: &mut Vec<Segment>, next: Segment) {
 /// # Shapes
 /// * `x`: `[batch_size, n_rows, width]` → `[batch_size, n_rows, Σ segment lengths]`
 pub fn apply_segments<B: Backend>(
+    x: Tensor<B, 3>,
+    plan: &[Segment],
+    dense_block: impl Fn(usize, Tensor<B, 2>) -> Tensor<B, 2>,
+) -> Tensor<B, 3> {
+    if let [Segment::Copy { source: 0, len }] = plan {
+        if *len == x.dims()[2] {
+            return x;
+        }
+    }
+    if crate::flex_host::is_flex::<B>() {
+        return apply_segments_flex(x, plan, dense_block);
+    }
+    apply_segments_generic(x, plan, dense_block)
+}
+
+/// [`apply_segments`] on burn-flex: the dense blocks' matmuls as in the generic form, every output
+/// row written once by [`crate::flex_segments`]; the generic form where that kernel does not apply.
+fn apply_segments_flex<B: Backend>(
+    x: Tensor<B, 3>,
+    plan: &[Segment],
+    dense_block: impl Fn(usize, Tensor<B, 2>) -> Tensor<B, 2>,
+) -> Tensor<B, 3> {
+    let [batch_size, n_rows, width] = x.dims();
+    let rows = batch_size * n_rows;
+    let dense: Vec<Option<Tensor<B, 2>>> = plan
+        .iter()
+        .map(|segment| match segment {
+            Segment::Dense { block, len } | Segment::PartialDense { block, len, .. } => {
+                Some(dense_block(
+                    *block,
+                    x.clone()
+                        .reshape([rows, width])
+                        .narrow(1, block * len, *len),
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    let x_flex = crate::flex_host::into_flex(x.clone()).ok();
+    let dense_flex: Option<Vec<Option<burn_flex::FlexTensor>>> = dense
+        .iter()
+        .map(|block| match block {
+            Some(block) => crate::flex_host::into_flex(block.clone()).ok().map(Some),
+            None => Some(None),
+        })
+        .collect();
+    if let (Some(x_flex), Some(dense_flex)) = (x_flex, dense_flex) {
+        if let Some(out) = crate::flex_segments::apply(&x_flex, plan, &dense_flex) {
+            return crate::flex_host::from_flex(out);
+        }
+    }
+    apply_segments_generic(x, plan, dense_block)
+}
+
+/// The generic form of [`apply_segments`]: one tensor per segment, joined by `cat` (the reference
+/// of [`crate::flex_segments`]).
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, width]` → `[batch_size, n_rows, Σ segment lengths]`
+pub(crate) fn apply_segments_generic<B: Backend>(
     x: Tensor<B, 3>,
     plan: &[Segment],
     dense_block: impl Fn(usize, Tensor<B, 2>) -> Tensor<B, 2>,
@@ -679,6 +679,29 @@ impl<B: Backend> DimWise<B> {
             let merged = full.swap_dims(1, 2).reshape([batch_size, n_rows, nf * nx]);
             return self.forward(merged);
         }
+        if crate::flex_host::is_flex::<B>() {
+            if let Ok(flex) = crate::flex_host::into_flex(heads.clone()) {
+                if let Some(out) =
+                    crate::flex_segments::apply_heads(&flex, &self.plan, blocks.clone())
+                {
+                    return crate::flex_host::from_flex(out);
+                }
+            }
+        }
+        self.forward_heads_generic(heads, blocks)
+    }
+
+    /// The generic form of [`DimWise::forward_heads`]' shared-structure case: one tensor per
+    /// block, joined by `cat` (the reference of [`crate::flex_segments::apply_heads`]).
+    ///
+    /// # Shapes
+    /// * `heads`: `[batch_size, blocks.len(), n_rows, nx]` → `[batch_size, n_rows, nf * nx]`
+    pub(crate) fn forward_heads_generic(
+        &self,
+        heads: Tensor<B, 4>,
+        blocks: Range<usize>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, _, n_rows, nx] = heads.dims();
         let (device, dtype) = (heads.device(), heads.dtype());
         let head = |block: usize| -> Option<Tensor<B, 3>> {
             blocks.contains(&block).then(|| {

@@ -98,3 +98,40 @@ pub(crate) fn max_abs_diff<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tenso
 }
 
 use burn::tensor::ElementConversion;
+
+/// The bits of every element of an f32 or f64 tensor (widened to 64 bits), for tests that a
+/// host kernel equals the generic form exactly.
+pub(crate) fn element_bits<const D: usize>(x: Tensor<TestBackend, D>) -> Vec<u64> {
+    let data = x.into_data();
+    match data.dtype {
+        DType::F32 => data
+            .to_vec::<f32>()
+            .expect("f32 data")
+            .into_iter()
+            .map(|v| u64::from(v.to_bits()))
+            .collect(),
+        DType::F64 => data
+            .to_vec::<f64>()
+            .expect("f64 data")
+            .into_iter()
+            .map(f64::to_bits)
+            .collect(),
+        other => panic!("element_bits: {other:?} is not f32 or f64"),
+    }
+}
+
+/// Normal values of `dtype` with every fifth element `-0.0` (`c + 0.0` and sums of signed zeros
+/// are where a reordered or skipped operation of a host kernel would show).
+pub(crate) fn signed_zero_normals<const D: usize>(
+    shape: [usize; D],
+    dtype: DType,
+) -> Tensor<TestBackend, D> {
+    let device = Default::default();
+    let x = Tensor::<TestBackend, D>::random(shape, Distribution::Normal(0.0, 1.0), &device);
+    let n = x.shape().num_elements() as i64;
+    let every_fifth = Tensor::<TestBackend, 1, burn::tensor::Int>::arange(0..n, &device)
+        .remainder_scalar(5)
+        .equal_elem(0)
+        .reshape(shape);
+    x.mask_fill(every_fifth, -0.0).cast(dtype)
+}

@@ -1,0 +1,143 @@
+//! The position term of a TinT attention's q, k or v added in one pass, on burn-flex.
+//!
+//! The generic form ([`crate::attention::PositionProjection::term`] and an add) builds the term
+//! `[n_rows, heads · d]` head after head with a `cat` of scaled copies and zero blocks, repeats it
+//! over the batch with another `cat`, and adds it to the content projection: three passes over a
+//! state-sized tensor. Here each element of the content is updated once, in place when the content
+//! tensor is not shared: `c + t` with `t` the position row (`λ = 1`), its product with `λ as
+//! element` (other `λ`) or `+0.0` (`λ = 0`) — the generic form's operations, so the sums are equal
+//! bit for bit (tested in `attention`'s tests against the generic form).
+
+use burn::tensor::TensorData;
+use burn_flex::FlexTensor;
+
+use crate::flex_host::{accumulate, with_element, HostElement};
+
+/// `content + term` where the term of head `h` is `lambda[h] · pos`, or `None` where the kernel
+/// does not apply (an element type other than f32 / f64, shapes that do not match, or an operand
+/// whose rows are not stored contiguously).
+///
+/// # Shapes
+/// * `content`: `[batch_size, n_rows, lambda.len() · d]`, `pos`: `[n_rows, d]` → as `content`
+pub(crate) fn add_head_terms(
+    content: FlexTensor,
+    pos: &FlexTensor,
+    lambda: &[f64],
+) -> Option<FlexTensor> {
+    let [batch_size, n_rows, width] =
+        <[usize; 3]>::try_from(content.layout().shape().to_vec()).ok()?;
+    let [pos_rows, d] = <[usize; 2]>::try_from(pos.layout().shape().to_vec()).ok()?;
+    if pos_rows != n_rows || lambda.len() * d != width || content.dtype() != pos.dtype() {
+        return None;
+    }
+    let (pos_start, pos_end) = pos.layout().contiguous_offsets()?;
+    let (start, end) = content.layout().contiguous_offsets()?;
+    let rows = batch_size * n_rows;
+    // In place when the content is not shared (a fresh projection), on a copy otherwise.
+    with_element!(content.dtype(), E => {
+        let pos = &pos.storage::<E>()[pos_start..pos_end];
+        let mut content = content;
+        if let Some(values) = content.try_storage_mut::<E>() {
+            add_terms(&mut values[start..end], pos, lambda, rows, d);
+            content
+        } else {
+            let mut values = content.storage::<E>()[start..end].to_vec();
+            add_terms(&mut values, pos, lambda, rows, d);
+            FlexTensor::from_data(TensorData::new(values, [batch_size, n_rows, width]))
+        }
+    })
+}
+
+/// Adds the head terms to `values` (`rows` rows of `lambda.len() · d`; row `r` takes position row
+/// `r % n_pos_rows`, the term repeated over the batch).
+fn add_terms<E: HostElement>(values: &mut [E], pos: &[E], lambda: &[f64], rows: usize, d: usize) {
+    let width = lambda.len() * d;
+    let pos_rows = pos.len() / d.max(1);
+    for row in 0..rows {
+        let p = &pos[(row % pos_rows.max(1)) * d..][..d];
+        let out = &mut values[row * width..(row + 1) * width];
+        for (head, &l) in out.chunks_exact_mut(d.max(1)).zip(lambda) {
+            if l == 0.0 {
+                head.iter_mut().for_each(|c| *c = *c + E::default());
+            } else {
+                accumulate(head, p, l);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::{PositionProjectionBuilder, Qkv};
+    use crate::testing::{element_bits, signed_zero_normals, TestBackend};
+    use burn::tensor::{DType, Int, Tensor};
+
+    /// `add_term` equals the generic form (term built, repeated over the batch and added) bit
+    /// for bit: λ of 0, 1, an exact and an inexact value, every one of q, k, v, a range of heads,
+    /// f32 and f64, batch sizes 1 and 2, with the content fresh (added in place) and shared
+    /// (added on a copy, the shared tensor left as it was).
+    #[test]
+    fn position_term_kernel_equals_the_generic_form_bit_for_bit() {
+        let device = Default::default();
+        let (pd, d, nh, n_rows) = (7, 4, 5, 6);
+        let mut builder = PositionProjectionBuilder::zeros(pd, d, nh);
+        let mut seed = 0.37_f64;
+        for which in [Qkv::Query, Qkv::Key, Qkv::Value] {
+            for position in 0..pd {
+                for coord in 0..d {
+                    seed = (seed * 997.0 + 0.123).fract();
+                    builder.set(which, position, coord, seed - 0.5);
+                }
+            }
+            for (head, lambda) in [0.0, 1.0, -2.5, 0.3, 1.0].into_iter().enumerate() {
+                builder.set_lambda(which, head, lambda);
+            }
+        }
+        let index: Vec<i64> = vec![3, 0, 6, 6, 1, 2];
+        let position_index =
+            Tensor::<TestBackend, 1, Int>::from_data(TensorData::new(index, [n_rows]), &device);
+        for dtype in [DType::F32, DType::F64] {
+            let positions = builder.clone().build::<TestBackend>(dtype, &device);
+            for batch_size in [1, 2] {
+                for heads in [0..nh, 1..4, 2..3] {
+                    for which in [Qkv::Query, Qkv::Key, Qkv::Value] {
+                        let content =
+                            signed_zero_normals([batch_size, n_rows, heads.len() * d], dtype);
+                        let generic = positions.add_term_generic(
+                            content.clone(),
+                            which,
+                            position_index.clone(),
+                            heads.clone(),
+                        );
+                        let before = element_bits(content.clone());
+                        let shared = positions.add_term(
+                            content.clone(),
+                            which,
+                            position_index.clone(),
+                            heads.clone(),
+                        );
+                        assert_eq!(element_bits(content.clone()), before, "shared content kept");
+                        let fresh = positions.add_term(
+                            content.clone() * 1.0,
+                            which,
+                            position_index.clone(),
+                            heads.clone(),
+                        );
+                        let expected = element_bits(generic);
+                        assert_eq!(
+                            element_bits(shared),
+                            expected,
+                            "{dtype:?} B {batch_size} {heads:?} {which:?}"
+                        );
+                        assert_eq!(
+                            element_bits(fresh),
+                            expected,
+                            "{dtype:?} B {batch_size} {heads:?} {which:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
