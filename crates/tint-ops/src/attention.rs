@@ -238,14 +238,19 @@ impl<B: Backend> PositionProjection<B> {
         if crate::flex_host::is_flex::<B>() {
             if let Some(lambda) = self.live_lambda(which, heads.clone()) {
                 let pos = self.position_rows(which, position_index.clone());
-                if let (Ok(c), Ok(p)) = (
-                    crate::flex_host::into_flex(content.clone()),
+                // `content` moved, not cloned: added in place when the projection is not shared.
+                let content = match (
+                    crate::flex_host::into_flex(content),
                     crate::flex_host::into_flex(pos),
                 ) {
-                    if let Some(sum) = crate::flex_position::add_head_terms(c, &p, lambda) {
-                        return crate::flex_host::from_flex(sum);
-                    }
-                }
+                    (Ok(c), Ok(p)) => match crate::flex_position::add_head_terms(c, &p, lambda) {
+                        Ok(sum) => return crate::flex_host::from_flex(sum),
+                        Err(c) => crate::flex_host::from_flex(c),
+                    },
+                    (Ok(c), Err(_)) => crate::flex_host::from_flex(c),
+                    (Err(content), _) => content,
+                };
+                return self.add_term_generic(content, which, position_index, heads);
             } else {
                 return content;
             }
@@ -535,13 +540,22 @@ impl<B: Backend> TintAttention<B> {
         let n_live = heads.len();
         let cols = heads.start * d..heads.end * d;
         // A row range of a batch-1 state is not "contiguous" for flex (size-1 batch stride): one
-        // memcpy per row range keeps every later op on the fast path (shared by k and v, and by
-        // q when the ranges coincide).
-        let key_rows = crate::layout::contiguous(hidden.clone().narrow(1, k_start, n_k));
+        // memcpy per row range keeps every later generic op on the fast path (shared by k and v,
+        // and by q when the ranges coincide). On burn-flex the projections' host kernels read
+        // the rows in place (crate::flex_segments), and the copy is left out.
+        let row_range = |start: usize, len: usize| {
+            let rows = hidden.clone().narrow(1, start, len);
+            if crate::flex_host::is_flex::<B>() {
+                rows
+            } else {
+                crate::layout::contiguous(rows)
+            }
+        };
+        let key_rows = row_range(k_start, n_k);
         let query_rows = if (q_start, n_q) == (k_start, n_k) {
             key_rows.clone()
         } else {
-            crate::layout::contiguous(hidden.clone().narrow(1, q_start, n_q))
+            row_range(q_start, n_q)
         };
         let project = |proj: &ContentProjection<B>, which: Qkv, x: Tensor<B, 3>, start: usize| {
             let [_, len, _] = x.dims();

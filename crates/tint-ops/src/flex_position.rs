@@ -13,8 +13,8 @@ use burn_flex::FlexTensor;
 
 use crate::flex_host::{accumulate, with_element, HostElement};
 
-/// `content + term` where the term of head `h` is `lambda[h] · pos`, or `None` where the kernel
-/// does not apply (an element type other than f32 / f64, shapes that do not match, or an operand
+/// `content + term` where the term of head `h` is `lambda[h] · pos`, or `content` back (`Err`)
+/// where the kernel does not apply (an element type other than f32 / f64, shapes that do not match, or an operand
 /// whose rows are not stored contiguously).
 ///
 /// # Shapes
@@ -23,29 +23,42 @@ pub(crate) fn add_head_terms(
     content: FlexTensor,
     pos: &FlexTensor,
     lambda: &[f64],
-) -> Option<FlexTensor> {
-    let [batch_size, n_rows, width] =
-        <[usize; 3]>::try_from(content.layout().shape().to_vec()).ok()?;
-    let [pos_rows, d] = <[usize; 2]>::try_from(pos.layout().shape().to_vec()).ok()?;
+) -> Result<FlexTensor, FlexTensor> {
+    let shapes = (
+        <[usize; 3]>::try_from(content.layout().shape().to_vec()),
+        <[usize; 2]>::try_from(pos.layout().shape().to_vec()),
+        pos.layout().contiguous_offsets(),
+        content.layout().contiguous_offsets(),
+    );
+    let (Ok([batch_size, n_rows, width]), Ok([pos_rows, d]), Some(pos_range), Some(range)) = shapes
+    else {
+        return Err(content);
+    };
     if pos_rows != n_rows || lambda.len() * d != width || content.dtype() != pos.dtype() {
-        return None;
+        return Err(content);
     }
-    let (pos_start, pos_end) = pos.layout().contiguous_offsets()?;
-    let (start, end) = content.layout().contiguous_offsets()?;
     let rows = batch_size * n_rows;
-    // In place when the content is not shared (a fresh projection), on a copy otherwise.
-    with_element!(content.dtype(), E => {
-        let pos = &pos.storage::<E>()[pos_start..pos_end];
-        let mut content = content;
-        if let Some(values) = content.try_storage_mut::<E>() {
-            add_terms(&mut values[start..end], pos, lambda, rows, d);
-            content
-        } else {
-            let mut values = content.storage::<E>()[start..end].to_vec();
-            add_terms(&mut values, pos, lambda, rows, d);
-            FlexTensor::from_data(TensorData::new(values, [batch_size, n_rows, width]))
+    let mut content = content;
+    // In place when the content is not shared (a fresh projection: `None`), on a copy otherwise.
+    let copy = with_element!(content.dtype(), E => {
+        let pos = &pos.storage::<E>()[pos_range.0..pos_range.1];
+        match content.try_storage_mut::<E>() {
+            Some(values) => {
+                add_terms(&mut values[range.0..range.1], pos, lambda, rows, d);
+                None
+            }
+            None => {
+                let mut values = content.storage::<E>()[range.0..range.1].to_vec();
+                add_terms(&mut values, pos, lambda, rows, d);
+                Some(FlexTensor::from_data(TensorData::new(values, [batch_size, n_rows, width])))
+            }
         }
-    })
+    });
+    match copy {
+        None => Err(content),
+        Some(None) => Ok(content),
+        Some(Some(sum)) => Ok(sum),
+    }
 }
 
 /// Adds the head terms to `values` (`rows` rows of `lambda.len() · d`; row `r` takes position row
