@@ -106,3 +106,48 @@ macro_rules! with_element {
     };
 }
 pub(crate) use with_element;
+
+/// Rows of a flex tensor `[.., n_rows, width]` whose columns are adjacent in storage: row `r` of
+/// the flattened leading dimensions starts at `start + (r / n_rows) · outer + (r % n_rows) · inner`.
+pub(crate) struct Rows {
+    start: usize,
+    outer: usize,
+    inner: usize,
+    n_rows: usize,
+}
+
+impl Rows {
+    /// The row addressing of a 2-D or 3-D tensor with unit column stride and non-negative
+    /// strides; `None` otherwise.
+    pub(crate) fn of(x: &FlexTensor) -> Option<Self> {
+        let layout = x.layout();
+        let dims = layout.shape().as_slice();
+        let strides = layout.strides();
+        let unsigned = |s: isize| usize::try_from(s).ok();
+        match (dims, strides) {
+            ([_, n_rows, width], &[outer, inner, column]) => {
+                (column == 1 || *width <= 1).then_some(())?;
+                Some(Self {
+                    start: layout.start_offset(),
+                    outer: unsigned(outer)?,
+                    inner: unsigned(inner)?,
+                    n_rows: (*n_rows).max(1),
+                })
+            }
+            ([_, width], &[inner, column]) => {
+                (column == 1 || *width <= 1).then_some(())?;
+                Some(Self {
+                    start: layout.start_offset(),
+                    outer: 0,
+                    inner: unsigned(inner)?,
+                    n_rows: usize::MAX,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn start_of(&self, row: usize) -> usize {
+        self.start + (row / self.n_rows) * self.outer + (row % self.n_rows) * self.inner
+    }
+}

@@ -2,7 +2,7 @@
 //! normalisation ([`NormKind`]: LayerNorm or RMSNorm), its plain forms, first-order differences and
 //! Jacobian, and the constructed first-order difference shared by both norm backwards.
 
-use burn::tensor::{backend::Backend, Tensor};
+use burn::tensor::{backend::Backend, DType, Tensor};
 
 use crate::{
     difference::{layer_norm_difference, rms_norm_difference},
@@ -51,6 +51,11 @@ impl NormKind {
         gate_value: f64,
     ) -> Tensor<B, 3> {
         let [_, _, d_sim] = x.dims();
+        if gate_value == 1.0 {
+            if let Some(out) = normalize_on_flex(&x, self, d_model, eps, gate_value) {
+                return out;
+            }
+        }
         let head = x.clone().narrow(2, 0, d_model);
         let normed = self.plain(head.clone(), eps, gate_value);
         let head = if gate_value == 1.0 {
@@ -129,10 +134,45 @@ impl NormKind {
 /// # Shapes
 /// * `x`: `[batch_size, n_rows, d]` → `[batch_size, n_rows, d]`
 pub fn layer_norm_plain<B: Backend>(x: Tensor<B, 3>, eps: f64, gate_value: f64) -> Tensor<B, 3> {
+    let width = x.dims()[2];
+    normalize_on_flex(&x, NormKind::Layer, width, eps, gate_value)
+        .unwrap_or_else(|| layer_norm_plain_generic(x, eps, gate_value))
+}
+
+/// The generic form of [`layer_norm_plain`] (the reference of the float64 host kernel, module
+/// `flex_norm`).
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, d]` → `[batch_size, n_rows, d]`
+pub(crate) fn layer_norm_plain_generic<B: Backend>(
+    x: Tensor<B, 3>,
+    eps: f64,
+    gate_value: f64,
+) -> Tensor<B, 3> {
     let centered = x.clone() - x.mean_dim(2);
     let var = centered.clone().powi_scalar(2).mean_dim(2);
     let sigma = (var * gate_value + eps).sqrt();
     centered * gate_value / sigma
+}
+
+/// `x` with its first `d_model` columns normalised (the others copied) by the float64 host
+/// kernel on burn-flex (module `flex_norm`), or `None` where it does not apply.
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, width]` → `[batch_size, n_rows, width]`
+fn normalize_on_flex<B: Backend>(
+    x: &Tensor<B, 3>,
+    kind: NormKind,
+    d_model: usize,
+    eps: f64,
+    gate_value: f64,
+) -> Option<Tensor<B, 3>> {
+    if !crate::flex_host::is_flex::<B>() || x.dtype() != DType::F64 {
+        return None;
+    }
+    let flex = crate::flex_host::into_flex(x.clone()).ok()?;
+    crate::flex_norm::normalize_first(&flex, kind == NormKind::Layer, d_model, eps, gate_value)
+        .map(crate::flex_host::from_flex)
 }
 
 /// `w x / sqrt(eps + w mean(x²))` over the last dim (`w = 1`: plain RMSNorm without gain).
@@ -140,6 +180,21 @@ pub fn layer_norm_plain<B: Backend>(x: Tensor<B, 3>, eps: f64, gate_value: f64) 
 /// # Shapes
 /// * `x`: `[batch_size, n_rows, d]` → `[batch_size, n_rows, d]`
 pub fn rms_norm_plain<B: Backend>(x: Tensor<B, 3>, eps: f64, gate_value: f64) -> Tensor<B, 3> {
+    let width = x.dims()[2];
+    normalize_on_flex(&x, NormKind::Rms, width, eps, gate_value)
+        .unwrap_or_else(|| rms_norm_plain_generic(x, eps, gate_value))
+}
+
+/// The generic form of [`rms_norm_plain`] (the reference of the float64 host kernel, module
+/// `flex_norm`).
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, d]` → `[batch_size, n_rows, d]`
+pub(crate) fn rms_norm_plain_generic<B: Backend>(
+    x: Tensor<B, 3>,
+    eps: f64,
+    gate_value: f64,
+) -> Tensor<B, 3> {
     let mean_square = x.clone().powi_scalar(2).mean_dim(2);
     let rms = (mean_square * gate_value + eps).sqrt();
     x * gate_value / rms
