@@ -12,7 +12,6 @@ use crate::{
     error::TintOpsError,
     gates::{GateKind, Gates},
     hsplit::{BlockKind, DimStructure, DimWise, DimWiseBuilder, SplitWise, SplitWiseBuilder},
-    layout,
     layout::cat_columns,
     linear::{column_view, columns},
     options::{ActivationKind, Derivative, Execution, TintOptions},
@@ -157,9 +156,19 @@ impl<B: Backend> ActivationForward<B> {
     /// # Shapes
     /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
     pub fn forward(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
-        let [batch_size, n_rows, _] = state.dims();
+        let [_, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
-        let tokens = state.clone().narrow(1, p, n_rows - p);
+        let out = self.token_output(state.clone().narrow(1, p, n_rows - p));
+        self.gates.combine(state, None, Some(out), ctx)
+    }
+
+    /// The module output on the token rows `tokens`, before the gate: `c_proj(act(c_fc(x)))` with
+    /// `x` kept at the memory index.
+    ///
+    /// # Shapes
+    /// * `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+    fn token_output(&self, tokens: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [batch_size, n_tokens, _] = tokens.dims();
         // Fresh contiguous rows: elementwise ops on a row-range view walk element by element.
         let tokens = tokens.clone().reshape(tokens.dims());
         // c_proj reads only its non-zero blocks: the activation of the others is never used.
@@ -175,11 +184,10 @@ impl<B: Backend> ActivationForward<B> {
             &used,
         ));
         let mem = self.memory_index;
-        let out = out.slice_assign(
-            [0..batch_size, 0..n_rows - p, mem..mem + self.d_model],
+        out.slice_assign(
+            [0..batch_size, 0..n_tokens, mem..mem + self.d_model],
             tokens.narrow(2, 0, self.d_model),
-        );
-        self.gates.combine(state, None, Some(out), ctx)
+        )
     }
 
     /// [`ActivationForward::forward_rows`] for token rows whose dims `[D, memory)` are zero, as a
@@ -239,8 +247,11 @@ impl<B: Backend> ActivationForward<B> {
     ) -> Tensor<B, 3> {
         let mem = self.memory_index;
         if !self.is_structured() {
-            let p = ctx.n_prefixes;
-            return layout::token_rows(self.forward(layout::join_rows(prefix, tokens), ctx), p);
+            // The gate's token rows alone (Gates::combine_tokens): the token rows of `forward`
+            // without joining the prefix rows, which the module does not read.
+            let _ = prefix;
+            let out = self.token_output(tokens.clone());
+            return self.gates.combine_tokens(tokens, out, ctx);
         }
         let activated = activate(self.activation, columns(&tokens, 0, mem));
         let [_, _, ds] = tokens.dims();

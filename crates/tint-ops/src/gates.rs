@@ -189,6 +189,38 @@ impl<B: Backend> Gates<B> {
     }
 }
 
+impl<B: Backend> Gates<B> {
+    /// The token rows of [`Gates::combine`]`(state, None, Some(tokens_out))` for a state whose
+    /// token rows are `input_tokens`, without building the state: the gate is row-local, so its
+    /// token rows are computed alone, by the same operations (where every token row keeps the
+    /// module output, `tokens_out` itself). A forward-type module that returns only token rows
+    /// (`forward_rows`) so skips the copy of the whole state that joins its prefix and token rows.
+    ///
+    /// # Shapes
+    /// * `input_tokens`, `tokens_out`: `[batch_size, T, d_sim]` → `[batch_size, T, d_sim]`
+    pub fn combine_tokens(
+        &self,
+        input_tokens: Tensor<B, 3>,
+        tokens_out: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let p = ctx.n_prefixes;
+        let [_, n_tokens, _] = input_tokens.dims();
+        if self.is_selection() {
+            return tokens_out;
+        }
+        let old = self.gate_values(&self.old_weight, &self.old_bias, ctx);
+        let new = self.gate_values(&self.new_weight, &self.new_bias, ctx);
+        mix_rows(
+            input_tokens,
+            |start, len| Some(tokens_out.clone().narrow(1, start, len)),
+            n_tokens,
+            &old[p..],
+            &new[p..],
+        )
+    }
+}
+
 /// `old[r] · input[r] + new[r] · module_out[r]` for every row `r`, applied per run of rows with the
 /// same pair of gate values (one run per position class for the constructed gates): a value of 1
 /// is a copy, 0 drops the operand, any other value a scalar multiply. The result is the same as the
@@ -267,6 +299,10 @@ mod tests {
     /// is far below the effect being measured (`1 - tanh(10) ≈ 4.1e-9`).
     const F64_ROUND_OFF: f64 = 1e-14;
 
+    fn all_bits64(x: Tensor<TestBackend, 3>) -> Vec<u64> {
+        crate::testing::element_bits(x)
+    }
+
     fn all_bits(x: Tensor<TestBackend, 3>) -> Vec<u32> {
         x.into_data()
             .to_vec::<f32>()
@@ -292,6 +328,44 @@ mod tests {
             rounded(random(shape, 1.0), dtype),
             rounded(random(shape, 1.0), dtype),
         )
+    }
+
+    /// `combine_tokens` gives the token rows of `combine` bit for bit: exact gates in both
+    /// executions and tanh gates (values `1 - 4.1e-9`, `4.1e-9`: products and sums) in f64 and
+    /// f32, for every test shape.
+    #[test]
+    fn combine_tokens_equals_the_token_rows_of_combine() {
+        let device = Default::default();
+        for dims in test_dims() {
+            for dtype in [DType::F32, DType::F64] {
+                let ctx = context_in(&dims, BATCH, dtype);
+                let exact = options_in(dtype).with_gate_scale(GATE_SCALE);
+                for options in [
+                    exact,
+                    exact.with_gate_mode(GateMode::Tanh),
+                    exact.with_execution(crate::Execution::Structured),
+                ] {
+                    let gates = Gates::<TestBackend>::new(
+                        GateKind::ForwardBackward,
+                        &dims,
+                        &options,
+                        &device,
+                    );
+                    let (state, out) = gate_inputs(&dims, dtype);
+                    let (state, out) = (state.cast(dtype), out.cast(dtype));
+                    let p = ctx.n_prefixes;
+                    let tokens_out = crate::layout::token_rows(out, p);
+                    let whole = gates.combine(state.clone(), None, Some(tokens_out.clone()), &ctx);
+                    let tokens = crate::layout::token_rows(state, p);
+                    let alone = gates.combine_tokens(tokens, tokens_out, &ctx);
+                    assert_eq!(
+                        all_bits64(crate::layout::token_rows(whole, p)),
+                        all_bits64(alone),
+                        "{dtype:?} {options:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

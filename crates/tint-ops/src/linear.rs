@@ -373,11 +373,11 @@ impl<B: Backend> LinearForward<B> {
         if self.is_structured() && self.gates.is_selection() {
             return self.structured_rows(&prefix, &tokens);
         }
-        let p = ctx.n_prefixes;
-        crate::layout::token_rows(
-            self.forward(crate::layout::join_rows(prefix, tokens), ctx),
-            p,
-        )
+        // The gate's token rows alone (Gates::combine_tokens): the same values as the token rows
+        // of `forward`, without joining the gated prefix and token rows.
+        let state = crate::layout::join_rows(prefix, tokens.clone());
+        let out = self.forward_tokens(state, ctx, false);
+        self.gates.combine_tokens(tokens, out, ctx)
     }
 
     /// [`LinearForward::forward_tokens`] through the structure of the constructed weights (see

@@ -88,6 +88,38 @@ impl<B: Backend> NormForward<B> {
         )
     }
 
+    /// The token rows of [`NormForward::forward`] on `[prefix; tokens]`, as `forward` computes
+    /// them but with the linear module's gate applied to the token rows alone
+    /// ([`crate::Gates::combine_tokens`]): the gated state is never joined.
+    ///
+    /// # Shapes
+    /// * `prefix`: `[batch_size, P, Ds]`, `tokens`: `[batch_size, T, Ds]` → `[batch_size, T, Ds]`
+    fn token_rows_of_forward(
+        &self,
+        prefix: Tensor<B, 3>,
+        tokens: Tensor<B, 3>,
+        ctx: &SimContext<B>,
+    ) -> Tensor<B, 3> {
+        let [batch_size, n_tokens, _] = tokens.dims();
+        let p = ctx.n_prefixes;
+        let d = self.d_model;
+        let state = layout::join_rows(prefix, tokens.clone());
+        let normed = self
+            .kind
+            .group_first(state.clone(), d, self.epsilon, self.gate_value);
+        let normed = self.norm_gates.forward(state, normed, ctx);
+        let out = self.linear.forward_tokens(normed.clone(), ctx, false);
+        let out = self
+            .linear
+            .gates
+            .combine_tokens(layout::token_rows(normed, p), out, ctx);
+        let mem = self.memory_index + d;
+        out.slice_assign(
+            [0..batch_size, 0..n_tokens, mem..mem + d],
+            tokens.narrow(2, 0, d),
+        )
+    }
+
     /// The token rows of [`NormForward::forward`] on the state `[prefix; tokens]`, without
     /// building it: `[gamma ⊙ f(x) + beta, 0, …, f(x), x]` with one matmul by `diag(gamma)`.
     ///
@@ -103,8 +135,7 @@ impl<B: Backend> NormForward<B> {
             && self.linear.gates.is_selection()
             && self.gate_value == 1.0;
         if !(exact && self.linear.is_structured()) {
-            let p = ctx.n_prefixes;
-            return layout::token_rows(self.forward(layout::join_rows(prefix, tokens), ctx), p);
+            return self.token_rows_of_forward(prefix, tokens, ctx);
         }
         let [_, _, ds] = tokens.dims();
         let (d, mem) = (self.d_model, self.memory_index);
