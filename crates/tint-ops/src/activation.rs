@@ -52,6 +52,29 @@ pub fn activate_blocks<B: Backend>(
     x: Tensor<B, 3>,
     used: &[bool],
 ) -> Tensor<B, 3> {
+    if kind == ActivationKind::GeluNew && crate::flex_host::is_flex::<B>() {
+        if let Ok(flex) = crate::flex_host::into_flex(x.clone()) {
+            let scale = 2.0 * GELU_SQRT_2_OVER_PI;
+            if let Some(out) =
+                crate::flex_activation::gelu_new_blocks(&flex, used, GELU_CUBIC, scale)
+            {
+                return crate::flex_host::from_flex(out);
+            }
+        }
+    }
+    activate_blocks_generic(kind, x, used)
+}
+
+/// The generic form of [`activate_blocks`] (the reference of the host kernel, module
+/// `flex_activation`).
+///
+/// # Shapes
+/// * `x`: `[batch_size, n_rows, width]` → `[batch_size, n_rows, width]`
+pub(crate) fn activate_blocks_generic<B: Backend>(
+    kind: ActivationKind,
+    x: Tensor<B, 3>,
+    used: &[bool],
+) -> Tensor<B, 3> {
     let [batch_size, n_rows, width] = x.dims();
     if used.iter().all(|&u| u) {
         return activate(kind, x);

@@ -20,7 +20,7 @@
 //! | [`options`] | [`TintOptions`]: float dtype, gate mode, finite-difference scale / exact derivatives, LN ε, η, activation |
 //! | [`prefix`] | write a `D x D` weight + bias into `[P, Ds]` prefix rows (stacking, §2.5) and read it back |
 //! | [`hsplit`] | [`SplitWise`] (`nf` blocks, `nx x nx` each) and [`DimWise`] (`nx` coordinates, `nf x nf` each) ops (§3.2) |
-//! | [`segment`] | [`hsplit::Segment`]: one run of output columns of an H-split op (copy, zero, sum, gather, matmul block); on burn-flex a plan runs as one pass per output row (private modules `flex_segments`, `flex_position`, `flex_norm`, behind `flex_host`; the generic form stays the reference) |
+//! | [`segment`] | [`hsplit::Segment`]: one run of output columns of an H-split op (copy, zero, sum, gather, matmul block); on burn-flex a plan runs as one pass per output row (private modules `flex_segments`, `flex_position`, `flex_norm`, `flex_activation`, behind `flex_host`; the generic form stays the reference) |
 //! | [`gates`] | [`Gates`]: forward/backward and descent gates, exact 0/1 selections or tanh form (§3.3) |
 //! | [`group_norm`] | the group norm over the first `D` dims (§3.4) and [`NormKind`] (LayerNorm or RMSNorm) |
 //! | [`attention`] | [`TintAttention`]: TinT multi-head attention (§3.1): q/k/v projections, one-hot position terms with per-head λ gates, linear or softmax scores, causal / custom masks, backward transpose, row restriction |
@@ -77,6 +77,7 @@ pub mod context;
 pub mod difference;
 pub mod dims;
 pub mod error;
+mod flex_activation;
 mod flex_host;
 mod flex_norm;
 mod flex_position;
