@@ -237,18 +237,36 @@ impl<B: Backend> PositionProjection<B> {
     ) -> Tensor<B, 3> {
         if crate::flex_host::is_flex::<B>() {
             if let Some(lambda) = self.live_lambda(which, heads.clone()) {
-                let pos = self.position_rows(which, position_index.clone());
-                // `content` moved, not cloned: added in place when the projection is not shared.
+                // The positions on the host (a few hundred indices) and the term's rows built
+                // there: no row gather and bias add as tensors.
+                let index: Option<Vec<usize>> = position_index
+                    .clone()
+                    .into_data()
+                    .convert::<i64>()
+                    .to_vec::<i64>()
+                    .ok()
+                    .and_then(|index| index.into_iter().map(|i| usize::try_from(i).ok()).collect());
+                let [_, three_d] = self.weight.dims();
                 let content = match (
                     crate::flex_host::into_flex(content),
-                    crate::flex_host::into_flex(pos),
+                    crate::flex_host::into_flex(self.weight.val()),
+                    crate::flex_host::into_flex(self.bias.val()),
+                    index,
                 ) {
-                    (Ok(c), Ok(p)) => match crate::flex_position::add_head_terms(c, &p, lambda) {
-                        Ok(sum) => return crate::flex_host::from_flex(sum),
-                        Err(c) => crate::flex_host::from_flex(c),
-                    },
-                    (Ok(c), Err(_)) => crate::flex_host::from_flex(c),
-                    (Err(content), _) => content,
+                    (Ok(c), Ok(weight), Ok(bias), Some(index)) => {
+                        let pos = crate::flex_position::PositionRows {
+                            weight: &weight,
+                            bias: &bias,
+                            index: &index,
+                            column: which as usize * (three_d / 3),
+                        };
+                        match crate::flex_position::add_head_terms(c, pos, lambda) {
+                            Ok(sum) => return crate::flex_host::from_flex(sum),
+                            Err(c) => crate::flex_host::from_flex(c),
+                        }
+                    }
+                    (Ok(c), ..) => crate::flex_host::from_flex(c),
+                    (Err(content), ..) => content,
                 };
                 return self.add_term_generic(content, which, position_index, heads);
             } else {
@@ -673,15 +691,17 @@ impl<B: Backend> TintAttention<B> {
                     )
                 },
             );
-            Tensor::cat(vec![first, second], 1)
+            vec![first, second]
         } else {
-            attend(q, k, v)
+            vec![attend(q, k, v)]
         };
         if dense {
+            let out = Tensor::cat(out, 1);
             self.c_proj
                 .forward_dense(out.swap_dims(1, 2).reshape([batch_size, n_q, d_sim]))
         } else {
-            self.c_proj.forward_heads(out, heads)
+            // The halves are read where they lie (DimWise::forward_head_parts).
+            self.c_proj.forward_head_parts(out, heads)
         }
     }
 

@@ -13,43 +13,79 @@ use burn_flex::FlexTensor;
 
 use crate::flex_host::{accumulate, with_element, HostElement};
 
+/// The rows of a position term: `pos[r] = W^p[index[r], column..column + d] + b[column..column + d]`
+/// (the one-hot row gather and the bias add of `PositionProjection::position_rows`, one add per
+/// element as there).
+pub(crate) struct PositionRows<'a> {
+    /// `W^p`, `[Pd, 3d]`.
+    pub weight: &'a FlexTensor,
+    /// `b`, `[3d]`.
+    pub bias: &'a FlexTensor,
+    /// The position (row of `W^p`) of each row.
+    pub index: &'a [usize],
+    /// First column of q's, k's or v's part.
+    pub column: usize,
+}
+
 /// `content + term` where the term of head `h` is `lambda[h] · pos`, or `content` back (`Err`)
-/// where the kernel does not apply (an element type other than f32 / f64, shapes that do not match, or an operand
-/// whose rows are not stored contiguously).
+/// where the kernel does not apply (an element type other than f32 / f64, shapes that do not
+/// match, an index out of range, or an operand whose rows are not stored contiguously).
 ///
 /// # Shapes
-/// * `content`: `[batch_size, n_rows, lambda.len() · d]`, `pos`: `[n_rows, d]` → as `content`
+/// * `content`: `[batch_size, n_rows, lambda.len() · d]`, `pos`: `n_rows` rows of `d` → as `content`
 pub(crate) fn add_head_terms(
     content: FlexTensor,
-    pos: &FlexTensor,
+    pos: PositionRows<'_>,
     lambda: &[f64],
 ) -> Result<FlexTensor, FlexTensor> {
     let shapes = (
         <[usize; 3]>::try_from(content.layout().shape().to_vec()),
-        <[usize; 2]>::try_from(pos.layout().shape().to_vec()),
-        pos.layout().contiguous_offsets(),
+        <[usize; 2]>::try_from(pos.weight.layout().shape().to_vec()),
+        pos.weight.layout().contiguous_offsets(),
+        pos.bias.layout().contiguous_offsets(),
         content.layout().contiguous_offsets(),
     );
-    let (Ok([batch_size, n_rows, width]), Ok([pos_rows, d]), Some(pos_range), Some(range)) = shapes
+    let (
+        Ok([batch_size, n_rows, width]),
+        Ok([n_positions, three_d]),
+        Some(weight_range),
+        Some(bias_range),
+        Some(range),
+    ) = shapes
     else {
         return Err(content);
     };
-    if pos_rows != n_rows || lambda.len() * d != width || content.dtype() != pos.dtype() {
+    let d = width / lambda.len().max(1);
+    let fits = pos.index.len() == n_rows
+        && lambda.len() * d == width
+        && d * 3 == three_d
+        && pos.column + d <= three_d
+        && bias_range.1 - bias_range.0 == three_d
+        && pos.index.iter().all(|&i| i < n_positions)
+        && content.dtype() == pos.weight.dtype()
+        && content.dtype() == pos.bias.dtype();
+    if !fits {
         return Err(content);
     }
     let rows = batch_size * n_rows;
     let mut content = content;
     // In place when the content is not shared (a fresh projection: `None`), on a copy otherwise.
     let copy = with_element!(content.dtype(), E => {
-        let pos = &pos.storage::<E>()[pos_range.0..pos_range.1];
+        let weight = &pos.weight.storage::<E>()[weight_range.0..weight_range.1];
+        let bias = &pos.bias.storage::<E>()[bias_range.0 + pos.column..][..d];
+        let mut rows_of_pos: Vec<E> = Vec::with_capacity(n_rows * d);
+        for &i in pos.index {
+            let w = &weight[i * three_d + pos.column..][..d];
+            rows_of_pos.extend(w.iter().zip(bias).map(|(&w, &b)| w + b));
+        }
         match content.try_storage_mut::<E>() {
             Some(values) => {
-                add_terms(&mut values[range.0..range.1], pos, lambda, rows, d);
+                add_terms(&mut values[range.0..range.1], &rows_of_pos, lambda, rows, d);
                 None
             }
             None => {
                 let mut values = content.storage::<E>()[range.0..range.1].to_vec();
-                add_terms(&mut values, pos, lambda, rows, d);
+                add_terms(&mut values, &rows_of_pos, lambda, rows, d);
                 Some(FlexTensor::from_data(TensorData::new(values, [batch_size, n_rows, width])))
             }
         }
@@ -100,7 +136,13 @@ mod tests {
             for position in 0..pd {
                 for coord in 0..d {
                     seed = (seed * 997.0 + 0.123).fract();
-                    builder.set(which, position, coord, seed - 0.5);
+                    // Every seventh weight -0.0: `-0.0 + b` is where a skipped bias add shows.
+                    let value = if (position + coord) % 7 == 0 {
+                        -0.0
+                    } else {
+                        seed - 0.5
+                    };
+                    builder.set(which, position, coord, value);
                 }
             }
             for (head, lambda) in [0.0, 1.0, -2.5, 0.3, 1.0].into_iter().enumerate() {
@@ -111,7 +153,10 @@ mod tests {
         let position_index =
             Tensor::<TestBackend, 1, Int>::from_data(TensorData::new(index, [n_rows]), &device);
         for dtype in [DType::F32, DType::F64] {
-            let positions = builder.clone().build::<TestBackend>(dtype, &device);
+            let mut positions = builder.clone().build::<TestBackend>(dtype, &device);
+            // The construction's bias is zero; a non-zero one checks that the kernel adds it
+            // where the generic form does.
+            positions.bias = burn::module::Param::from_tensor(signed_zero_normals([3 * d], dtype));
             for batch_size in [1, 2] {
                 for heads in [0..nh, 1..4, 2..3] {
                     for which in [Qkv::Query, Qkv::Key, Qkv::Value] {

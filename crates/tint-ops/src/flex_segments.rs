@@ -138,28 +138,49 @@ fn write_rows<E: HostElement>(
 
 /// A dimension-wise plan (copies, zeros and sums of whole blocks) applied to head-major input in
 /// which only blocks `blocks` are present, the others zero: [`crate::hsplit::DimWise::forward_heads`]
-/// (the merge of attention heads and `c_proj`) with every output row written once. `None` where
-/// the kernel does not apply (an element type other than f32 / f64, a head row whose columns are
-/// not adjacent in storage, negative strides, or a segment other than a copy, a zero or a sum).
+/// (the merge of attention heads and `c_proj`) with every output row written once. The present
+/// blocks may come in `parts` (consecutive runs of heads, such as the two halves of the heads that
+/// the attention computes as parallel tasks), read where they lie instead of joined first. `None`
+/// where the kernel does not apply (an element type other than f32 / f64, parts of different
+/// shapes or dtypes, a head row whose columns are not adjacent in storage, negative strides, or a
+/// segment other than a copy, a zero or a sum).
 ///
 /// # Shapes
-/// * `heads`: `[batch_size, blocks.len(), n_rows, block_size]` → `[batch_size, n_rows, Σ segment lengths]`
+/// * `parts`: `[batch_size, n_i, n_rows, block_size]` with `Σ n_i = blocks.len()`
+///   → `[batch_size, n_rows, Σ segment lengths]`
 pub(crate) fn apply_heads(
-    heads: &FlexTensor,
+    parts: &[FlexTensor],
     plan: &[Segment],
     blocks: core::ops::Range<usize>,
 ) -> Option<FlexTensor> {
-    let layout = heads.layout();
-    let [batch_size, n_present, n_rows, block_size] =
-        <[usize; 4]>::try_from(layout.shape().to_vec()).ok()?;
+    let first = parts.first()?;
+    let [batch_size, _, n_rows, block_size] =
+        <[usize; 4]>::try_from(first.layout().shape().to_vec()).ok()?;
     let unsigned = |s: isize| usize::try_from(s).ok();
-    let [s_batch, s_head, s_row] = match layout.strides() {
-        &[s_batch, s_head, s_row, column] if column == 1 || block_size <= 1 => {
-            [unsigned(s_batch)?, unsigned(s_head)?, unsigned(s_row)?]
+    let mut head_parts = Vec::with_capacity(parts.len());
+    let mut next_block = blocks.start;
+    for part in parts {
+        let layout = part.layout();
+        let [b, n_heads, rows, width] = <[usize; 4]>::try_from(layout.shape().to_vec()).ok()?;
+        if (b, rows, width) != (batch_size, n_rows, block_size) || part.dtype() != first.dtype() {
+            return None;
         }
-        _ => return None,
-    };
-    if n_present != blocks.len()
+        let [s_batch, s_head, s_row] = match layout.strides() {
+            &[s_batch, s_head, s_row, column] if column == 1 || block_size <= 1 => {
+                [unsigned(s_batch)?, unsigned(s_head)?, unsigned(s_row)?]
+            }
+            _ => return None,
+        };
+        head_parts.push(HeadPart {
+            blocks: next_block..next_block + n_heads,
+            start: layout.start_offset(),
+            s_batch,
+            s_head,
+            s_row,
+        });
+        next_block += n_heads;
+    }
+    if next_block != blocks.end
         || plan.iter().any(|s| {
             !matches!(
                 s,
@@ -170,48 +191,61 @@ pub(crate) fn apply_heads(
         return None;
     }
     let heads_rows = HeadRows {
-        start: layout.start_offset(),
-        s_batch,
-        s_head,
-        s_row,
+        parts: head_parts,
         block_size,
-        blocks,
     };
     let out_width: usize = plan.iter().map(Segment::len).sum();
     let shape = [batch_size, n_rows, out_width];
-    let data = with_element!(heads.dtype(), E => TensorData::new(
-        write_head_rows(heads.storage::<E>(), &heads_rows, plan, batch_size, n_rows, out_width),
-        shape,
-    ))?;
+    let data = with_element!(first.dtype(), E => {
+        let storage: Vec<&[E]> = parts.iter().map(|part| part.storage::<E>()).collect();
+        TensorData::new(
+            write_head_rows(&storage, &heads_rows, plan, batch_size, n_rows, out_width),
+            shape,
+        )
+    })?;
     Some(FlexTensor::from_data(data))
 }
 
-/// Row `row` of present block `block` of batch entry `batch` in head-major storage.
-struct HeadRows {
+/// Where the present blocks `blocks` of one part lie in its storage.
+struct HeadPart {
+    blocks: core::ops::Range<usize>,
     start: usize,
     s_batch: usize,
     s_head: usize,
     s_row: usize,
+}
+
+/// Row `row` of present block `block` of batch entry `batch` in the head-major parts.
+struct HeadRows {
+    parts: Vec<HeadPart>,
     block_size: usize,
-    blocks: core::ops::Range<usize>,
 }
 
 impl HeadRows {
-    /// The storage range of the row, or `None` for a block that is not present (zero).
-    fn row(&self, batch: usize, block: usize, row: usize) -> Option<core::ops::Range<usize>> {
-        self.blocks.contains(&block).then(|| {
-            let from = self.start
-                + batch * self.s_batch
-                + (block - self.blocks.start) * self.s_head
-                + row * self.s_row;
-            from..from + self.block_size
-        })
+    /// The part holding the row and the row's storage range there, or `None` for a block that is
+    /// not present (zero).
+    fn row(
+        &self,
+        batch: usize,
+        block: usize,
+        row: usize,
+    ) -> Option<(usize, core::ops::Range<usize>)> {
+        let (index, part) = self
+            .parts
+            .iter()
+            .enumerate()
+            .find(|(_, part)| part.blocks.contains(&block))?;
+        let from = part.start
+            + batch * part.s_batch
+            + (block - part.blocks.start) * part.s_head
+            + row * part.s_row;
+        Some((index, from..from + self.block_size))
     }
 }
 
 /// The output rows of [`apply_heads`], each written once, segment by segment.
 fn write_head_rows<E: HostElement>(
-    heads: &[E],
+    heads: &[&[E]],
     rows: &HeadRows,
     plan: &[Segment],
     batch_size: usize,
@@ -228,7 +262,7 @@ fn write_head_rows<E: HostElement>(
                     Segment::Copy { source, len } => {
                         for block in source / nx..(source + len) / nx {
                             match rows.row(batch, block, row) {
-                                Some(range) => out.extend_from_slice(&heads[range]),
+                                Some((part, range)) => out.extend_from_slice(&heads[part][range]),
                                 None => out.resize(out.len() + nx, E::default()),
                             }
                         }
@@ -237,7 +271,7 @@ fn write_head_rows<E: HostElement>(
                         &mut out,
                         terms.iter().filter_map(|&(source, coef)| {
                             rows.row(batch, source / nx, row)
-                                .map(|range| (&heads[range], coef))
+                                .map(|(part, range)| (&heads[part][range], coef))
                         }),
                         nx,
                     ),
@@ -396,9 +430,21 @@ mod tests {
                     .cast(dtype);
                     for heads in [contiguous, wide.narrow(1, 1, n)] {
                         let flex = crate::flex_host::into_flex(heads.clone()).expect("flex");
-                        assert!(apply_heads(&flex, &op.plan, blocks.clone()).is_some());
+                        assert!(apply_heads(&[flex], &op.plan, blocks.clone()).is_some());
                         let fast = op.forward_heads(heads.clone(), blocks.clone());
-                        let generic = op.forward_heads_generic(heads, blocks.clone());
+                        let generic = op.forward_heads_generic(heads.clone(), blocks.clone());
+                        // The same heads in two parts, read where they lie.
+                        let half = n / 2;
+                        let parts = vec![
+                            heads.clone().narrow(1, 0, half),
+                            heads.narrow(1, half, n - half),
+                        ];
+                        let from_parts = op.forward_head_parts(parts, blocks.clone());
+                        assert_eq!(
+                            element_bits(from_parts),
+                            element_bits(generic.clone()),
+                            "parts"
+                        );
                         assert_eq!(
                             element_bits(fast),
                             element_bits(generic),

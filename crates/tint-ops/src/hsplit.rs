@@ -661,6 +661,45 @@ impl<B: Backend> DimWise<B> {
     /// # Shapes
     /// * `heads`: `[batch_size, blocks.len(), n_rows, nx]` → `[batch_size, n_rows, nf * nx]`
     pub fn forward_heads(&self, heads: Tensor<B, 4>, blocks: Range<usize>) -> Tensor<B, 3> {
+        self.forward_head_parts(vec![heads], blocks)
+    }
+
+    /// [`DimWise::forward_heads`] with the present blocks given in consecutive parts (the halves
+    /// of the heads that the attention computes as parallel tasks): on burn-flex read where they
+    /// lie (the host kernel of module `flex_segments`), joined by `cat` first otherwise.
+    ///
+    /// # Shapes
+    /// * `parts`: `[batch_size, n_i, n_rows, nx]` with `Σ n_i = blocks.len()` → `[batch_size, n_rows, nf * nx]`
+    pub fn forward_head_parts(
+        &self,
+        parts: Vec<Tensor<B, 4>>,
+        blocks: Range<usize>,
+    ) -> Tensor<B, 3> {
+        if self.structure == DimStructure::Shared && crate::flex_host::is_flex::<B>() {
+            let flex: Option<Vec<_>> = parts
+                .iter()
+                .map(|part| crate::flex_host::into_flex(part.clone()).ok())
+                .collect();
+            if let Some(out) = flex.and_then(|flex| {
+                crate::flex_segments::apply_heads(&flex, &self.plan, blocks.clone())
+            }) {
+                return crate::flex_host::from_flex(out);
+            }
+        }
+        let heads = if parts.len() == 1 {
+            parts.into_iter().next().expect("one part")
+        } else {
+            Tensor::cat(parts, 1)
+        };
+        self.forward_heads_joined(heads, blocks)
+    }
+
+    /// [`DimWise::forward_heads`] by the generic ops: all blocks joined and the op applied, or,
+    /// for a shared structure, one tensor per block joined by `cat`.
+    ///
+    /// # Shapes
+    /// * `heads`: `[batch_size, blocks.len(), n_rows, nx]` → `[batch_size, n_rows, nf * nx]`
+    fn forward_heads_joined(&self, heads: Tensor<B, 4>, blocks: Range<usize>) -> Tensor<B, 3> {
         let [batch_size, n_present, n_rows, nx] = heads.dims();
         let nf = self.n_blocks;
         if self.structure != DimStructure::Shared || n_present != blocks.len() {
@@ -678,15 +717,6 @@ impl<B: Backend> DimWise<B> {
             };
             let merged = full.swap_dims(1, 2).reshape([batch_size, n_rows, nf * nx]);
             return self.forward(merged);
-        }
-        if crate::flex_host::is_flex::<B>() {
-            if let Ok(flex) = crate::flex_host::into_flex(heads.clone()) {
-                if let Some(out) =
-                    crate::flex_segments::apply_heads(&flex, &self.plan, blocks.clone())
-                {
-                    return crate::flex_host::from_flex(out);
-                }
-            }
         }
         self.forward_heads_generic(heads, blocks)
     }
