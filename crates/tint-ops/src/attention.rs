@@ -235,44 +235,43 @@ impl<B: Backend> PositionProjection<B> {
         position_index: Tensor<B, 1, Int>,
         heads: Range<usize>,
     ) -> Tensor<B, 3> {
-        if crate::flex_host::is_flex::<B>() {
-            if let Some(lambda) = self.live_lambda(which, heads.clone()) {
-                // The positions on the host (a few hundred indices) and the term's rows built
-                // there: no row gather and bias add as tensors.
-                let index: Option<Vec<usize>> = position_index
-                    .clone()
-                    .into_data()
-                    .convert::<i64>()
-                    .to_vec::<i64>()
-                    .ok()
-                    .and_then(|index| index.into_iter().map(|i| usize::try_from(i).ok()).collect());
-                let [_, three_d] = self.weight.dims();
-                let content = match (
-                    crate::flex_host::into_flex(content),
-                    crate::flex_host::into_flex(self.weight.val()),
-                    crate::flex_host::into_flex(self.bias.val()),
-                    index,
-                ) {
-                    (Ok(c), Ok(weight), Ok(bias), Some(index)) => {
-                        let pos = crate::flex_position::PositionRows {
-                            weight: &weight,
-                            bias: &bias,
-                            index: &index,
-                            column: which as usize * (three_d / 3),
-                        };
-                        match crate::flex_position::add_head_terms(c, pos, lambda) {
-                            Ok(sum) => return crate::flex_host::from_flex(sum),
-                            Err(c) => crate::flex_host::from_flex(c),
-                        }
-                    }
-                    (Ok(c), ..) => crate::flex_host::from_flex(c),
-                    (Err(content), ..) => content,
-                };
-                return self.add_term_generic(content, which, position_index, heads);
-            } else {
-                return content;
-            }
+        let Some(lambda) = self.live_lambda(which, heads.clone()) else {
+            return content;
+        };
+        if !crate::flex_host::is_flex::<B>() {
+            return self.add_term_generic(content, which, position_index, heads);
         }
+        // The positions on the host (a few hundred indices) and the term's rows built there: no
+        // row gather and bias add as tensors.
+        let index: Option<Vec<usize>> = position_index
+            .clone()
+            .into_data()
+            .convert::<i64>()
+            .to_vec::<i64>()
+            .ok()
+            .and_then(|index| index.into_iter().map(|i| usize::try_from(i).ok()).collect());
+        let [_, three_d] = self.weight.dims();
+        let content = match (
+            crate::flex_host::into_flex(content),
+            crate::flex_host::into_flex(self.weight.val()),
+            crate::flex_host::into_flex(self.bias.val()),
+            index,
+        ) {
+            (Ok(c), Ok(weight), Ok(bias), Some(index)) => {
+                let pos = crate::flex_position::PositionRows {
+                    weight: &weight,
+                    bias: &bias,
+                    index: &index,
+                    column: which as usize * (three_d / 3),
+                };
+                match crate::flex_position::add_head_terms(c, pos, lambda) {
+                    Ok(sum) => return crate::flex_host::from_flex(sum),
+                    Err(c) => crate::flex_host::from_flex(c),
+                }
+            }
+            (Ok(c), ..) => crate::flex_host::from_flex(c),
+            (Err(content), ..) => content,
+        };
         self.add_term_generic(content, which, position_index, heads)
     }
 
@@ -336,9 +335,9 @@ impl<B: Backend> PositionProjection<B> {
         let [_, three_d] = self.weight.dims();
         let d = three_d / 3;
         let n_rows = position_index.dims()[0];
-        let pos = self.position_rows(which, position_index); // [n_rows, d]
-                                                             // λ[h] · pos per head, laid out head after head along the row (no broadcast product); a run
-                                                             // of heads with λ = 0 is one zero block.
+        // `[n_rows, d]`; λ[h] · pos per head, laid out head after head along the row (no broadcast
+        // product); a run of heads with λ = 0 is one zero block.
+        let pos = self.position_rows(which, position_index);
         let mut parts: Vec<Tensor<B, 2>> = Vec::with_capacity(lambda.len());
         let mut zero_heads = 0;
         for &l in lambda {

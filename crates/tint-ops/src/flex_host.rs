@@ -1,9 +1,10 @@
 //! The float tensors of burn-flex, reached from generic code: the door to this crate's host
-//! kernels ([`crate::flex_segments`]).
+//! kernels (`flex_segments`, `flex_position`, `flex_norm`, `flex_activation`) and the pieces they
+//! share.
 //!
-//! burn 0.21's flex runs a segment plan as one op per segment and a `cat` that copies them all
-//! again (docs/performance.md, "A segment plan in one pass"); a kernel of our own writes each
-//! output row once. The modules stay generic over `B: Backend`: when `B`'s float primitive is
+//! burn 0.21's flex runs, for example, a segment plan as one op per segment and a `cat` that
+//! copies them all again; a kernel of our own writes each output row once (docs/performance.md,
+//! "Host kernels on burn-flex for the constructed execution"). The modules stay generic over `B: Backend`: when `B`'s float primitive is
 //! burn-flex's [`FlexTensor`] (the `flex` backend, checked by type, never under autodiff, whose
 //! primitive differs) the kernel runs on the tensor's host storage; on every other backend the
 //! generic form of the op runs, and it stays the reference the kernel is tested against.

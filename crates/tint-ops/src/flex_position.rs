@@ -6,7 +6,7 @@
 //! state-sized tensor. Here each element of the content is updated once, in place when the content
 //! tensor is not shared: `c + t` with `t` the position row (`λ = 1`), its product with `λ as
 //! element` (other `λ`) or `+0.0` (`λ = 0`) — the generic form's operations, so the sums are equal
-//! bit for bit (tested in `attention`'s tests against the generic form).
+//! bit for bit (tested in the module's tests against the generic form).
 
 use burn::tensor::TensorData;
 use burn_flex::FlexTensor;

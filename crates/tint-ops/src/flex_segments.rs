@@ -9,7 +9,7 @@
 //! as before). Each element is computed by the same float operations in the same order as the
 //! generic form — a copy, `+0.0`, `x · (coef as element)` (no product when `coef == 1`) summed
 //! term by term from the first, a gathered copy — so the outputs are equal bit for bit (tested in
-//! `hsplit`'s tests against the generic form on every kind of segment, strided inputs, f32 and
+//! the module's tests against the generic form on every kind of segment, strided inputs, f32 and
 //! f64).
 
 use burn::tensor::TensorData;
@@ -120,12 +120,13 @@ fn write_rows<E: HostElement>(
                         .zip(index)
                         .for_each(|(o, &column)| *o = row_in[column]);
                 }
-                Segment::Dense { len, .. } => {
-                    let block = block_rows[i].as_ref().expect("a dense block's output");
-                    let from = block.start_of(row);
-                    out.extend_from_slice(&block_storage[i][from..from + len]);
-                }
-                Segment::PartialDense { offset, width, .. } => {
+                Segment::Dense { .. } | Segment::PartialDense { .. } => {
+                    // Columns `[offset, offset + width)` of the block's output row (all of them
+                    // for a whole block).
+                    let (offset, width) = match segment {
+                        Segment::PartialDense { offset, width, .. } => (*offset, *width),
+                        other => (0, other.len()),
+                    };
                     let block = block_rows[i].as_ref().expect("a dense block's output");
                     let from = block.start_of(row) + offset;
                     out.extend_from_slice(&block_storage[i][from..from + width]);

@@ -299,10 +299,6 @@ mod tests {
     /// is far below the effect being measured (`1 - tanh(10) ≈ 4.1e-9`).
     const F64_ROUND_OFF: f64 = 1e-14;
 
-    fn all_bits64(x: Tensor<TestBackend, 3>) -> Vec<u64> {
-        crate::testing::element_bits(x)
-    }
-
     fn all_bits(x: Tensor<TestBackend, 3>) -> Vec<u32> {
         x.into_data()
             .to_vec::<f32>()
@@ -359,8 +355,8 @@ mod tests {
                     let tokens = crate::layout::token_rows(state, p);
                     let alone = gates.combine_tokens(tokens, tokens_out, &ctx);
                     assert_eq!(
-                        all_bits64(crate::layout::token_rows(whole, p)),
-                        all_bits64(alone),
+                        crate::testing::element_bits(crate::layout::token_rows(whole, p)),
+                        crate::testing::element_bits(alone),
                         "{dtype:?} {options:?}"
                     );
                 }

@@ -76,16 +76,26 @@ impl<B: Backend> NormForward<B> {
         let [batch_size, n_rows, _] = state.dims();
         let p = ctx.n_prefixes;
         let d = self.d_model;
-        let normed = self
-            .kind
-            .group_first(state.clone(), d, self.epsilon, self.gate_value);
-        let normed = self.norm_gates.forward(state.clone(), normed, ctx);
-        let out = self.linear.forward(normed, ctx);
+        let out = self
+            .linear
+            .forward(self.gated_norm(state.clone(), ctx), ctx);
         let mem = self.memory_index + d;
         out.slice_assign(
             [0..batch_size, p..n_rows, mem..mem + d],
             state.narrow(1, p, n_rows - p).narrow(2, 0, d),
         )
+    }
+
+    /// The group norm of the first `D` dims of every row, through the norm's gates: the linear
+    /// module's input in [`NormForward::forward`].
+    ///
+    /// # Shapes
+    /// * `state`: `[batch_size, P + T, Ds]` → `[batch_size, P + T, Ds]`
+    fn gated_norm(&self, state: Tensor<B, 3>, ctx: &SimContext<B>) -> Tensor<B, 3> {
+        let normed =
+            self.kind
+                .group_first(state.clone(), self.d_model, self.epsilon, self.gate_value);
+        self.norm_gates.forward(state, normed, ctx)
     }
 
     /// The token rows of [`NormForward::forward`] on `[prefix; tokens]`, as `forward` computes
@@ -103,11 +113,7 @@ impl<B: Backend> NormForward<B> {
         let [batch_size, n_tokens, _] = tokens.dims();
         let p = ctx.n_prefixes;
         let d = self.d_model;
-        let state = layout::join_rows(prefix, tokens.clone());
-        let normed = self
-            .kind
-            .group_first(state.clone(), d, self.epsilon, self.gate_value);
-        let normed = self.norm_gates.forward(state, normed, ctx);
+        let normed = self.gated_norm(layout::join_rows(prefix, tokens.clone()), ctx);
         let out = self.linear.forward_tokens(normed.clone(), ctx, false);
         let out = self
             .linear
